@@ -1,0 +1,57 @@
+"""`vlmocr run`: read every page owed; the logic lives in vlmocr.run."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ..config import load_config
+from ..progress import RunProgress, console
+from ..run import run as run_pages
+from . import app
+
+
+@app.command("run")
+def run_command(
+    paths: List[str] = typer.Argument(None, help="Files or folders (recursive)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory."),
+    manifest: Optional[Path] = typer.Option(None, help="CSV or JSONL: doc_id,path[,pages,dpi]."),
+    engine: Optional[str] = typer.Option(None, help="auto|textlayer|rapidocr|tesseract|openai"),
+    ocr_engine: Optional[str] = typer.Option(None, help="What `auto` uses for scans: rapidocr|tesseract."),
+    endpoint: Optional[str] = typer.Option(None, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1"),
+    model: Optional[str] = typer.Option(None, help="Model name served by the endpoint."),
+    profile: Optional[str] = typer.Option(None, help="Model profile (see `vlmocr profiles list`)."),
+    dpi: Optional[float] = typer.Option(None, help="Render PDFs at this resolution (default 200)."),
+    longest_side: Optional[int] = typer.Option(None, help="Scale pages so the longest side has this many px."),
+    max_pixels: Optional[int] = typer.Option(None, help="Pixel cap per page image (bigger pages are downscaled)."),
+    lang: Optional[str] = typer.Option(None, help="Tesseract languages, e.g. deu+eng."),
+    workers: Optional[int] = typer.Option(None, help="CPU worker processes (default: all cores)."),
+    concurrency: Optional[int] = typer.Option(None, help="Requests in flight for an HTTP engine."),
+    shard: Optional[str] = typer.Option(None, help="K/N: read only this stable share of the documents."),
+    force: bool = typer.Option(False, "--force", help="Re-read pages that already have a final record."),
+    json_out: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
+    serve: Optional[str] = typer.Option(None, help="Start a server for this profile, run, stop it."),
+    stop_grace: Optional[float] = typer.Option(None, help="Seconds pages in flight may finish after SIGTERM."),
+    config: Optional[Path] = typer.Option(None, "--config", help="TOML file with settings."),
+) -> int:
+    """Read every page of every document; resumable, one record per finished page."""
+    cli = dict(
+        inputs=list(paths or []) or None, out=out, manifest=manifest, engine=engine, ocr_engine=ocr_engine,
+        endpoint=endpoint, model=model, profile=profile, dpi=dpi, longest_side=longest_side,
+        max_pixels=max_pixels, lang=lang, workers=workers, concurrency=concurrency, shard=shard,
+        force=force or None, json_summary=json_out or None, serve=serve, stop_grace=stop_grace,
+    )
+    cfg = load_config(cli, config)
+    summary = run_pages(cfg, RunProgress(enabled=True))
+    if summary.read_now == 0 and not summary.interrupted and not summary.missing:
+        console.print("Nothing to do: every page already has a final record.")
+    if cfg.json_summary:
+        print(json.dumps(summary.as_dict()), flush=True)
+        console.print(summary.done_line())
+    else:
+        print(summary.done_line(), flush=True)
+    return int(summary.exit_code())

@@ -1,0 +1,149 @@
+"""Run configuration: one pydantic model; command line > --config file.toml > VLMOCR_* > defaults.
+
+The settings key is the hash of everything that changes a page's text and nothing else:
+changing the prompt or the dpi re-reads, changing the worker count does not."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .exceptions import UsageError
+from .render import DEFAULT_DPI, DEFAULT_MAX_PIXELS, Sizing
+
+EngineName = Literal["auto", "textlayer", "rapidocr", "tesseract", "openai"]
+
+# Bump when a change in vlmocr itself alters what an engine reads for the same settings
+# (e.g. a new text-layer rule), so old records are not mistaken for current ones.
+READER_REVISION = 1
+
+
+class RunConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    inputs: list[str] = Field(default_factory=list)
+    out: Path | None = None
+    manifest: Path | None = None
+    engine: EngineName = "auto"
+    ocr_engine: Literal["rapidocr", "tesseract"] = "rapidocr"  # what `auto` uses for scans
+    lang: str = "eng"  # tesseract languages, e.g. "deu+eng"
+    dpi: float | None = None
+    longest_side: int | None = None
+    max_pixels: int = DEFAULT_MAX_PIXELS
+    workers: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1))
+    concurrency: int | None = None
+    shard: str | None = None
+    force: bool = False
+    json_summary: bool = False
+    stop_grace: float = 60.0  # seconds in-flight pages may finish after SIGTERM
+    # VLM endpoint settings (used by the openai engine)
+    endpoint: str | None = None
+    model: str | None = None
+    profile: str | None = None
+    serve: str | None = None
+
+    @field_validator("dpi")
+    @classmethod
+    def _dpi(cls, v: float | None) -> float | None:
+        if v is not None and not 10 <= v <= 1200:
+            raise ValueError("dpi must be within 10..1200")
+        return v
+
+    @field_validator("longest_side")
+    @classmethod
+    def _longest(cls, v: int | None) -> int | None:
+        if v is not None and not 64 <= v <= 20000:
+            raise ValueError("longest side must be within 64..20000 px")
+        return v
+
+    @field_validator("workers")
+    @classmethod
+    def _workers(cls, v: int) -> int:
+        if v < 1:
+            raise ValueError("workers must be at least 1")
+        return v
+
+    @model_validator(mode="after")
+    def _both_sizes(self) -> "RunConfig":
+        if self.dpi is not None and self.longest_side is not None:
+            raise ValueError("give --dpi or --longest-side, not both")
+        return self
+
+    # ------------------------------------------------------------------ derived
+
+    def sizing(self, doc_dpi: float | None = None) -> Sizing:
+        if self.longest_side and doc_dpi is None:
+            return Sizing(dpi=None, longest_side=self.longest_side, max_pixels=self.max_pixels)
+        return Sizing(dpi=doc_dpi or self.dpi or DEFAULT_DPI, longest_side=None, max_pixels=self.max_pixels)
+
+    def reader(self) -> str:
+        """The engine that reads pages without a usable text layer."""
+        if self.engine == "auto":
+            return "openai" if (self.endpoint or self.profile or self.serve) else self.ocr_engine
+        return self.engine
+
+    def key_material(self, doc_dpi: float | None = None) -> dict[str, Any]:
+        material: dict[str, Any] = {
+            "reader_revision": READER_REVISION,
+            "engine": self.engine,
+            "reader": self.reader(),
+            "sizing": self.sizing(doc_dpi).as_dict(),
+        }
+        if self.reader() == "tesseract":
+            material["lang"] = self.lang
+        return material
+
+    def settings_key(self, doc_dpi: float | None = None) -> str:
+        return settings_key(self.key_material(doc_dpi))
+
+    def public_dict(self) -> dict[str, Any]:
+        """What run.json records: never secrets (API keys are not part of this model)."""
+        return self.model_dump(mode="json")
+
+
+def settings_key(material: dict[str, Any]) -> str:
+    canonical = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
+def _env_values() -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for name, field in RunConfig.model_fields.items():
+        if name in ("inputs",):
+            continue
+        raw = os.environ.get(f"VLMOCR_{name.upper()}")
+        if raw is not None and raw != "":
+            values[name] = raw
+    return values
+
+
+def load_config(cli: dict[str, Any], config_file: Path | None = None) -> RunConfig:
+    """Merge the layers; unknown keys in a config file are an error naming the file."""
+    merged: dict[str, Any] = _env_values()
+    if config_file is not None:
+        try:
+            with open(config_file, "rb") as fh:
+                file_values = tomllib.load(fh)
+        except FileNotFoundError:
+            raise UsageError(f"config file not found: {config_file}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise UsageError(f"{config_file}: not valid TOML ({exc})") from None
+        file_values = file_values.get("run", file_values)
+        unknown = set(file_values) - set(RunConfig.model_fields)
+        if unknown:
+            raise UsageError(f"{config_file}: unknown setting(s) {', '.join(sorted(unknown))}")
+        merged.update(file_values)
+    merged.update({k: v for k, v in cli.items() if v is not None})
+    try:
+        return RunConfig.model_validate(merged)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}" for e in exc.errors()
+        )
+        raise UsageError(f"invalid settings: {problems}") from None

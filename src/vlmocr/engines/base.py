@@ -1,0 +1,46 @@
+"""The engine protocol: anything that turns a page into a `Reading`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from PIL import Image
+
+
+@dataclass
+class PageInput:
+    """A page ready to be read: the rendered image (None for text-layer reads) and its facts."""
+
+    doc_id: str
+    page: int
+    image: Image.Image | None
+    text_layer: str | None = None
+    dpi: float | None = None
+    flags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Reading:
+    """What an engine returns for one page, before classification into a status."""
+
+    text: str
+    finish_reason: str | None = "stop"
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    raw: Any = None
+    model: str | None = None
+    revision: str | None = None
+    prompt_id: str | None = None
+    flags: list[str] = field(default_factory=list)
+    blocks: list[dict[str, Any]] | None = None
+    fields: dict[str, Any] | None = None
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """A CPU engine: constructed once per worker process, then `read` per page."""
+
+    name: str
+
+    def read(self, page: PageInput) -> Reading: ...

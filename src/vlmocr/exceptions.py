@@ -1,0 +1,48 @@
+"""The one place exit codes and user-facing errors live (cf. OCRmyPDF's exceptions.py)."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    ok = 0  # every page ok or fallback
+    incomplete = 1  # pages missing, error, refused or bad_input: resubmit
+    review = 2  # only review pages (loop, truncated, empty) remain
+    usage = 3  # bad arguments or configuration; never 2 (click's default is changed)
+    gate_failed = 4  # measured quality did not pass the gate
+    unavailable = 5  # the endpoint is unreachable or does not serve the model
+    locked = 6  # another process holds the run directory
+    internal = 7  # a bug: please report it
+    interrupted = 130  # SIGINT/SIGTERM: stopped taking pages; resubmit to resume
+
+
+class VlmocrError(Exception):
+    """An error with a clear message for the user and an exit code."""
+
+    exit_code: ExitCode = ExitCode.internal
+
+    def __init__(self, message: str, exit_code: ExitCode | None = None) -> None:
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class UsageError(VlmocrError):
+    exit_code = ExitCode.usage
+
+
+class EndpointUnavailable(VlmocrError):
+    exit_code = ExitCode.unavailable
+
+
+class RunLocked(VlmocrError):
+    exit_code = ExitCode.locked
+
+
+class BadInput(Exception):
+    """A document or page that cannot be read; becomes a `bad_input` record, never a crash."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason

@@ -1,0 +1,52 @@
+"""Assembled documents: derived from page records, rebuilt at any time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable
+
+from .store import PAGES_FILE, final_records, write_text_atomic
+
+
+def page_marker(rec: dict[str, Any]) -> str:
+    """An HTML comment: invisible when the Markdown renders, easy to split on."""
+    parts = [f"page {rec['page']}", rec["status"], rec.get("engine") or "?"]
+    if rec.get("error"):
+        parts.append(str(rec["error"]).splitlines()[0].replace("--", "- -")[:200])
+    return "<!-- " + " | ".join(parts) + " -->"
+
+
+def assemble_markdown(records: Iterable[dict[str, Any]]) -> str:
+    chunks = []
+    for rec in sorted(records, key=lambda r: int(r["page"])):
+        text = (rec.get("text") or "").strip("\n")
+        chunks.append(page_marker(rec) + ("\n\n" + text if text else ""))
+    return "\n\n".join(chunks) + "\n"
+
+
+def write_document(run_dir: Path, doc_id: str, records: Iterable[dict[str, Any]]) -> Path:
+    docs = run_dir / "docs"
+    docs.mkdir(parents=True, exist_ok=True)
+    path = docs / f"{doc_id}.md"
+    write_text_atomic(path, assemble_markdown(records))
+    return path
+
+
+def rebuild_documents(run_dir: Path, wanted: dict[str, str] | None = None) -> int:
+    """Re-assemble documents from pages.jsonl. `wanted` maps doc_id → settings key; None
+    assembles every document with the key of its latest record."""
+    finals = final_records(
+        run_dir / PAGES_FILE,
+        keys=set(wanted.values()) if wanted else None,
+        docs=set(wanted) if wanted else None,
+    )
+    by_doc: dict[str, list[dict[str, Any]]] = {}
+    for (doc_id, _page), rec in finals.items():
+        if wanted and rec.get("key") != wanted.get(doc_id):
+            continue
+        by_doc.setdefault(doc_id, []).append(rec)
+    for doc_id, recs in by_doc.items():
+        pages = [r for r in recs if int(r["page"]) > 0]
+        # A document-level failure (page 0) is shown only while no page of it was read.
+        write_document(run_dir, doc_id, pages or recs)
+    return len(by_doc)

@@ -1,0 +1,145 @@
+"""Work done inside pool processes: open documents, render pages, run CPU engines.
+
+Everything here is a top-level function taking and returning plain data, so it pickles, and a
+document that crashes pdfium takes down a worker, never the scheduler."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from .engines.base import PageInput, Reading
+from .exceptions import BadInput
+from .record import PageRecord, Status, now_iso
+from .render import Sizing, count_pages, encode, is_blank, render_page, text_layer, usable_text_layer
+
+_engines: dict[str, Any] = {}
+_engine_options: dict[str, Any] = {}
+
+
+def init_worker(options: dict[str, Any]) -> None:
+    """Pool initializer. Ctrl-C is the scheduler's business: workers ignore SIGINT so a
+    graceful stop can let pages in flight finish."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.environ["OMP_THREAD_LIMIT"] = "1"  # tesseract: 10x faster with one thread per process
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    _engine_options.clear()
+    _engine_options.update(options)
+
+
+def engine(name: str) -> Any:
+    """The worker's engine instance, built on first use (models load once per process)."""
+    eng = _engines.get(name)
+    if eng is None:
+        from .engines.registry import make_cpu_engine
+
+        eng = _engines[name] = make_cpu_engine(name, _engine_options)
+    return eng
+
+
+def inspect_doc(path: str) -> tuple[int | None, str | None]:
+    """(page count, None) or (None, reason) for a document that cannot be read."""
+    try:
+        return count_pages(Path(path)), None
+    except BadInput as exc:
+        return None, exc.reason
+
+
+def image_digest(img) -> str:
+    h = hashlib.sha256()
+    h.update(f"{img.mode}:{img.width}x{img.height}:".encode())
+    h.update(img.tobytes())
+    return h.hexdigest()
+
+
+def classify(text: str, finish_reason: str | None, blank_image: bool) -> tuple[Status, list[str]]:
+    try:
+        from .quality import classify as quality_classify
+    except ImportError:  # TEMP until quality.py lands
+        if text.strip():
+            return Status.ok, []
+        return (Status.ok, ["blank_page"]) if blank_image else (Status.empty, [])
+    status, flags = quality_classify(text, finish_reason, blank_image=blank_image)
+    return Status(status), list(flags)
+
+
+def read_page(spec: dict[str, Any]) -> dict[str, Any]:
+    """Read one page with a CPU engine; always returns a record (never raises for bad input).
+
+    spec: doc_id, source, path, page, doc_pages, key, engine ('auto' or a CPU engine),
+    reader (engine for pages without text layer), sizing (dict), attempt."""
+    t0 = time.perf_counter()
+    path = Path(spec["path"])
+    page = int(spec["page"])
+    base: dict[str, Any] = dict(
+        doc_id=spec["doc_id"], source=spec["source"], page=page, doc_pages=spec.get("doc_pages"),
+        key=spec["key"], attempt=int(spec.get("attempt", 1)),
+    )
+    sizing = Sizing(**spec["sizing"])
+    mode = spec["engine"]
+    try:
+        flags: list[str] = []
+        layer = ""
+        if mode in ("auto", "textlayer"):
+            layer = text_layer(path, page)
+            usable, why = usable_text_layer(layer)
+            if mode == "textlayer" or usable:
+                reading = engine("textlayer").read(PageInput(spec["doc_id"], page, None, layer))
+                status, qflags = classify(reading.text, reading.finish_reason, blank_image=False)
+                if mode == "textlayer" and status is Status.empty:
+                    qflags.append("no_text_layer")
+                return PageRecord(
+                    **base, status=status, text=reading.text, engine="textlayer",
+                    finish_reason=reading.finish_reason, seconds=round(time.perf_counter() - t0, 4),
+                    flags=qflags + (["textlayer"] if usable else []),
+                ).to_json_dict()
+            flags.append(f"textlayer_unusable:{why}")
+        reader = spec["reader"] if mode == "auto" else mode
+        rendered = render_page(path, page, sizing)
+        flags += rendered.flags
+        img = rendered.image
+        blank = is_blank(img)
+        reading: Reading = engine(reader).read(PageInput(spec["doc_id"], page, img, layer, rendered.dpi, flags))
+        status, qflags = classify(reading.text, reading.finish_reason, blank_image=blank)
+        return PageRecord(
+            **base, status=status, text=reading.text, engine=reader, model=reading.model,
+            revision=reading.revision, dpi=rendered.dpi, finish_reason=reading.finish_reason,
+            seconds=round(time.perf_counter() - t0, 4), image_sha256=image_digest(img),
+            width=img.width, height=img.height, flags=flags + qflags + reading.flags,
+        ).to_json_dict()
+    except BadInput as exc:
+        return PageRecord(
+            **base, status=Status.bad_input, engine=mode, error=exc.reason,
+            seconds=round(time.perf_counter() - t0, 4),
+        ).to_json_dict()
+    except Exception as exc:  # an engine bug or resource failure: retried on resubmit
+        return PageRecord(
+            **base, status=Status.error, engine=mode,
+            error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"[:2000],
+            seconds=round(time.perf_counter() - t0, 4),
+        ).to_json_dict()
+
+
+def render_encoded(spec: dict[str, Any]) -> dict[str, Any]:
+    """Render and encode a page for an HTTP engine (runs in the pool, off the event loop)."""
+    path = Path(spec["path"])
+    page = int(spec["page"])
+    try:
+        rendered = render_page(path, page, Sizing(**spec["sizing"]))
+        img = rendered.image
+        data = encode(img, spec.get("format", "png"), int(spec.get("quality", 90)))
+        return {
+            "ok": True, "data": data, "width": img.width, "height": img.height, "dpi": rendered.dpi,
+            "flags": rendered.flags, "blank": is_blank(img), "sha256": hashlib.sha256(data).hexdigest(),
+        }
+    except BadInput as exc:
+        return {"ok": False, "error": exc.reason}
+
+
+def finished_at() -> str:
+    return now_iso()

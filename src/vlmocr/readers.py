@@ -1,0 +1,122 @@
+"""How the scheduler gets a record for a page, whatever the engine.
+
+A reader is the scheduler's only view of an engine: `await reader.process(spec) -> record`,
+plus how many pages it wants in flight. CPU engines run in a process pool; HTTP engines
+(issue: VLM endpoints) render in the same pool and read over async HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Protocol
+
+from .record import PageRecord, Status
+from . import pagework
+
+
+class PageReader(Protocol):
+    max_in_flight: int
+
+    async def process(self, spec: dict[str, Any]) -> dict[str, Any]: ...
+
+    async def inspect(self, path: str) -> tuple[int | None, str | None]: ...
+
+    async def aclose(self, abandon: bool = False) -> None: ...
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    # forkserver: workers never inherit the scheduler's event loop, threads or sockets.
+    return multiprocessing.get_context("forkserver")
+
+
+class WorkerPool:
+    """A process pool that survives a worker crash (a page that segfaults pdfium).
+
+    Pages in flight when a worker dies are re-run one at a time in a quarantine process, so
+    the page that crashes is identified and gets a `bad_input` record while the others
+    succeed."""
+
+    def __init__(self, workers: int, options: dict[str, Any]) -> None:
+        self.workers = workers
+        self.options = options
+        self._pool = self._new_pool(workers)
+        self._generation = 0
+        self._quarantine_lock = asyncio.Lock()
+
+    def _new_pool(self, n: int) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(
+            max_workers=n, mp_context=_context(), initializer=pagework.init_worker, initargs=(self.options,)
+        )
+
+    async def call(self, fn, *args) -> Any:
+        loop = asyncio.get_running_loop()
+        generation = self._generation
+        try:
+            return await loop.run_in_executor(self._pool, fn, *args)
+        except BrokenProcessPool:
+            if generation == self._generation:
+                # First to notice: replace the broken pool for everyone else.
+                self._generation += 1
+                old, self._pool = self._pool, self._new_pool(self.workers)
+                old.shutdown(wait=False, cancel_futures=True)
+            raise
+
+    async def call_isolated(self, fn, *args) -> Any:
+        """Run alone in a fresh single-process pool; raises BrokenProcessPool if it crashes."""
+        async with self._quarantine_lock:
+            pool = self._new_pool(1)
+            try:
+                return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+            finally:
+                pool.shutdown(wait=False, cancel_futures=True)
+
+    async def call_safely(self, fn, *args) -> tuple[bool, Any]:
+        """(True, result), or (False, None) when the call crashed its process twice."""
+        try:
+            return True, await self.call(fn, *args)
+        except BrokenProcessPool:
+            pass
+        try:
+            return True, await self.call_isolated(fn, *args)
+        except BrokenProcessPool:
+            return False, None
+
+    def shutdown(self, abandon: bool = False) -> None:
+        if abandon:
+            # Kill workers outright: a second signal means the user wants out now.
+            for proc in list(getattr(self._pool, "_processes", {}).values()):
+                try:
+                    proc.kill()
+                except Exception:
+                    pass
+        self._pool.shutdown(wait=not abandon, cancel_futures=True)
+
+
+class CpuReader:
+    """Render and read in the pool: the image never crosses a process boundary."""
+
+    def __init__(self, pool: WorkerPool) -> None:
+        self.pool = pool
+        # Two pages per worker keep every core busy while results travel back.
+        self.max_in_flight = pool.workers * 2
+
+    async def inspect(self, path: str) -> tuple[int | None, str | None]:
+        ok, result = await self.pool.call_safely(pagework.inspect_doc, path)
+        if not ok:
+            return None, "the document crashed the PDF reader"
+        return result
+
+    async def process(self, spec: dict[str, Any]) -> dict[str, Any]:
+        ok, result = await self.pool.call_safely(pagework.read_page, spec)
+        if ok:
+            return result
+        return PageRecord(
+            doc_id=spec["doc_id"], source=spec["source"], page=spec["page"], doc_pages=spec.get("doc_pages"),
+            key=spec["key"], attempt=spec.get("attempt", 1), status=Status.bad_input, engine=spec["engine"],
+            error="the page crashed the reader process twice",
+        ).to_json_dict()
+
+    async def aclose(self, abandon: bool = False) -> None:
+        self.pool.shutdown(abandon)

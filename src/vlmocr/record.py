@@ -1,0 +1,92 @@
+"""The page record: the spine every stage produces or consumes (DESIGN.md, schema 1)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA = 1
+
+
+class Status(str, Enum):
+    ok = "ok"
+    fallback = "fallback"  # text from a fallback engine, flagged
+    loop = "loop"
+    truncated = "truncated"
+    empty = "empty"
+    refused = "refused"
+    error = "error"  # engine/network after retries: retried on resubmit
+    bad_input = "bad_input"  # unreadable document or page
+
+    @property
+    def group(self) -> str:
+        """ok | fallback | review | failed — the buckets of the Done line."""
+        return STATUS_GROUP[self]
+
+
+REVIEW = frozenset({Status.loop, Status.truncated, Status.empty})
+FAILED = frozenset({Status.refused, Status.error, Status.bad_input})
+STATUS_GROUP = {
+    s: ("ok" if s is Status.ok else "fallback" if s is Status.fallback else "review" if s in REVIEW else "failed")
+    for s in Status
+}
+# A page whose last record has one of these statuses is re-attempted on resume: the failure
+# was transient (network, server) and resubmitting is how the user asks for another try.
+RETRY_ON_RESUME = frozenset({Status.error})
+
+# Compact codes for the resume index (one byte per page); 0 means "no final record".
+STATUS_CODE = {s: i + 1 for i, s in enumerate(Status)}
+CODE_STATUS = {v: k for k, v in STATUS_CODE.items()}
+
+
+class Block(BaseModel):
+    """A grounded layout block (coordinates 0-1000 on the page, as the models emit them)."""
+
+    model_config = ConfigDict(extra="forbid")
+    type: str
+    bbox: tuple[float, float, float, float] | None = None
+    text: str = ""
+
+
+class PageRecord(BaseModel):
+    """One finished attempt at one page. Page 0 stands for a whole document that could not
+    be opened (its pages are unknown); every other record names a 1-based page."""
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_: int = Field(SCHEMA, alias="schema")
+    doc_id: str
+    source: str
+    page: int
+    doc_pages: int | None = None  # pages in the document, so resume need not open it
+    key: str
+    status: Status
+    text: str = ""
+    engine: str = ""
+    model: str | None = None
+    revision: str | None = None
+    prompt_id: str | None = None
+    dpi: float | None = None
+    finish_reason: str | None = None
+    attempt: int = 1
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    seconds: float = 0.0
+    image_sha256: str | None = None
+    width: int | None = None
+    height: int | None = None
+    error: str | None = None
+    flags: list[str] = Field(default_factory=list)
+    blocks: list[Block] | None = None
+    fields: dict[str, Any] | None = None  # structured output, e.g. olmOCR front matter
+    finished_at: str = Field(default_factory=lambda: now_iso())
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")

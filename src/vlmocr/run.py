@@ -1,0 +1,415 @@
+"""The scheduler: documents → page tasks → a reader → the single writer.
+
+It never knows which engine it drives. It keeps a bounded number of pages in flight, writes
+each finished page at once (one line, flushed), and on SIGTERM/SIGINT stops taking pages,
+lets the ones in flight finish for a grace period, and exits 130 without a partial record."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from . import __version__
+from .config import RunConfig
+from .exceptions import ExitCode, UsageError
+from .outputs import rebuild_documents, write_document
+from .progress import RunProgress
+from .readers import CpuReader, PageReader, WorkerPool
+from .record import RETRY_ON_RESUME, PageRecord, Status
+from .sources import Document, discover, parse_shard, shard_of
+from .store import PAGES_FILE, DocState, RecordWriter, ResumeIndex, RunLock, write_json_atomic
+
+
+@dataclass
+class Summary:
+    pages: int = 0
+    docs: int = 0
+    records: int = 0
+    ok: int = 0
+    fallback: int = 0
+    review: int = 0
+    failed: int = 0
+    missing: int = 0
+    read_now: int = 0
+    seconds: float = 0.0
+    interrupted: bool = False
+    statuses: dict[str, int] = field(default_factory=dict)
+    run_dir: str = ""
+
+    @property
+    def pages_per_hour(self) -> float:
+        return self.read_now / self.seconds * 3600 if self.seconds > 0 else 0.0
+
+    def done_line(self) -> str:
+        return (
+            f"Done: {self.pages} pages in {self.docs} docs, records={self.records} ok={self.ok} "
+            f"fallback={self.fallback} review={self.review} failed={self.failed} missing={self.missing} "
+            f"({self.pages_per_hour:.0f} pages/h)"
+        )
+
+    def exit_code(self) -> ExitCode:
+        if self.interrupted:
+            return ExitCode.interrupted
+        if self.missing or self.failed:
+            return ExitCode.incomplete
+        if self.review:
+            return ExitCode.review
+        return ExitCode.ok
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["pages_per_hour"] = round(self.pages_per_hour, 1)
+        d["exit_code"] = int(self.exit_code())
+        return d
+
+
+def select_pages(doc: Document, doc_pages: int) -> list[int]:
+    return list(doc.pages) if doc.pages else list(range(1, doc_pages + 1))
+
+
+def needs_read(status: Status | None) -> bool:
+    return status is None or status in RETRY_ON_RESUME
+
+
+def versions(cfg: RunConfig) -> dict[str, str | None]:
+    import PIL
+    import pypdfium2
+
+    v: dict[str, str | None] = {
+        "vlmocr": __version__,
+        "python": platform.python_version(),
+        "pypdfium2": _dist_version("pypdfium2"),
+        "pdfium": _pdfium_build(),
+        "pillow": PIL.__version__,
+    }
+    reader = cfg.reader()
+    if reader == "rapidocr":
+        v["rapidocr"] = _dist_version("rapidocr")
+        v["onnxruntime"] = _dist_version("onnxruntime")
+    if reader == "tesseract":
+        try:
+            out = subprocess.run(["tesseract", "--version"], capture_output=True, text=True, timeout=10)
+            v["tesseract"] = (out.stdout or out.stderr).splitlines()[0]
+        except Exception:
+            v["tesseract"] = None
+    return v
+
+
+def _dist_version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def _pdfium_build() -> str | None:
+    try:
+        from pypdfium2.version import PDFIUM_INFO
+
+        return str(PDFIUM_INFO)
+    except Exception:
+        return None
+
+
+def git_commit() -> str | None:
+    here = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+    except Exception:
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def make_reader(cfg: RunConfig) -> PageReader:
+    reader = cfg.reader()
+    if reader == "openai":
+        raise UsageError("the openai engine is not available in this build yet")
+    engines = {reader} | ({"textlayer"} if cfg.engine in ("auto", "textlayer") else set())
+    options = {"lang": cfg.lang, "threads": 1}
+    if "tesseract" in engines:
+        from .engines.tesseract import TesseractEngine
+
+        TesseractEngine(lang=cfg.lang)  # fail fast, before any page, on a missing binary/language
+    return CpuReader(WorkerPool(cfg.workers, options))
+
+
+class Scheduler:
+    def __init__(self, cfg: RunConfig, progress: RunProgress | None = None,
+                 reader_factory: Callable[[RunConfig], PageReader] = make_reader) -> None:
+        if cfg.out is None:
+            raise UsageError("--out RUN is required")
+        self.cfg = cfg
+        self.run_dir = Path(cfg.out)
+        self.progress = progress or RunProgress(enabled=False)
+        self.reader_factory = reader_factory
+        self.stop = asyncio.Event()
+        self.abandon = asyncio.Event()
+        self.summary = Summary(run_dir=str(self.run_dir))
+        self._collect: dict[str, dict[str, Any]] = {}
+        self._deferred: set[str] = set()
+        self._signals = 0
+
+    # ------------------------------------------------------------------ documents
+
+    def documents(self) -> list[Document]:
+        docs = discover(self.cfg.inputs, self.cfg.manifest)
+        if self.cfg.shard:
+            k, n = parse_shard(self.cfg.shard)
+            docs = [d for d in docs if shard_of(d.doc_id, n) == k]
+        return docs
+
+    # ------------------------------------------------------------------ signals
+
+    def _on_signal(self, signum: int) -> None:
+        self._signals += 1
+        name = signal.Signals(signum).name
+        if self._signals == 1:
+            self.stop.set()
+            self.progress.note(
+                f"[yellow]{name}: taking no more pages; finishing those in flight "
+                f"(up to {self.cfg.stop_grace:.0f} s; signal again to abandon them)"
+            )
+            asyncio.get_running_loop().call_later(self.cfg.stop_grace, self.abandon.set)
+        else:
+            self.progress.note(f"[red]{name}: abandoning pages in flight")
+            self.abandon.set()
+
+    # ------------------------------------------------------------------ main
+
+    async def run(self) -> Summary:
+        cfg = self.cfg
+        docs = self.documents()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        lock = RunLock(self.run_dir)
+        lock.acquire()
+        loop = asyncio.get_running_loop()
+        installed = []
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, self._on_signal, sig)
+                installed.append(sig)
+            except (NotImplementedError, RuntimeError):
+                pass
+        t0 = time.monotonic()
+        started = PageRecord.model_fields["finished_at"].default_factory()  # type: ignore[misc]
+        try:
+            keys = {d.doc_id: cfg.settings_key(d.dpi) for d in docs}
+            pages_path = self.run_dir / PAGES_FILE
+            self.index = ResumeIndex.load(pages_path, set(keys.values()))
+            self._write_run_json(docs, keys, started, None)
+            self.writer = RecordWriter(pages_path)
+            if self.writer.repaired:
+                self.progress.note(f"[yellow]repaired a torn last line in {pages_path} ({self.writer.repaired} bytes)")
+            self.reader = self.reader_factory(cfg)
+            self.progress.start()
+            try:
+                await self._schedule(docs, keys)
+            finally:
+                await self.reader.aclose(abandon=self.abandon.is_set())
+                self.writer.close()
+                self.progress.stop()
+            self.summary.interrupted = self.stop.is_set()
+            self.summary.seconds = time.monotonic() - t0
+            self._assemble(docs, keys)
+            self._tally(docs, keys)
+            self._write_run_json(docs, keys, started, self.summary)
+        finally:
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+            lock.release()
+        return self.summary
+
+    async def _schedule(self, docs: list[Document], keys: dict[str, str]) -> None:
+        sem = asyncio.Semaphore(self.reader.max_in_flight)
+        inflight: set[asyncio.Task] = set()
+
+        async def one(spec: dict[str, Any]) -> None:
+            try:
+                rec = await self.reader.process(spec)
+                self._finish(rec)
+            finally:
+                sem.release()
+
+        async def produce() -> None:
+            for doc in docs:
+                if self.stop.is_set():
+                    return
+                specs = await self._plan_doc(doc, keys[doc.doc_id])
+                for spec in specs:
+                    await sem.acquire()
+                    if self.stop.is_set():
+                        sem.release()
+                        return
+                    task = asyncio.create_task(one(spec))
+                    inflight.add(task)
+                    task.add_done_callback(inflight.discard)
+
+        producer = asyncio.create_task(produce())
+        abandon_wait = asyncio.create_task(self.abandon.wait())
+        try:
+            await asyncio.wait({producer, abandon_wait}, return_when=asyncio.FIRST_COMPLETED)
+            if producer.done():
+                producer.result()  # surface a bug in planning
+            while inflight and not self.abandon.is_set():
+                await asyncio.wait(set(inflight) | {abandon_wait}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            abandon_wait.cancel()
+            if not producer.done():
+                producer.cancel()
+            for task in list(inflight):
+                task.cancel()  # cancelled pages write nothing: they are read again next run
+            await asyncio.gather(producer, *inflight, return_exceptions=True)
+            for task in list(inflight):
+                if task.done() and not task.cancelled() and task.exception():
+                    raise task.exception()  # type: ignore[misc]
+
+    async def _plan_doc(self, doc: Document, key: str) -> list[dict[str, Any]]:
+        """The page tasks still owed for one document (opening it only when needed)."""
+        cfg = self.cfg
+        state = self.index.get(key, doc.doc_id)
+        doc_pages = state.doc_pages if state else None
+        if doc_pages is None or cfg.force:
+            n, err = await self.reader.inspect(str(doc.path))
+            if err is not None:
+                prev = state.status(0) if state else None
+                if prev is None or cfg.force:
+                    self._finish(PageRecord(
+                        doc_id=doc.doc_id, source=doc.source, page=0, doc_pages=None, key=key,
+                        status=Status.bad_input, engine=cfg.engine, error=err,
+                        attempt=(state.attempts_of(0) if state else 0) + 1,
+                    ).to_json_dict())
+                return []
+            doc_pages = n
+        assert doc_pages is not None
+        pages = select_pages(doc, doc_pages)
+        if cfg.force or state is None:
+            pending = pages
+        else:
+            pending = [p for p in pages if needs_read(state.status(p))]
+        if not pending:
+            if not (self.run_dir / "docs" / f"{doc.doc_id}.md").exists():
+                self._deferred.add(doc.doc_id)
+            return []
+        self.progress.add_total(len(pending))
+        if len(pending) == len(pages):
+            self._collect[doc.doc_id] = {"expect": len(pages), "recs": []}
+        sizing = cfg.sizing(doc.dpi).as_dict()
+        reader = cfg.reader()
+        return [
+            dict(doc_id=doc.doc_id, source=doc.source, path=str(doc.path), page=p, doc_pages=doc_pages,
+                 key=key, engine=cfg.engine, reader=reader, sizing=sizing,
+                 attempt=(state.attempts_of(p) if state else 0) + 1)
+            for p in pending
+        ]
+
+    def _finish(self, rec: dict[str, Any]) -> None:
+        """The single point where a finished page becomes durable."""
+        self.writer.append(rec)
+        self.index.add(rec)
+        self.summary.read_now += 1
+        self.progress.advance(rec["status"])
+        doc_id = rec["doc_id"]
+        slot = self._collect.get(doc_id)
+        if slot is not None and int(rec["page"]) > 0:
+            slot["recs"].append(rec)
+            if len(slot["recs"]) >= slot["expect"]:
+                write_document(self.run_dir, doc_id, slot["recs"])
+                del self._collect[doc_id]
+        elif int(rec["page"]) == 0 or slot is None:
+            self._deferred.add(doc_id)
+
+    # ------------------------------------------------------------------ results
+
+    def _doc_complete(self, doc: Document, state: DocState | None) -> bool:
+        if state is None:
+            return False
+        if state.doc_pages is None:
+            return state.status(0) is not None
+        return all(state.status(p) is not None for p in select_pages(doc, state.doc_pages))
+
+    def _assemble(self, docs: list[Document], keys: dict[str, str]) -> None:
+        wanted = {}
+        for doc in docs:
+            if doc.doc_id in self._deferred or doc.doc_id in self._collect:
+                if self._doc_complete(doc, self.index.get(keys[doc.doc_id], doc.doc_id)):
+                    wanted[doc.doc_id] = keys[doc.doc_id]
+        if wanted:
+            rebuild_documents(self.run_dir, wanted)
+
+    def _tally(self, docs: list[Document], keys: dict[str, str]) -> None:
+        s = self.summary
+        s.docs = len(docs)
+        counts: dict[str, int] = {}
+        for doc in docs:
+            state = self.index.get(keys[doc.doc_id], doc.doc_id)
+            if state is None or state.doc_pages is None:
+                s.pages += 1
+                st = state.status(0) if state else None
+                if st is None:
+                    s.missing += 1
+                else:
+                    counts[st.value] = counts.get(st.value, 0) + 1
+                continue
+            for p in select_pages(doc, state.doc_pages):
+                s.pages += 1
+                st = state.status(p)
+                if st is None:
+                    s.missing += 1
+                else:
+                    counts[st.value] = counts.get(st.value, 0) + 1
+        s.statuses = counts
+        for name, n in counts.items():
+            group = Status(name).group
+            setattr(s, group, getattr(s, group) + n)
+            s.records += n
+
+    def _write_run_json(self, docs: list[Document], keys: dict[str, str], started: str, summary: Summary | None) -> None:
+        path = self.run_dir / "run.json"
+        previous: dict[str, Any] = {}
+        if path.exists():
+            try:
+                import json
+
+                previous = json.loads(path.read_text(encoding="utf-8"))
+            except Exception:
+                previous = {}
+        history = list(previous.get("history", []))
+        entry = {"started_at": started, "host": socket.gethostname(), "pid": os.getpid(),
+                 "argv": sys.argv[1:], "key": self.cfg.settings_key()}
+        if summary is not None:
+            entry["finished_at"] = PageRecord.model_fields["finished_at"].default_factory()  # type: ignore[misc]
+            entry["summary"] = summary.as_dict()
+            history.append(entry)
+        data = {
+            "schema": 1,
+            "settings": self.cfg.public_dict(),
+            "key": self.cfg.settings_key(),
+            "keys": sorted(set(keys.values())),
+            "key_material": self.cfg.key_material(),
+            "versions": versions(self.cfg),
+            "git_commit": git_commit(),
+            "host": socket.gethostname(),
+            "documents": len(docs),
+            "shard": self.cfg.shard,
+            "current": entry,
+            "history": history[-50:],
+        }
+        if summary is not None:
+            data["summary"] = summary.as_dict()
+        write_json_atomic(path, data)
+
+
+def run(cfg: RunConfig, progress: RunProgress | None = None) -> Summary:
+    """Library entry point: read every page owed under `cfg` and return the summary."""
+    return asyncio.run(Scheduler(cfg, progress).run())

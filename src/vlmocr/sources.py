@@ -1,0 +1,237 @@
+"""Find documents: files, folders (recursive, sorted, symlink-loop safe) and manifests."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import re
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from .exceptions import UsageError
+
+PDF_EXTS = {".pdf"}
+IMAGE_EXTS = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp"}
+SUPPORTED_EXTS = PDF_EXTS | IMAGE_EXTS
+MAX_ID_BYTES = 180  # leaves room for suffixes like ".md" under the usual 255-byte name limit
+
+
+@dataclass(frozen=True)
+class Document:
+    doc_id: str
+    path: Path
+    source: str  # the input path as the user gave it (or as the manifest spelled it)
+    pages: tuple[int, ...] | None = None  # explicit 1-based selection, None = every page
+    dpi: float | None = None  # per-document override from a manifest
+
+    @property
+    def kind(self) -> str:
+        ext = self.path.suffix.lower()
+        if ext in PDF_EXTS:
+            return "pdf"
+        if ext in IMAGE_EXTS:
+            return "image"
+        return "unsupported"
+
+
+def parse_pages(spec: str) -> tuple[int, ...]:
+    """'1-3,7' → (1, 2, 3, 7). Pages are 1-based; ranges are inclusive."""
+    pages: set[int] = set()
+    for part in str(spec).replace(" ", "").split(","):
+        if not part:
+            continue
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if not m:
+            raise ValueError(f"bad page range {part!r} (expected e.g. '1-3,7')")
+        lo = int(m.group(1))
+        hi = int(m.group(2) or lo)
+        if lo < 1 or hi < lo:
+            raise ValueError(f"bad page range {part!r} (pages are 1-based, low-high)")
+        if hi - lo > 1_000_000:
+            raise ValueError(f"page range {part!r} is implausibly large")
+        pages.update(range(lo, hi + 1))
+    if not pages:
+        raise ValueError(f"empty page selection {spec!r}")
+    return tuple(sorted(pages))
+
+
+def check_doc_id(doc_id: str) -> str | None:
+    """Why `doc_id` is unsafe as a file name, or None when it is fine."""
+    if not doc_id:
+        return "it is empty"
+    if doc_id in (".", "..") or doc_id.startswith("."):
+        return "it starts with '.'"
+    if "/" in doc_id or "\\" in doc_id:
+        return "it contains a path separator"
+    if any(unicodedata.category(c) == "Cc" for c in doc_id):
+        return "it contains a control character"
+    if len(doc_id.encode("utf-8")) > MAX_ID_BYTES:
+        return f"it is longer than {MAX_ID_BYTES} bytes"
+    return None
+
+
+def derive_doc_id(rel: str) -> str:
+    """A file-name-safe id from a relative path: 'a/b c.pdf' → 'a__b c'.
+
+    Deterministic from the path alone, so the same file keeps its id across runs whatever
+    else the folder holds."""
+    stem = rel
+    suffix = Path(rel).suffix
+    if suffix.lower() in SUPPORTED_EXTS:
+        stem = rel[: -len(suffix)]
+    parts = [p for p in re.split(r"[\\/]+", stem) if p not in ("", ".")]
+    text = "__".join(parts)
+    text = "".join("_" if unicodedata.category(c) == "Cc" else c for c in text)
+    text = unicodedata.normalize("NFC", text).lstrip(".") or "_"
+    if len(text.encode("utf-8")) > MAX_ID_BYTES:
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+        text = text.encode("utf-8")[: MAX_ID_BYTES - 14].decode("utf-8", "ignore") + "--" + digest
+    return text
+
+
+def walk_folder(root: Path) -> Iterator[Path]:
+    """Supported files under `root`, sorted, following symlinks but never entering a loop."""
+    seen: set[tuple[int, int]] = set()
+
+    def visit(folder: Path) -> Iterator[Path]:
+        try:
+            st = folder.stat()
+        except OSError:
+            return
+        ident = (st.st_dev, st.st_ino)
+        if ident in seen:
+            return  # a symlink loop or a second link to a folder already walked
+        seen.add(ident)
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            return
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            path = Path(entry.path)
+            try:
+                is_dir = entry.is_dir(follow_symlinks=True)
+            except OSError:
+                continue
+            if is_dir:
+                yield from visit(path)
+            elif path.suffix.lower() in SUPPORTED_EXTS:
+                yield path
+
+    yield from visit(root)
+
+
+def from_paths(paths: Iterable[str | Path]) -> list[Document]:
+    docs: list[Document] = []
+    for given in paths:
+        p = Path(given)
+        if p.is_dir():
+            for f in walk_folder(p):
+                rel = f.relative_to(p).as_posix()
+                docs.append(Document(derive_doc_id(rel), f, str(f)))
+        else:
+            # Missing or unsupported files given by name become bad_input records, so the
+            # user sees them in the results instead of a run that silently skipped them.
+            docs.append(Document(derive_doc_id(p.name), p, str(given)))
+    return docs
+
+
+def from_manifest(manifest: str | Path) -> list[Document]:
+    m = Path(manifest)
+    if not m.is_file():
+        raise UsageError(f"manifest not found: {m}")
+    base = m.parent
+    rows: list[tuple[int, dict]] = []
+    if m.suffix.lower() in (".jsonl", ".ndjson"):
+        with m.open(encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise UsageError(f"{m}:{n}: not valid JSON ({exc.msg})") from None
+                if not isinstance(row, dict):
+                    raise UsageError(f"{m}:{n}: expected a JSON object")
+                rows.append((n, row))
+    else:
+        with m.open(encoding="utf-8-sig", newline="") as fh:
+            reader = csv.DictReader(fh)
+            if not reader.fieldnames or "path" not in reader.fieldnames:
+                raise UsageError(f"{m}: a manifest needs a 'path' column (doc_id,path[,pages,dpi])")
+            unknown = set(reader.fieldnames) - {"doc_id", "path", "pages", "dpi", "priority"}
+            if unknown:
+                raise UsageError(f"{m}: unknown column(s) {sorted(unknown)}")
+            for n, row in enumerate(reader, 2):
+                rows.append((n, row))
+    docs: list[Document] = []
+    for n, row in rows:
+        where = f"{m}:{n}"
+        raw_path = str(row.get("path") or "").strip()
+        if not raw_path:
+            raise UsageError(f"{where}: empty path")
+        path = Path(raw_path)
+        if not path.is_absolute():
+            path = base / path
+        doc_id = str(row.get("doc_id") or "").strip() or derive_doc_id(raw_path)
+        why = check_doc_id(doc_id)
+        if why:
+            raise UsageError(f"{where}: doc_id {doc_id!r} is not safe as a file name: {why}")
+        pages = None
+        if row.get("pages") not in (None, ""):
+            try:
+                pages = parse_pages(str(row["pages"]))
+            except ValueError as exc:
+                raise UsageError(f"{where}: {exc}") from None
+        dpi = None
+        if row.get("dpi") not in (None, ""):
+            try:
+                dpi = float(row["dpi"])
+            except ValueError:
+                raise UsageError(f"{where}: dpi {row['dpi']!r} is not a number") from None
+            if not 10 <= dpi <= 1200:
+                raise UsageError(f"{where}: dpi {dpi} outside 10..1200")
+        docs.append(Document(doc_id, path, raw_path, pages, dpi))
+    return docs
+
+
+def discover(paths: Iterable[str | Path] = (), manifest: str | Path | None = None) -> list[Document]:
+    """Every document to read, validated before any work starts."""
+    docs = from_paths(paths)
+    if manifest is not None:
+        docs += from_manifest(manifest)
+    if not docs:
+        raise UsageError("no documents found (give files, folders or --manifest)")
+    seen: dict[str, Document] = {}
+    for d in docs:
+        why = check_doc_id(d.doc_id)
+        if why:
+            raise UsageError(f"{d.source}: derived doc_id {d.doc_id!r} is unsafe: {why}")
+        if d.doc_id in seen:
+            raise UsageError(
+                f"duplicate doc_id {d.doc_id!r}: {seen[d.doc_id].source!r} and {d.source!r} "
+                "(rename one, or give ids in a --manifest)"
+            )
+        seen[d.doc_id] = d
+    return docs
+
+
+def shard_of(doc_id: str, n: int) -> int:
+    """Stable 1-based shard of a document: a growing manifest never reshuffles old ones."""
+    h = int.from_bytes(hashlib.sha256(doc_id.encode("utf-8")).digest()[:8], "big")
+    return h % n + 1
+
+
+def parse_shard(spec: str) -> tuple[int, int]:
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", spec or "")
+    if not m:
+        raise UsageError(f"--shard {spec!r}: expected K/N, e.g. 1/4")
+    k, n = int(m.group(1)), int(m.group(2))
+    if not (n >= 1 and 1 <= k <= n):
+        raise UsageError(f"--shard {spec!r}: K must be in 1..N")
+    return k, n

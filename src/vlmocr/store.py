@@ -1,0 +1,241 @@
+"""The page-record store: the only code that touches `pages.jsonl`.
+
+Append-only, one JSON line per finished page attempt, each written with a single `write(2)`
+on an O_APPEND descriptor so a kill -9 leaves at most one torn last line, which the next open
+repairs. The resume index keeps one byte per page, not the records, so 100 000 pages cost a
+few hundred kilobytes."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import orjson
+
+from .exceptions import RunLocked
+from .record import CODE_STATUS, STATUS_CODE, PageRecord, Status
+
+log = logging.getLogger(__name__)
+
+PAGES_FILE = "pages.jsonl"
+FSYNC_EVERY_S = 2.0
+
+
+def repair_torn_tail(path: Path) -> int:
+    """Cut a torn last line (a write interrupted by kill -9 or a node crash).
+
+    Returns the number of bytes removed. The page it belonged to has no record, so it is
+    simply read again: no page is lost and none is duplicated."""
+    if not path.exists():
+        return 0
+    with path.open("rb+") as fh:
+        fh.seek(0, os.SEEK_END)
+        size = fh.tell()
+        if size == 0:
+            return 0
+        fh.seek(size - 1)
+        if fh.read(1) == b"\n":
+            return 0
+        # Walk back to the previous newline in blocks.
+        pos = size
+        block = 65536
+        cut = 0
+        while pos > 0:
+            start = max(0, pos - block)
+            fh.seek(start)
+            chunk = fh.read(pos - start)
+            i = chunk.rfind(b"\n")
+            if i >= 0:
+                cut = start + i + 1
+                break
+            pos = start
+        fh.truncate(cut)
+        fh.flush()
+        os.fsync(fh.fileno())
+        return size - cut
+
+
+def iter_records(path: Path, *, strict: bool = False) -> Iterator[dict[str, Any]]:
+    """Every parseable record in file order. A bad line is logged and skipped (or raised)."""
+    if not path.exists():
+        return
+    with path.open("rb") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                if strict or not line.endswith(b"\n"):
+                    # A torn last line is expected after a crash; only complain in strict mode.
+                    if strict:
+                        raise ValueError(f"{path}:{n}: not a JSON line")
+                    continue
+                log.warning("%s:%d: skipping a line that is not JSON", path, n)
+                continue
+            if isinstance(rec, dict):
+                yield rec
+
+
+def final_records(path: Path, keys: set[str] | None = None, docs: set[str] | None = None) -> dict[tuple[str, int], dict]:
+    """The last record of each (doc_id, page), optionally for some keys/documents only."""
+    out: dict[tuple[str, int], dict] = {}
+    for rec in iter_records(path):
+        if keys is not None and rec.get("key") not in keys:
+            continue
+        if docs is not None and rec.get("doc_id") not in docs:
+            continue
+        out[(rec["doc_id"], int(rec["page"]))] = rec
+    return out
+
+
+@dataclass
+class DocState:
+    """What resume needs to know of one document under one settings key."""
+
+    doc_pages: int | None = None
+    codes: bytearray = field(default_factory=bytearray)  # status code per page (index = page)
+    attempts: bytearray = field(default_factory=bytearray)  # attempts so far per page (≤255)
+
+    def _grow(self, page: int) -> None:
+        if page >= len(self.codes):
+            extra = page + 1 - len(self.codes)
+            self.codes.extend(b"\0" * extra)
+            self.attempts.extend(b"\0" * extra)
+
+    def set(self, page: int, status: Status, attempt: int) -> None:
+        self._grow(page)
+        self.codes[page] = STATUS_CODE[status]
+        self.attempts[page] = min(max(attempt, self.attempts[page]), 255)
+
+    def status(self, page: int) -> Status | None:
+        if page < len(self.codes) and self.codes[page]:
+            return CODE_STATUS[self.codes[page]]
+        return None
+
+    def attempts_of(self, page: int) -> int:
+        return self.attempts[page] if page < len(self.attempts) else 0
+
+
+class ResumeIndex:
+    """(settings key, doc_id) → DocState, built in one streaming pass over pages.jsonl."""
+
+    def __init__(self) -> None:
+        self.docs: dict[tuple[str, str], DocState] = {}
+        self.records = 0
+        self.other_keys = 0
+
+    def get(self, key: str, doc_id: str) -> DocState | None:
+        return self.docs.get((key, doc_id))
+
+    def add(self, rec: dict[str, Any]) -> None:
+        state = self.docs.get((rec["key"], rec["doc_id"]))
+        if state is None:
+            state = self.docs[(rec["key"], rec["doc_id"])] = DocState()
+        if rec.get("doc_pages") is not None:
+            state.doc_pages = int(rec["doc_pages"])
+        state.set(int(rec["page"]), Status(rec["status"]), int(rec.get("attempt", 1)))
+
+    @classmethod
+    def load(cls, path: Path, keys: set[str] | None = None) -> "ResumeIndex":
+        idx = cls()
+        for rec in iter_records(path):
+            try:
+                if keys is not None and rec.get("key") not in keys:
+                    idx.other_keys += 1
+                    continue
+                idx.add(rec)
+                idx.records += 1
+            except (KeyError, ValueError, TypeError):
+                log.warning("%s: skipping a record without doc_id/page/key/status", path)
+        return idx
+
+
+class RecordWriter:
+    """Appends records, one flushed line each; fsyncs every few seconds and on close."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.repaired = repair_torn_tail(path)
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._last_sync = time.monotonic()
+        self.written = 0
+
+    def append(self, record: PageRecord | dict[str, Any]) -> None:
+        data = record.to_json_dict() if isinstance(record, PageRecord) else record
+        line = orjson.dumps(data) + b"\n"
+        view = memoryview(line)
+        while view:
+            n = os.write(self._fd, view)
+            view = view[n:]
+        self.written += 1
+        now = time.monotonic()
+        if now - self._last_sync > FSYNC_EVERY_S:
+            os.fsync(self._fd)
+            self._last_sync = now
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> "RecordWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class RunLock:
+    """One writer per run directory: a second `vlmocr run` on the same --out fails clearly."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / ".lock"
+        self._fh = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fh = self.path.open("a+")
+        try:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "another process"
+            fh.close()
+            raise RunLocked(f"run directory {self.path.parent} is in use by {holder}") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(f"pid {os.getpid()} on {os.uname().nodename}\n")
+        fh.flush()
+        self._fh = fh
+
+    def release(self) -> None:
+        if self._fh is not None:
+            fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
+            self._fh.close()
+            self._fh = None
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write to a temporary name and rename: readers never see half a file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def count_lines(paths: Iterable[Path]) -> int:
+    return sum(1 for p in paths for _ in iter_records(p))
