@@ -85,7 +85,13 @@ class PageRecord(BaseModel):
     finished_at: str = Field(default_factory=lambda: now_iso())
 
     def to_json_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        # Every schema field is present (null when unknown) so consumers never guess; the
+        # optional structures appear only when an engine produced them.
+        data = self.model_dump(mode="json", by_alias=True)
+        for optional in ("blocks", "fields"):
+            if data.get(optional) is None:
+                data.pop(optional, None)
+        return data
 
 
 def now_iso() -> str:

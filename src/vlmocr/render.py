@@ -53,12 +53,24 @@ _lock = threading.Lock()  # pdfium is not thread-safe; workers are processes, bu
 
 
 def _pdf_error(path: Path, exc: Exception) -> BadInput:
+    """Name the reason from the file itself: pdfium's error code is process-global and can
+    be stale (a zero-page PDF reports 'Success', or the previous file's 'password')."""
     msg = str(exc)
-    if "password" in msg.lower():
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as fh:
+            head = fh.read(1024)
+            fh.seek(max(0, size - 2_000_000))
+            tail = fh.read()
+    except OSError as err:
+        return BadInput(f"cannot read {path.name}: {err.strerror}")
+    if not head.lstrip().startswith(b"%PDF"):
+        return BadInput(f"corrupt or not a PDF (no %PDF header): {path.name}")
+    if b"/Encrypt" in tail:
         return BadInput(f"encrypted PDF (a password is required): {path.name}")
-    if "format" in msg.lower() or "file" in msg.lower():
-        return BadInput(f"corrupt or not a PDF ({msg}): {path.name}")
-    return BadInput(f"cannot open PDF ({msg}): {path.name}")
+    if re.search(rb"/Type\s*/Pages\b", tail) and re.search(rb"/Count\s+0\b", tail) and not re.search(rb"/Count\s+[1-9]", tail):
+        return BadInput(f"PDF has no pages: {path.name}")
+    return BadInput(f"corrupt PDF ({msg.replace('Failed to load document ', '')}): {path.name}")
 
 
 @lru_cache(maxsize=2)

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Install everything the test suite needs on a fresh Debian machine (as root), start the
+# single-node SLURM cluster, and run the tests. README's second Quick start command; CI runs it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+apt_pkgs=(tesseract-ocr tesseract-ocr-eng tesseract-ocr-deu tesseract-ocr-fra)
+missing=()
+for p in "${apt_pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if ((${#missing[@]})); then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+python -m pip install -q -e '.[test]'
+
+if [[ -x scripts/slurm-up.sh ]]; then
+  bash scripts/slurm-up.sh
+fi
+
+# Strict: a missing component (tesseract, SLURM, Chromium, ground truth) fails instead of skipping.
+export VLMOCR_TEST_STRICT=1
+exec python -m pytest "$@"

@@ -1,0 +1,295 @@
+"""Model profiles: everything model-specific lives in a TOML file, never in Python.
+
+A profile says how to ask one model for a page (prompt, image order and sizing, sampling,
+extra request body per server kind), how to start a server for it, how to clean its answer,
+and how to retry it. Shipped profiles are package data next to this file; users add or
+override profiles with directories on ``VLMOCR_PROFILE_PATH`` (colon-separated), or pass a
+path to a ``.toml`` file directly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal, cast, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+
+from vlmocr.exceptions import UsageError
+
+ServerKind = Literal["vllm", "sglang", "openai"]
+SERVER_KINDS: tuple[str, ...] = get_args(ServerKind)
+LaunchKind = Literal["vllm", "sglang"]
+ENV_PROFILE_PATH = "VLMOCR_PROFILE_PATH"
+
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+
+class _Strict(BaseModel):
+    # A typo in a profile must fail loudly instead of silently using a default.
+    model_config = ConfigDict(extra="forbid")
+
+
+class ImageSpec(_Strict):
+    """How a page becomes the image sent to the model.
+
+    ``longest_side`` wins over ``dpi`` when set (the page is scaled so that its longest side
+    is exactly that many pixels, as olmOCR and LightOnOCR are trained). ``max_pixels`` and
+    ``min_pixels`` bound the area afterwards, as Qwen-style processors do server-side anyway;
+    bounding it client-side keeps requests small and the settings key honest.
+    """
+
+    dpi: int = Field(default=200, gt=0)
+    longest_side: int | None = Field(default=None, gt=0)
+    max_pixels: int | None = Field(default=None, gt=0)
+    min_pixels: int | None = Field(default=None, gt=0)
+    format: Literal["png", "jpeg"] = "png"
+    jpeg_quality: int = Field(default=90, ge=1, le=100)
+
+    @property
+    def mime(self) -> str:
+        return "image/png" if self.format == "png" else "image/jpeg"
+
+
+class Sampling(_Strict):
+    """Decoding parameters. ``top_k``, ``min_p`` and ``repetition_penalty`` are vLLM/SGLang
+    extensions and are left out of requests to a plain OpenAI API (it rejects unknown keys)."""
+
+    temperature: float = Field(default=0.0, ge=0.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    top_k: int | None = None
+    min_p: float | None = Field(default=None, ge=0.0, le=1.0)
+    repetition_penalty: float | None = Field(default=None, gt=0.0)
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    seed: int | None = None
+    stop: list[str] | None = None
+
+
+SAMPLING_KEYS = frozenset(Sampling.model_fields)
+VENDOR_SAMPLING_KEYS = frozenset({"top_k", "min_p", "repetition_penalty"})
+
+
+class ServeSpec(_Strict):
+    """Flags `vlmocr serve` adds after the model for one server kind.
+
+    ``json_args`` holds flags whose value is JSON (e.g. ``--limit-mm-per-prompt``); they are
+    kept as data so the serve command can write them to an args file instead of fighting
+    shell quoting."""
+
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    json_args: dict[str, Any] = Field(default_factory=dict)
+
+    def argv(self) -> list[str]:
+        """The flags as one argv list, JSON values serialized compactly."""
+        out = list(self.args)
+        for flag, value in self.json_args.items():
+            out += [flag, json.dumps(value, separators=(",", ":"), sort_keys=True)]
+        return out
+
+
+GroundingFormat = Literal["tags", "dots-json", "doctags", "chandra-html"]
+
+
+class PostprocessSpec(_Strict):
+    """How a raw answer becomes clean text (+ layout blocks, + fields).
+
+    grounding_format: ``tags`` = DeepSeek-OCR / Unlimited-OCR ``<|ref|>…<|det|>[[…]]<|/det|>``,
+    ``dots-json`` = dots.ocr's JSON list of {bbox, category, text}, ``doctags`` = Docling
+    DocTags, ``chandra-html`` = Chandra's ``<div data-bbox data-label>`` blocks."""
+
+    strip_tokens: list[str] = Field(default_factory=list)
+    strip_fences: bool = True
+    strip_grounding: bool = True
+    keep_grounding_as_blocks: bool = False
+    grounding_format: GroundingFormat = "tags"
+    front_matter: Literal["", "yaml"] = ""
+
+
+class MultiPageSpec(_Strict):
+    """Several pages in one request (``max_pages`` 1 = single page only)."""
+
+    max_pages: int = Field(default=1, ge=1)
+    page_separator: str = "<PAGE>"
+    prompt: str | None = None
+    prompt_by_server: dict[ServerKind, str] = Field(default_factory=dict)
+    extra_body: dict[ServerKind, dict[str, Any]] = Field(default_factory=dict)
+    # Output budget of a whole multi-page request; per-page max_tokens × pages, capped here.
+    max_tokens: int | None = Field(default=None, gt=0)
+
+
+class RetrySpec(_Strict):
+    """Hints for the retry ladder over review pages (loop / truncated / empty)."""
+
+    temperatures: list[float] = Field(default_factory=lambda: [0.1, 0.3, 0.5, 0.8])
+    # Sampling keys (other than temperature) set on every retry, e.g. a wider top_p.
+    sampling: dict[str, float | int] = Field(default_factory=dict)
+    max_tokens_factor: float = Field(default=1.5, ge=1.0)
+    max_tokens_limit: int | None = Field(default=None, gt=0)
+    # Repetition controls per server kind, merged into the request body on retries.
+    extra_body: dict[ServerKind, dict[str, Any]] = Field(default_factory=dict)
+    # On a 400 "prompt too long", may the page be re-rendered smaller and tried once more?
+    shrink_on_overflow: bool = True
+    shrink_factor: float = Field(default=0.75, gt=0.0, lt=1.0)
+
+    @model_validator(mode="after")
+    def _sampling_keys(self) -> RetrySpec:
+        unknown = set(self.sampling) - (SAMPLING_KEYS - {"temperature", "stop"})
+        if unknown:
+            raise ValueError(f"retry.sampling: unknown or not allowed keys {sorted(unknown)}")
+        if any(t < 0 for t in self.temperatures):
+            raise ValueError("retry.temperatures must be >= 0")
+        return self
+
+
+class Profile(_Strict):
+    """One model's recipe. See the shipped ``*.toml`` files for documented examples."""
+
+    name: str
+    description: str = ""
+    model: str = ""  # Hugging Face repo id; empty = whatever --model names
+    revision: str = ""  # pinned commit; empty = not pinned yet
+    license: str = ""
+    prompt: str = ""
+    # The same instruction may need different text per server (e.g. a literal <image> for
+    # vLLM where the model has no chat template, none for SGLang whose template adds it).
+    prompt_by_server: dict[ServerKind, str] = Field(default_factory=dict)
+    system_prompt: str = ""
+    image_position: Literal["before", "after"] = "before"
+    image_only: bool = False
+    # Model defaults are fine: pydantic copies a non-hashable default for each instance.
+    image: ImageSpec = ImageSpec()
+    sampling: Sampling = Sampling()
+    max_tokens: int = Field(default=4096, gt=0)
+    context_length: int | None = Field(default=None, gt=0)
+    concurrency: int = Field(default=16, ge=1)
+    extra_body: dict[ServerKind, dict[str, Any]] = Field(default_factory=dict)
+    # "module:Class" of an SGLang CustomLogitProcessor, sent per request (SGLang has no
+    # server-side registration; the server needs --enable-custom-logit-processor).
+    sglang_logit_processor: str = ""
+    serve: dict[LaunchKind, ServeSpec] = Field(default_factory=dict)
+    postprocess: PostprocessSpec = PostprocessSpec()
+    multipage: MultiPageSpec = MultiPageSpec()
+    retry: RetrySpec = RetrySpec()
+
+    _source: Path | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Profile:
+        if not _NAME_RE.match(self.name):
+            raise ValueError(f"name {self.name!r}: use lowercase letters, digits, '.', '_' or '-'")
+        prompts = [self.prompt, *self.prompt_by_server.values()]
+        if self.image_only and any(prompts):
+            raise ValueError("image_only profiles must not have a prompt")
+        if not self.image_only and not self.prompt:
+            raise ValueError("prompt is empty; set image_only = true for image-only models")
+        if self.sglang_logit_processor and ":" not in self.sglang_logit_processor:
+            raise ValueError("sglang_logit_processor must look like 'package.module:ClassName'")
+        return self
+
+    @property
+    def source(self) -> Path | None:
+        """The file this profile was loaded from (None when built in code)."""
+        return self._source
+
+    def prompt_for(self, server_kind: str = "vllm", pages: int = 1) -> str:
+        """The exact prompt text sent for this server kind and page count."""
+        kind = cast(ServerKind, server_kind)
+        if pages > 1 and self.multipage.prompt is not None:
+            return self.multipage.prompt_by_server.get(kind, self.multipage.prompt)
+        return self.prompt_by_server.get(kind, self.prompt)
+
+    @property
+    def prompt_id(self) -> str:
+        """Short, stable id of the default prompt text (recorded on every page)."""
+        return prompt_id(self.prompt)
+
+    def prompt_id_for(self, server_kind: str = "vllm", pages: int = 1) -> str:
+        return prompt_id(self.prompt_for(server_kind, pages))
+
+
+def prompt_id(text: str) -> str:
+    """First 12 hex digits of the sha256 of the prompt text: enough to tell prompts apart."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def profile_dir() -> Path:
+    """The directory of the shipped profiles."""
+    return Path(__file__).resolve().parent
+
+
+def profile_search_path() -> list[Path]:
+    """User directories first (so a user file overrides a shipped one), then the shipped."""
+    user = [Path(p).expanduser() for p in os.environ.get(ENV_PROFILE_PATH, "").split(os.pathsep) if p]
+    return [*user, profile_dir()]
+
+
+def _read(path: Path, *, require_stem_name: bool) -> Profile:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise UsageError(f"profile {path}: cannot read: {e}") from e
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"profile {path}: not valid TOML: {e}") from e
+    data.setdefault("name", path.stem)
+    # Profiles in a search directory are found by file name, so the two must agree.
+    if require_stem_name and data["name"] != path.stem:
+        raise UsageError(f"profile {path}: name {data['name']!r} does not match the file name {path.stem!r}")
+    try:
+        profile = Profile.model_validate(data)
+    except ValidationError as e:
+        raise UsageError(f"profile {path}: invalid:\n{e}") from e
+    profile._source = path
+    return profile
+
+
+def load_profile(name_or_path: str | os.PathLike[str]) -> Profile:
+    """A profile by name (searched on VLMOCR_PROFILE_PATH, then shipped) or by .toml path."""
+    text = os.fspath(name_or_path)
+    looks_like_path = text.endswith(".toml") or os.sep in text or isinstance(name_or_path, Path)
+    if looks_like_path:
+        path = Path(text).expanduser()
+        if not path.is_file():
+            raise UsageError(f"profile file {path} does not exist")
+        return _read(path, require_stem_name=False)
+    for directory in profile_search_path():
+        candidate = directory / f"{text}.toml"
+        if candidate.is_file():
+            return _read(candidate, require_stem_name=True)
+    known = ", ".join(sorted({p.stem for d in profile_search_path() if d.is_dir() for p in d.glob("*.toml")}))
+    raise UsageError(f"unknown profile {text!r}; known profiles: {known}")
+
+
+def list_profiles() -> list[Profile]:
+    """Every profile on the search path, one per name (user files win), sorted by name."""
+    found: dict[str, Profile] = {}
+    for directory in profile_search_path():
+        if not directory.is_dir():
+            continue
+        for path in sorted(directory.glob("*.toml")):
+            if path.stem not in found:
+                found[path.stem] = _read(path, require_stem_name=True)
+    return [found[k] for k in sorted(found)]
+
+
+__all__ = [
+    "SERVER_KINDS",
+    "ImageSpec",
+    "MultiPageSpec",
+    "PostprocessSpec",
+    "Profile",
+    "RetrySpec",
+    "Sampling",
+    "ServeSpec",
+    "ServerKind",
+    "list_profiles",
+    "load_profile",
+    "profile_dir",
+    "profile_search_path",
+    "prompt_id",
+]
