@@ -47,6 +47,12 @@ class RunConfig(BaseModel):
     model: str | None = None
     profile: str | None = None
     serve: str | None = None
+    server_kind: Literal["auto", "vllm", "sglang", "openai"] = "auto"  # auto: from /v1/models owned_by
+    request_timeout: float = 300.0  # seconds per HTTP request (a long page at 8k tokens takes minutes)
+    max_retries: int = 6  # HTTP retries per request (429, 5xx, timeouts, dropped, malformed)
+    no_retry: bool = False  # first pass only: review pages stay for a later --retry-only
+    retry_only: bool = False  # only the retry ladder over review pages
+    max_fallback: float = 0.2  # a document with a larger share of fallback pages is marked
 
     @field_validator("dpi")
     @classmethod
@@ -73,6 +79,8 @@ class RunConfig(BaseModel):
     def _both_sizes(self) -> "RunConfig":
         if self.dpi is not None and self.longest_side is not None:
             raise ValueError("give --dpi or --longest-side, not both")
+        if self.no_retry and self.retry_only:
+            raise ValueError("--no-retry and --retry-only exclude each other")
         return self
 
     # ------------------------------------------------------------------ derived

@@ -58,12 +58,8 @@ def image_digest(img) -> str:
 
 
 def classify(text: str, finish_reason: str | None, blank_image: bool) -> tuple[Status, list[str]]:
-    try:
-        from .quality import classify as quality_classify
-    except ImportError:  # TEMP until quality.py lands
-        if text.strip():
-            return Status.ok, []
-        return (Status.ok, ["blank_page"]) if blank_image else (Status.empty, [])
+    from .quality import classify as quality_classify
+
     status, flags = quality_classify(text, finish_reason, blank_image=blank_image)
     return Status(status), list(flags)
 
@@ -125,21 +121,48 @@ def read_page(spec: dict[str, Any]) -> dict[str, Any]:
         ).to_json_dict()
 
 
-def render_encoded(spec: dict[str, Any]) -> dict[str, Any]:
-    """Render and encode a page for an HTTP engine (runs in the pool, off the event loop)."""
-    path = Path(spec["path"])
-    page = int(spec["page"])
-    try:
-        rendered = render_page(path, page, Sizing(**spec["sizing"]))
-        img = rendered.image
-        data = encode(img, spec.get("format", "png"), int(spec.get("quality", 90)))
-        return {
-            "ok": True, "data": data, "width": img.width, "height": img.height, "dpi": rendered.dpi,
-            "flags": rendered.flags, "blank": is_blank(img), "sha256": hashlib.sha256(data).hexdigest(),
-        }
-    except BadInput as exc:
-        return {"ok": False, "error": exc.reason}
-
-
 def finished_at() -> str:
     return now_iso()
+
+
+def prepare_for_http(spec: dict[str, Any]) -> dict[str, Any]:
+    """For an HTTP engine: a finished record when the text layer serves the page (auto) or the
+    page is bad input; otherwise the page rendered and encoded as a data URL, ready to send."""
+    import base64
+
+    t0 = time.perf_counter()
+    path = Path(spec["path"])
+    page = int(spec["page"])
+    base: dict[str, Any] = dict(
+        doc_id=spec["doc_id"], source=spec["source"], page=page, doc_pages=spec.get("doc_pages"),
+        key=spec["key"], attempt=int(spec.get("attempt", 1)),
+    )
+    try:
+        flags: list[str] = []
+        if spec["engine"] == "auto":
+            layer = text_layer(path, page)
+            usable, why = usable_text_layer(layer)
+            if usable:
+                text = layer.strip("\n")
+                status, qflags = classify(text, "stop", blank_image=False)
+                return {"record": PageRecord(
+                    **base, status=status, text=text, engine="textlayer", finish_reason="stop",
+                    seconds=round(time.perf_counter() - t0, 4), flags=qflags + ["textlayer"],
+                ).to_json_dict()}
+            flags.append(f"textlayer_unusable:{why}")
+        rendered = render_page(path, page, Sizing(**spec["sizing"]))
+        img = rendered.image
+        fmt = spec.get("format", "png")
+        data = encode(img, fmt, int(spec.get("quality", 90)))
+        mime = "image/jpeg" if fmt in ("jpeg", "jpg") else "image/png"
+        return {
+            "image": f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}",
+            "sha256": hashlib.sha256(data).hexdigest(), "width": img.width, "height": img.height,
+            "dpi": rendered.dpi, "flags": flags + rendered.flags, "blank": is_blank(img),
+            "seconds": time.perf_counter() - t0,
+        }
+    except BadInput as exc:
+        return {"record": PageRecord(
+            **base, status=Status.bad_input, engine=spec["engine"], error=exc.reason,
+            seconds=round(time.perf_counter() - t0, 4),
+        ).to_json_dict()}

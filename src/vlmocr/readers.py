@@ -19,6 +19,14 @@ from . import pagework
 class PageReader(Protocol):
     max_in_flight: int
 
+    def sizing(self, doc_dpi: float | None = None) -> Any: ...
+
+    def key_material(self, doc_dpi: float | None = None) -> dict[str, Any]: ...
+
+    def owes_retry(self, status: Status | None, attempts: int) -> bool: ...
+
+    async def ladder(self, spec: dict[str, Any], emit: Any, should_stop: Any) -> None: ...
+
     async def process(self, spec: dict[str, Any]) -> dict[str, Any]: ...
 
     async def inspect(self, path: str) -> tuple[int | None, str | None]: ...
@@ -97,10 +105,23 @@ class WorkerPool:
 class CpuReader:
     """Render and read in the pool: the image never crosses a process boundary."""
 
-    def __init__(self, pool: WorkerPool) -> None:
+    def __init__(self, cfg: Any, pool: WorkerPool) -> None:
+        self.cfg = cfg
         self.pool = pool
         # Two pages per worker keep every core busy while results travel back.
         self.max_in_flight = pool.workers * 2
+
+    def sizing(self, doc_dpi: float | None = None) -> Any:
+        return self.cfg.sizing(doc_dpi)
+
+    def key_material(self, doc_dpi: float | None = None) -> dict[str, Any]:
+        return self.cfg.key_material(doc_dpi)
+
+    def owes_retry(self, status: Status | None, attempts: int) -> bool:
+        return False  # the embedded engines are deterministic: a retry reads the same
+
+    async def ladder(self, spec: dict[str, Any], emit: Any, should_stop: Any) -> None:
+        return None
 
     async def inspect(self, path: str) -> tuple[int | None, str | None]:
         ok, result = await self.pool.call_safely(pagework.inspect_doc, path)

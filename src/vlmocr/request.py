@@ -61,7 +61,7 @@ def _standard_only(server_kind: str, params: dict[str, Any]) -> dict[str, Any]:
 
 def build_chat_request(
     profile: Profile,
-    images: list[tuple[bytes, str]],
+    images: list[tuple[bytes | str, str]],
     server_kind: str,
     model_name: str,
     overrides: dict[str, Any] | None = None,
@@ -77,8 +77,10 @@ def build_chat_request(
     if pages > profile.multipage.max_pages:
         raise ValueError(f"profile {profile.name} takes at most {profile.multipage.max_pages} page(s) per request, got {pages}")
 
+    # An image may arrive already as a data URL (encoded in a worker process, off the loop).
     image_parts: list[dict[str, Any]] = [
-        {"type": "image_url", "image_url": {"url": data_url(data, mime)}} for data, mime in images
+        {"type": "image_url", "image_url": {"url": data if isinstance(data, str) else data_url(data, mime)}}
+        for data, mime in images
     ]
     if profile.image_only:
         content = image_parts

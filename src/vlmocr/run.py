@@ -7,6 +7,7 @@ lets the ones in flight finish for a grace period, and exits 130 without a parti
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 import os
 import platform
 import signal
@@ -16,10 +17,10 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from . import __version__
-from .config import RunConfig
+from .config import RunConfig, settings_key
 from .exceptions import ExitCode, UsageError
 from .outputs import rebuild_documents, write_document
 from .progress import RunProgress
@@ -131,22 +132,30 @@ def git_commit() -> str | None:
     return out.stdout.strip() or None if out.returncode == 0 else None
 
 
-def make_reader(cfg: RunConfig) -> PageReader:
+async def make_reader(cfg: RunConfig) -> PageReader:
     reader = cfg.reader()
-    if reader == "openai":
-        raise UsageError("the openai engine is not available in this build yet")
-    engines = {reader} | ({"textlayer"} if cfg.engine in ("auto", "textlayer") else set())
     options = {"lang": cfg.lang, "threads": 1}
+    engines = {reader, "textlayer"}
+    if reader == "openai":
+        engines = {cfg.ocr_engine, "textlayer"}  # the fallback engines
     if "tesseract" in engines:
         from .engines.tesseract import TesseractEngine
 
         TesseractEngine(lang=cfg.lang)  # fail fast, before any page, on a missing binary/language
-    return CpuReader(WorkerPool(cfg.workers, options))
+
+    def pool() -> WorkerPool:
+        return WorkerPool(cfg.workers, options)
+
+    if reader == "openai":
+        from .vlm import make_vlm_reader
+
+        return await make_vlm_reader(cfg, pool)
+    return CpuReader(cfg, pool())
 
 
 class Scheduler:
     def __init__(self, cfg: RunConfig, progress: RunProgress | None = None,
-                 reader_factory: Callable[[RunConfig], PageReader] = make_reader) -> None:
+                 reader_factory: Callable[[RunConfig], Awaitable[PageReader]] = make_reader) -> None:
         if cfg.out is None:
             raise UsageError("--out RUN is required")
         self.cfg = cfg
@@ -159,6 +168,7 @@ class Scheduler:
         self._collect: dict[str, dict[str, Any]] = {}
         self._deferred: set[str] = set()
         self._signals = 0
+        self._ladder: deque[dict[str, Any]] = deque()
 
     # ------------------------------------------------------------------ documents
 
@@ -204,14 +214,18 @@ class Scheduler:
         t0 = time.monotonic()
         started = PageRecord.model_fields["finished_at"].default_factory()  # type: ignore[misc]
         try:
-            keys = {d.doc_id: cfg.settings_key(d.dpi) for d in docs}
+            self.reader = await self.reader_factory(cfg)
+            keys = {d.doc_id: settings_key(self.reader.key_material(d.dpi)) for d in docs}
             pages_path = self.run_dir / PAGES_FILE
             self.index = ResumeIndex.load(pages_path, set(keys.values()))
-            self._write_run_json(docs, keys, started, None)
-            self.writer = RecordWriter(pages_path)
+            try:
+                self._write_run_json(docs, keys, started, None)
+                self.writer = RecordWriter(pages_path)
+            except BaseException:
+                await self.reader.aclose()
+                raise
             if self.writer.repaired:
                 self.progress.note(f"[yellow]repaired a torn last line in {pages_path} ({self.writer.repaired} bytes)")
-            self.reader = self.reader_factory(cfg)
             self.progress.start()
             try:
                 await self._schedule(docs, keys)
@@ -231,29 +245,58 @@ class Scheduler:
         return self.summary
 
     async def _schedule(self, docs: list[Document], keys: dict[str, str]) -> None:
+        """Pass 1 reads pages owed a first read; pass 2 climbs the retry ladder for review
+        pages (those found on resume and those pass 1 produced)."""
+        self._ladder: deque[dict[str, Any]] = deque()
+
+        async def first_pass():
+            for doc in docs:
+                if self.stop.is_set():
+                    return
+                for spec in await self._plan_doc(doc, keys[doc.doc_id]):
+                    yield spec
+
+        await self._drain(first_pass(), self._read_one)
+        if self.cfg.no_retry or self.stop.is_set() or self.abandon.is_set() or not self._ladder:
+            return
+        self.progress.note(f"retry ladder: {len(self._ladder)} page(s)")
+
+        async def second_pass():
+            while self._ladder and not self.stop.is_set():
+                yield self._ladder.popleft()
+
+        await self._drain(second_pass(), self._ladder_one)
+
+    async def _read_one(self, spec: dict[str, Any]) -> None:
+        rec = await self.reader.process(spec)
+        self._finish(rec)
+        status = Status(rec["status"])
+        if int(rec["page"]) > 0 and self.reader.owes_retry(status, int(rec["attempt"])):
+            self._ladder.append({**spec, "attempt": int(rec["attempt"]) + 1})
+
+    async def _ladder_one(self, spec: dict[str, Any]) -> None:
+        await self.reader.ladder(spec, self._finish, self.stop.is_set)
+
+    async def _drain(self, jobs, work) -> None:
+        """Run `work(job)` for every job with a bounded number in flight; on abandon, cancel."""
         sem = asyncio.Semaphore(self.reader.max_in_flight)
         inflight: set[asyncio.Task] = set()
 
         async def one(spec: dict[str, Any]) -> None:
             try:
-                rec = await self.reader.process(spec)
-                self._finish(rec)
+                await work(spec)
             finally:
                 sem.release()
 
         async def produce() -> None:
-            for doc in docs:
+            async for spec in jobs:
+                await sem.acquire()
                 if self.stop.is_set():
+                    sem.release()
                     return
-                specs = await self._plan_doc(doc, keys[doc.doc_id])
-                for spec in specs:
-                    await sem.acquire()
-                    if self.stop.is_set():
-                        sem.release()
-                        return
-                    task = asyncio.create_task(one(spec))
-                    inflight.add(task)
-                    task.add_done_callback(inflight.discard)
+                task = asyncio.create_task(one(spec))
+                inflight.add(task)
+                task.add_done_callback(inflight.discard)
 
         producer = asyncio.create_task(produce())
         abandon_wait = asyncio.create_task(self.abandon.wait())
@@ -267,10 +310,11 @@ class Scheduler:
             abandon_wait.cancel()
             if not producer.done():
                 producer.cancel()
-            for task in list(inflight):
+            pending = list(inflight)
+            for task in pending:
                 task.cancel()  # cancelled pages write nothing: they are read again next run
-            await asyncio.gather(producer, *inflight, return_exceptions=True)
-            for task in list(inflight):
+            await asyncio.gather(producer, *pending, return_exceptions=True)
+            for task in pending:
                 if task.done() and not task.cancelled() and task.exception():
                     raise task.exception()  # type: ignore[misc]
 
@@ -293,25 +337,30 @@ class Scheduler:
             doc_pages = n
         assert doc_pages is not None
         pages = select_pages(doc, doc_pages)
+        sizing = self.reader.sizing(doc.dpi).as_dict()
+        reader = cfg.reader()
+
+        def spec(p: int, attempt: int) -> dict[str, Any]:
+            return dict(doc_id=doc.doc_id, source=doc.source, path=str(doc.path), page=p, doc_pages=doc_pages,
+                        key=key, engine=cfg.engine, reader=reader, sizing=sizing, attempt=attempt)
+
         if cfg.force or state is None:
-            pending = pages
+            pending = [] if cfg.retry_only else pages
         else:
-            pending = [p for p in pages if needs_read(state.status(p))]
+            pending = [] if cfg.retry_only else [p for p in pages if needs_read(state.status(p))]
+            for p in pages:
+                st = state.status(p)
+                if st is not None and self.reader.owes_retry(st, state.attempts_of(p)):
+                    self._ladder.append(spec(p, state.attempts_of(p) + 1))
+                    self._deferred.add(doc.doc_id)
         if not pending:
             if not (self.run_dir / "docs" / f"{doc.doc_id}.md").exists():
                 self._deferred.add(doc.doc_id)
             return []
         self.progress.add_total(len(pending))
         if len(pending) == len(pages):
-            self._collect[doc.doc_id] = {"expect": len(pages), "recs": []}
-        sizing = cfg.sizing(doc.dpi).as_dict()
-        reader = cfg.reader()
-        return [
-            dict(doc_id=doc.doc_id, source=doc.source, path=str(doc.path), page=p, doc_pages=doc_pages,
-                 key=key, engine=cfg.engine, reader=reader, sizing=sizing,
-                 attempt=(state.attempts_of(p) if state else 0) + 1)
-            for p in pending
-        ]
+            self._collect[doc.doc_id] = {"expect": len(pages), "recs": {}}
+        return [spec(p, (state.attempts_of(p) if state else 0) + 1) for p in pending]
 
     def _finish(self, rec: dict[str, Any]) -> None:
         """The single point where a finished page becomes durable."""
@@ -320,13 +369,16 @@ class Scheduler:
         self.summary.read_now += 1
         self.progress.advance(rec["status"])
         doc_id = rec["doc_id"]
+        if hasattr(self.reader, "live"):
+            self.progress.extra = self.reader.live()
         slot = self._collect.get(doc_id)
         if slot is not None and int(rec["page"]) > 0:
-            slot["recs"].append(rec)
+            slot["recs"][int(rec["page"])] = rec
             if len(slot["recs"]) >= slot["expect"]:
-                write_document(self.run_dir, doc_id, slot["recs"])
+                write_document(self.run_dir, doc_id, slot["recs"].values())
                 del self._collect[doc_id]
-        elif int(rec["page"]) == 0 or slot is None:
+        else:
+            # Assembled at the end from pages.jsonl (a resumed document, a ladder step, …).
             self._deferred.add(doc_id)
 
     # ------------------------------------------------------------------ results
@@ -386,7 +438,9 @@ class Scheduler:
                 previous = {}
         history = list(previous.get("history", []))
         entry = {"started_at": started, "host": socket.gethostname(), "pid": os.getpid(),
-                 "argv": sys.argv[1:], "key": self.cfg.settings_key()}
+                 "argv": sys.argv[1:], "key": settings_key(self.reader.key_material())}
+        if hasattr(self.reader, "final_stats"):
+            entry["reader"] = self.reader.final_stats()
         if summary is not None:
             entry["finished_at"] = PageRecord.model_fields["finished_at"].default_factory()  # type: ignore[misc]
             entry["summary"] = summary.as_dict()
@@ -394,9 +448,9 @@ class Scheduler:
         data = {
             "schema": 1,
             "settings": self.cfg.public_dict(),
-            "key": self.cfg.settings_key(),
+            "key": settings_key(self.reader.key_material()),
             "keys": sorted(set(keys.values())),
-            "key_material": self.cfg.key_material(),
+            "key_material": self.reader.key_material(),
             "versions": versions(self.cfg),
             "git_commit": git_commit(),
             "host": socket.gethostname(),

@@ -36,6 +36,12 @@ def run_command(
     json_out: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
     serve: Optional[str] = typer.Option(None, help="Start a server for this profile, run, stop it."),
     stop_grace: Optional[float] = typer.Option(None, help="Seconds pages in flight may finish after SIGTERM."),
+    server_kind: Optional[str] = typer.Option(None, help="vllm|sglang|openai (default: detected from /v1/models)."),
+    request_timeout: Optional[float] = typer.Option(None, help="Seconds per HTTP request."),
+    max_retries: Optional[int] = typer.Option(None, help="HTTP retries per request."),
+    no_retry: bool = typer.Option(False, "--no-retry", help="First pass only; review pages wait for --retry-only."),
+    retry_only: bool = typer.Option(False, "--retry-only", help="Only the retry ladder over review pages."),
+    max_fallback: Optional[float] = typer.Option(None, help="Mark documents with a larger share of fallback pages."),
     config: Optional[Path] = typer.Option(None, "--config", help="TOML file with settings."),
 ) -> int:
     """Read every page of every document; resumable, one record per finished page."""
@@ -44,6 +50,8 @@ def run_command(
         endpoint=endpoint, model=model, profile=profile, dpi=dpi, longest_side=longest_side,
         max_pixels=max_pixels, lang=lang, workers=workers, concurrency=concurrency, shard=shard,
         force=force or None, json_summary=json_out or None, serve=serve, stop_grace=stop_grace,
+        server_kind=server_kind, request_timeout=request_timeout, max_retries=max_retries,
+        no_retry=no_retry or None, retry_only=retry_only or None, max_fallback=max_fallback,
     )
     cfg = load_config(cli, config)
     summary = run_pages(cfg, RunProgress(enabled=True))

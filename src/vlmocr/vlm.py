@@ -1,0 +1,217 @@
+"""The VLM page reader: render in the process pool, ask an OpenAI-compatible endpoint, classify
+the answer, climb the retry ladder for review pages, and fall back to the embedded engines.
+
+Rendering and encoding (the CPU work) never run on the event loop, so one client process can
+keep a GPU server full; the loop only moves bytes and bookkeeping."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Awaitable, Callable
+
+from .config import READER_REVISION, RunConfig
+from .engines.openai import OpenAIClient, RequestFailed, api_key_from_env
+from .exceptions import EndpointUnavailable, UsageError
+from .pagework import classify, prepare_for_http, read_page
+from .postprocess import postprocess
+from .profiles import Profile, load_profile
+from .readers import WorkerPool
+from .record import REVIEW, PageRecord, Status
+from .render import DEFAULT_MAX_PIXELS, Sizing
+from .request import build_chat_request, ladder_overrides
+
+# Statuses the ladder retries: what a VLM gets wrong by chance, which sampling can fix.
+LADDER_STATUSES = REVIEW | {Status.refused}
+
+
+class VlmReader:
+    def __init__(self, cfg: RunConfig, profile: Profile, client: OpenAIClient, server_kind: str,
+                 model_name: str, pool: WorkerPool) -> None:
+        self.cfg = cfg
+        self.profile = profile
+        self.client = client
+        self.server_kind = server_kind
+        self.model_name = model_name
+        self.pool = pool
+        self.max_in_flight = cfg.concurrency or profile.concurrency
+        self.prompt_id = profile.prompt_id_for(server_kind) if not profile.image_only else None
+
+    # ------------------------------------------------------------------ settings
+
+    def sizing(self, doc_dpi: float | None = None) -> Sizing:
+        img = self.profile.image
+        max_pixels = img.max_pixels or self.cfg.max_pixels or DEFAULT_MAX_PIXELS
+        if doc_dpi is not None or self.cfg.dpi is not None:
+            return Sizing(dpi=doc_dpi or self.cfg.dpi, longest_side=None, max_pixels=max_pixels)
+        if self.cfg.longest_side is not None:
+            return Sizing(dpi=None, longest_side=self.cfg.longest_side, max_pixels=max_pixels)
+        if img.longest_side:
+            return Sizing(dpi=None, longest_side=img.longest_side, max_pixels=max_pixels)
+        return Sizing(dpi=float(img.dpi), longest_side=None, max_pixels=max_pixels)
+
+    def key_material(self, doc_dpi: float | None = None) -> dict[str, Any]:
+        p = self.profile
+        kind = self.server_kind
+        return {
+            "reader_revision": READER_REVISION,
+            "engine": self.cfg.engine,
+            "reader": "openai",
+            "server_kind": kind,
+            "model": self.model_name,
+            "revision": p.revision,
+            "prompt": None if p.image_only else p.prompt_for(kind),
+            "system_prompt": p.system_prompt,
+            "image_position": p.image_position,
+            "sizing": self.sizing(doc_dpi).as_dict(),
+            "format": [p.image.format, p.image.jpeg_quality if p.image.format == "jpeg" else None],
+            "sampling": p.sampling.model_dump(exclude_none=True),
+            "max_tokens": p.max_tokens,
+            "extra_body": p.extra_body.get(kind, {}),
+            "postprocess": p.postprocess.model_dump(),
+        }
+
+    def owes_retry(self, status: Status | None, attempts: int) -> bool:
+        """Does a page whose last record has `status` after `attempts` still owe a ladder step
+        (or the fallback)? Fallback records end the ladder."""
+        if status not in LADDER_STATUSES or self.cfg.no_retry:
+            return False
+        return attempts <= len(self.profile.retry.temperatures)
+
+    # ------------------------------------------------------------------ reading
+
+    async def inspect(self, path: str) -> tuple[int | None, str | None]:
+        from .pagework import inspect_doc
+
+        ok, result = await self.pool.call_safely(inspect_doc, path)
+        return result if ok else (None, "the document crashed the PDF reader")
+
+    def _spec_for_http(self, spec: dict[str, Any], sizing: dict[str, Any] | None = None) -> dict[str, Any]:
+        return {**spec, "sizing": sizing or spec["sizing"], "format": self.profile.image.format,
+                "quality": self.profile.image.jpeg_quality}
+
+    async def process(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """The first pass (or a resumed attempt): one read at the ladder step of this attempt."""
+        step = max(0, int(spec.get("attempt", 1)) - 1)
+        overrides = ladder_overrides(self.profile, self.server_kind, step)
+        if overrides is None:
+            return await self.fallback(spec, "ladder exhausted")
+        return await self._attempt(spec, overrides, step)
+
+    async def ladder(self, spec: dict[str, Any], emit: Callable[[dict[str, Any]], None],
+                     should_stop: Callable[[], bool]) -> None:
+        """Continue a review page's ladder from `spec['attempt']`, one record per attempt."""
+        attempt = int(spec["attempt"])
+        while not should_stop():
+            step = attempt - 1
+            overrides = ladder_overrides(self.profile, self.server_kind, step)
+            s = {**spec, "attempt": attempt}
+            if overrides is None:
+                emit(await self.fallback(s, "ladder exhausted"))
+                return
+            rec = await self._attempt(s, overrides, step)
+            emit(rec)
+            if Status(rec["status"]) not in LADDER_STATUSES:
+                return
+            attempt += 1
+
+    async def _attempt(self, spec: dict[str, Any], overrides: dict[str, Any], step: int) -> dict[str, Any]:
+        t0 = time.monotonic()
+        ok, prep = await self.pool.call_safely(prepare_for_http, self._spec_for_http(spec))
+        if not ok:
+            return self._record(spec, Status.bad_input, t0, error="the page crashed the renderer twice")
+        if "record" in prep:
+            return prep["record"]
+        shrunk = False
+        while True:
+            body = build_chat_request(self.profile, [(prep["image"], "")], self.server_kind, self.model_name, overrides)
+            try:
+                result = await self.client.chat(body)
+                break
+            except RequestFailed as exc:
+                if exc.overflow and self.profile.retry.shrink_on_overflow and not shrunk:
+                    # Over the context: one more try with a smaller image, as the profile allows.
+                    shrunk = True
+                    side = int(max(prep["width"], prep["height"]) * self.profile.retry.shrink_factor)
+                    sizing = {**spec["sizing"], "dpi": None, "longest_side": max(side, 64)}
+                    ok, prep2 = await self.pool.call_safely(prepare_for_http, self._spec_for_http(spec, sizing))
+                    if ok and "image" in prep2:
+                        prep = {**prep2, "flags": prep2["flags"] + ["shrunk_for_context"]}
+                        continue
+                return self._record(spec, Status.error, t0, error=str(exc), prep=prep,
+                                    flags=["context_overflow"] if exc.overflow else [])
+        text, blocks, fields = postprocess(self.profile, result.text)
+        status, qflags = classify(text, result.finish_reason, blank_image=bool(prep.get("blank")))
+        flags = list(prep["flags"]) + qflags
+        if step:
+            flags.append(f"ladder:{step}")
+        if result.requests > 1:
+            flags.append(f"http_tries:{result.requests}")
+        return self._record(
+            spec, status, t0, prep=prep, text=text, finish_reason=result.finish_reason,
+            tokens_in=result.tokens_in, tokens_out=result.tokens_out, flags=flags,
+            blocks=[b.model_dump() if hasattr(b, "model_dump") else b for b in blocks] if blocks else None,
+            fields=fields,
+        )
+
+    def _record(self, spec: dict[str, Any], status: Status, t0: float, *, prep: dict | None = None,
+                text: str = "", error: str | None = None, flags: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+        prep = prep or {}
+        return PageRecord(
+            doc_id=spec["doc_id"], source=spec["source"], page=spec["page"], doc_pages=spec.get("doc_pages"),
+            key=spec["key"], attempt=int(spec.get("attempt", 1)), status=status, text=text, engine="openai",
+            model=self.model_name, revision=self.profile.revision or None, prompt_id=self.prompt_id,
+            dpi=prep.get("dpi"), image_sha256=prep.get("sha256"), width=prep.get("width"), height=prep.get("height"),
+            error=error, seconds=round(time.monotonic() - t0, 4), flags=flags or list(prep.get("flags", [])),
+            **extra,
+        ).to_json_dict()
+
+    async def fallback(self, spec: dict[str, Any], why: str) -> dict[str, Any]:
+        """The embedded engines: the text layer where usable, else the CPU OCR engine."""
+        fb = {**spec, "engine": "auto", "reader": self.cfg.ocr_engine, "sizing": self.cfg.sizing().as_dict()}
+        ok, rec = await self.pool.call_safely(read_page, fb)
+        if not ok:
+            rec = self._record(spec, Status.bad_input, time.monotonic(), error="the page crashed the fallback engine")
+            return rec
+        if rec["status"] == Status.ok.value:
+            rec["status"] = Status.fallback.value
+        rec["flags"] = list(rec.get("flags", [])) + ["fallback", f"fallback_reason:{why}"]
+        return rec
+
+    def live(self) -> str:
+        s = self.client.stats
+        return f"in flight {s.in_flight}, retries {s.retries}, tokens out {s.tokens_out}"
+
+    def final_stats(self) -> dict[str, Any]:
+        s = self.client.stats
+        return {"http_requests": s.requests, "http_retries": s.retries, "outcomes": s.by_outcome,
+                "tokens_in": s.tokens_in, "tokens_out": s.tokens_out, "server_kind": self.server_kind,
+                "model": self.model_name, "profile": self.profile.name, "concurrency": self.max_in_flight}
+
+    async def aclose(self, abandon: bool = False) -> None:
+        await self.client.aclose()
+        self.pool.shutdown(abandon)
+
+
+async def make_vlm_reader(cfg: RunConfig, pool_factory: Callable[[], WorkerPool]) -> VlmReader:
+    """Check the endpoint serves the model before any page is read."""
+    if not cfg.endpoint:
+        raise UsageError("the openai engine needs --endpoint URL (or --serve PROFILE)")
+    profile = load_profile(cfg.profile or "generic")
+    client = OpenAIClient(cfg.endpoint, api_key=api_key_from_env(), timeout=cfg.request_timeout,
+                          max_retries=cfg.max_retries, pool_size=max(cfg.concurrency or profile.concurrency, 1))
+    try:
+        served = await client.models()
+        ids = [m.get("id") for m in served]
+        model = cfg.model or (profile.model if profile.model in ids else None) or (ids[0] if len(ids) == 1 else None)
+        if model is None:
+            raise EndpointUnavailable(
+                f"{cfg.endpoint} serves {', '.join(map(str, ids)) or 'no model'}; name one with --model")
+        if model not in ids:
+            raise EndpointUnavailable(f"{cfg.endpoint} does not serve model {model!r} (it serves: {', '.join(map(str, ids))})")
+        owner = next((str(m.get("owned_by", "")) for m in served if m.get("id") == model), "")
+        kind = cfg.server_kind if cfg.server_kind != "auto" else (
+            "vllm" if "vllm" in owner.lower() else "sglang" if "sglang" in owner.lower() else "openai")
+    except BaseException:
+        await client.aclose()
+        raise
+    return VlmReader(cfg, profile, client, kind, model, pool_factory())

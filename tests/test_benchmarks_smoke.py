@@ -1,0 +1,42 @@
+"""The benchmark scripts still run: each in --quick mode as a subprocess, checked for its result
+lines. Nothing here is timed; the numbers live in BENCHMARKS.md."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import GT, REPO, need
+
+BENCH = REPO / "benchmarks"
+
+pytestmark = pytest.mark.slow  # ~10 s each on a 2-core machine
+
+
+def run_bench(name: str, *args: str, timeout: float = 300) -> str:
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / name), "--quick", *args],
+        capture_output=True, text=True, timeout=timeout, cwd=REPO,
+    )
+    assert proc.returncode == 0, f"{name} exited {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+def test_bench_render_quick() -> None:
+    need(GT.is_dir() and any(GT.glob("*/*.jpg")), f"ground-truth page images at {GT}")
+    out = run_bench("bench_render.py")
+    results = [ln for ln in out.splitlines() if ln.startswith("RESULT ")]
+    assert any(ln.startswith("RESULT 1288px: one core ") and "pages/s" in ln for ln in results), out
+    assert any(ln.startswith("RESULT 200dpi: one core ") for ln in results), out
+    assert sum("scaling ×" in ln for ln in results) == 2, out
+    assert "| vlmocr 1288px PNG (level 1) |" in out and "| raw    200dpi PNG (Pillow default) |" in out
+
+
+def test_bench_resume_quick(tmp_path) -> None:
+    out = run_bench("bench_resume.py", "--workdir", str(tmp_path))
+    assert "RESULT resume wall: " in out and "RESULT resume RSS: " in out, out
+    assert "| nothing to do, 2,000 records |" in out, out
+    # The benchmark exits non-zero unless every run said "Nothing to do" with all records found.
+    assert (tmp_path / "run-2000" / "run.json").exists()

@@ -1,0 +1,171 @@
+"""The openai engine against a real HTTP server on 127.0.0.1 that behaves as vLLM does and
+injects faults. Its answers depend on the page image (a drawn page code), so a wrong,
+swapped or dropped page shows up as wrong text."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from conftest import finals, make_text_pdf, read_records, run_cli
+from support.openai_server import ServerConfig, serve_in_process
+from support.pagecode import expected_text, make_coded_pdf
+
+
+@pytest.fixture
+def coded(tmp_path) -> Path:
+    return make_coded_pdf(tmp_path / "coded.pdf", list(range(1, 13)))
+
+
+def vlm_run(doc: Path, run: Path, url: str, *extra: str, env: dict | None = None):
+    return run_cli("run", str(doc), "--out", str(run), "--endpoint", url, "--request-timeout", "3",
+                   "--workers", "2", *extra, env={"VLMOCR_API_KEY": "", "OPENAI_API_KEY": "", **(env or {})})
+
+
+def test_every_page_read_with_its_own_text(tmp_path, coded):
+    with serve_in_process(ServerConfig()) as srv:
+        res = vlm_run(coded, tmp_path / "r", srv.url, "--profile", "generic")
+        assert res.returncode == 0, res.stderr
+        log = srv.requests()
+    recs = finals(tmp_path / "r")
+    assert len(recs) == 12
+    for (doc, page), rec in recs.items():
+        assert rec["status"] == "ok" and rec["engine"] == "openai" and rec["model"] == "test-model"
+        assert rec["text"] == expected_text(page), page
+        assert rec["tokens_in"] > 0 and rec["tokens_out"] > 0 and rec["finish_reason"] == "stop"
+        assert rec["prompt_id"] and len(rec["image_sha256"]) == 64
+    assert Counter(r["page"] for r in log) == Counter(range(1, 13))
+    info = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert info["key_material"]["reader"] == "openai" and info["key_material"]["server_kind"] == "vllm"
+    assert info["current"]["reader"]["http_requests"] == 12
+
+
+def test_unserved_model_and_dead_endpoint_exit_unavailable(tmp_path, coded):
+    with serve_in_process(ServerConfig()) as srv:
+        res = vlm_run(coded, tmp_path / "r", srv.url, "--model", "other-model")
+    assert res.returncode == 5 and "does not serve model 'other-model'" in res.stderr
+    res = vlm_run(coded, tmp_path / "r2", "http://127.0.0.1:9/v1")
+    assert res.returncode == 5 and "unavailable" in res.stderr
+    assert not (tmp_path / "r2" / "pages.jsonl").exists() or not read_records(tmp_path / "r2")
+
+
+def test_transient_faults_are_retried_and_no_page_is_lost(tmp_path, coded):
+    faults = {"429": {"rate": 0.15}, "500": {"rate": 0.1}, "drop": {"rate": 0.05}, "malformed": {"rate": 0.05},
+              "timeout": {"pages": [4], "times": 1}}
+    with serve_in_process(ServerConfig(faults=faults, hang_seconds=10, retry_after=0)) as srv:
+        res = vlm_run(coded, tmp_path / "r", srv.url)
+        stats = srv.stats()
+    assert res.returncode == 0, res.stderr
+    recs = finals(tmp_path / "r")
+    assert sorted(p for _, p in recs) == list(range(1, 13))
+    assert all(r["text"] == expected_text(p) and r["status"] == "ok" for (_, p), r in recs.items())
+    assert any("http_tries" in f for r in recs.values() for f in r["flags"])
+    assert len(read_records(tmp_path / "r")) == 12  # transient faults never make extra records
+
+
+def test_loop_climbs_the_ladder_then_succeeds(tmp_path, coded):
+    faults = {"loop": {"pages": [3], "times": 2}, "truncate": {"pages": [7], "times": 1},
+              "empty": {"pages": [9], "times": 1}}
+    with serve_in_process(ServerConfig(faults=faults)) as srv:
+        res = vlm_run(coded, tmp_path / "r", srv.url)
+        temps = {(r.get("page"), r.get("temperature")) for r in srv.requests()}
+    assert res.returncode == 0, res.stderr
+    recs = read_records(tmp_path / "r")
+    p3 = [r for r in recs if r["page"] == 3]
+    assert [r["status"] for r in p3] == ["loop", "loop", "ok"]
+    assert [r["attempt"] for r in p3] == [1, 2, 3]
+    assert "ladder:2" in p3[-1]["flags"] and p3[-1]["text"] == expected_text(3)
+    assert [r["status"] for r in recs if r["page"] == 7] == ["truncated", "ok"]
+    assert [r["status"] for r in recs if r["page"] == 9] == ["empty", "ok"]
+    assert (3, 0.3) in temps  # the second ladder step ran at the profile's second temperature
+    md = (tmp_path / "r" / "docs" / "coded.md").read_text()
+    assert md.count("<!-- page ") == 12 and "| loop |" not in md
+
+
+def test_ladder_exhausted_falls_back_to_embedded_engine(tmp_path):
+    pdf = make_coded_pdf(tmp_path / "c.pdf", [1, 2], with_text_layer=True)
+    with serve_in_process(ServerConfig(faults={"loop": {"pages": [2]}})) as srv:
+        res = vlm_run(pdf, tmp_path / "r", srv.url, "--engine", "openai")
+    assert res.returncode == 0, res.stderr
+    recs = read_records(tmp_path / "r")
+    p2 = [r for r in recs if r["page"] == 2]
+    assert [r["status"] for r in p2] == ["loop"] * 5 + ["fallback"]
+    assert p2[-1]["engine"] == "textlayer" and "fallback" in p2[-1]["flags"]
+    assert "fallback=1" in res.stdout
+
+
+def test_no_retry_then_retry_only_continues_the_ladder(tmp_path, coded):
+    with serve_in_process(ServerConfig(faults={"loop": {"pages": [5], "times": 1}})) as srv:
+        first = vlm_run(coded, tmp_path / "r", srv.url, "--no-retry")
+        assert first.returncode == 2 and "review=1" in first.stdout
+        n = len(srv.requests())
+        second = vlm_run(coded, tmp_path / "r", srv.url, "--retry-only")
+        assert second.returncode == 0, second.stderr
+        assert len(srv.requests()) == n + 1  # only the review page was read again
+    p5 = [r for r in read_records(tmp_path / "r") if r["page"] == 5]
+    assert [(r["status"], r["attempt"]) for r in p5] == [("loop", 1), ("ok", 2)]
+
+
+def test_oversized_prompt_fails_the_page_with_the_server_message(tmp_path):
+    pdf = make_coded_pdf(tmp_path / "c.pdf", [1])
+    prof = tmp_path / "tiny.toml"
+    prof.write_text(
+        'name = "tiny"\nprompt = "Read."\nmax_tokens = 100\n[image]\ndpi = 200\n[retry]\nshrink_on_overflow = false\n',
+        encoding="utf-8")
+    with serve_in_process(ServerConfig(max_model_len=500)) as srv:
+        res = vlm_run(pdf, tmp_path / "r", srv.url, "--profile", str(prof))
+    assert res.returncode == 1
+    (rec,) = finals(tmp_path / "r").values()
+    assert rec["status"] == "error" and "maximum context length is 500 tokens" in rec["error"]
+    assert "context_overflow" in rec["flags"]
+
+
+def test_oversized_prompt_retries_once_smaller(tmp_path):
+    pdf = make_coded_pdf(tmp_path / "c.pdf", [1])
+    prof = tmp_path / "small.toml"
+    # 100 dpi letter page = 850x1100 px ≈ 1240 image tokens; the shrunk retry fits in 1300.
+    prof.write_text('name = "small"\nprompt = "Read."\nmax_tokens = 200\n[image]\ndpi = 100\n'
+                    '[retry]\nshrink_on_overflow = true\nshrink_factor = 0.6\n', encoding="utf-8")
+    with serve_in_process(ServerConfig(max_model_len=1300)) as srv:
+        res = vlm_run(pdf, tmp_path / "r", srv.url, "--profile", str(prof))
+    assert res.returncode == 0, res.stderr
+    (rec,) = finals(tmp_path / "r").values()
+    assert "shrunk_for_context" in rec["flags"] and rec["text"] == expected_text(1)
+
+
+def test_api_key_is_sent_but_never_written(tmp_path, coded):
+    secret = "sk-test-very-secret-123"
+    with serve_in_process(ServerConfig(api_key=secret)) as srv:
+        res = vlm_run(coded, tmp_path / "r", srv.url, env={"VLMOCR_API_KEY": secret})
+        assert res.returncode == 0, res.stderr
+        bad = vlm_run(coded, tmp_path / "r2", srv.url, env={"VLMOCR_API_KEY": "wrong"})
+        assert bad.returncode == 5
+    for f in (tmp_path / "r").rglob("*"):
+        if f.is_file():
+            assert secret not in f.read_text(encoding="utf-8", errors="replace")
+    assert secret not in res.stdout + res.stderr
+
+
+def test_auto_uses_text_layer_and_sends_only_scans(tmp_path):
+    digital = make_text_pdf(tmp_path / "digital.pdf", [["A born-digital page that needs no model at all, thanks."]])
+    coded = make_coded_pdf(tmp_path / "scan.pdf", [1, 2])
+    with serve_in_process(ServerConfig()) as srv:
+        res = run_cli("run", str(digital), str(coded), "--out", str(tmp_path / "r"), "--endpoint", srv.url)
+        assert res.returncode == 0, res.stderr
+        assert len(srv.requests()) == 2
+    recs = finals(tmp_path / "r")
+    assert recs[("digital", 1)]["engine"] == "textlayer" and recs[("scan", 2)]["engine"] == "openai"
+
+
+def test_changed_prompt_rereads(tmp_path, coded):
+    with serve_in_process(ServerConfig()) as srv:
+        assert vlm_run(coded, tmp_path / "r", srv.url).returncode == 0
+        assert vlm_run(coded, tmp_path / "r", srv.url, "--concurrency", "3").returncode == 0
+        assert len(srv.requests()) == 12
+        assert vlm_run(coded, tmp_path / "r", srv.url, "--profile", "qwen3-vl").returncode == 0
+        assert len(srv.requests()) == 24
+    keys = {r["key"] for r in read_records(tmp_path / "r")}
+    assert len(keys) == 2
