@@ -169,3 +169,61 @@ def test_changed_prompt_rereads(tmp_path, coded):
         assert len(srv.requests()) == 24
     keys = {r["key"] for r in read_records(tmp_path / "r")}
     assert len(keys) == 2
+
+
+def test_grounded_output_becomes_blocks_and_clean_text(tmp_path):
+    pdf = make_coded_pdf(tmp_path / "g.pdf", [1])
+    grounded = ("<|ref|>title<|/ref|><|det|>[[100, 50, 900, 120]]<|/det|>\n# A Title\n\n"
+                "<|ref|>image<|/ref|><|det|>[[120, 200, 880, 640]]<|/det|>\n\n"
+                "<|ref|>text<|/ref|><|det|>[[100, 660, 900, 950]]<|/det|>\nBody text of the page.")
+    with serve_in_process(ServerConfig(answer="script", script={1: grounded})) as srv:
+        res = vlm_run(pdf, tmp_path / "r", srv.url, "--profile", "deepseek-ocr", "--engine", "openai")
+        body = srv.requests()[-1]
+    assert res.returncode == 0, res.stderr
+    (rec,) = finals(tmp_path / "r").values()
+    assert "<|ref|>" not in rec["text"] and "<|det|>" not in rec["text"]
+    assert "# A Title" in rec["text"] and "Body text of the page." in rec["text"]
+    types = [(b["type"], b["bbox"]) for b in rec["blocks"]]
+    assert ("image", [120, 200, 880, 640]) in types and ("title", [100, 50, 900, 120]) in types
+
+
+def test_olmocr_front_matter_becomes_record_fields(tmp_path):
+    pdf = make_coded_pdf(tmp_path / "o.pdf", [1])
+    answer = ("---\nprimary_language: de\nis_rotation_valid: false\nrotation_correction: 90\n"
+              "is_table: true\nis_diagram: false\n---\nEine Tabelle.")
+    with serve_in_process(ServerConfig(answer="script", script={1: answer})) as srv:
+        res = vlm_run(pdf, tmp_path / "r", srv.url, "--profile", "olmocr-2", "--engine", "openai")
+        req = srv.requests()[-1]
+    assert res.returncode == 0, res.stderr
+    (rec,) = finals(tmp_path / "r").values()
+    assert rec["text"] == "Eine Tabelle."
+    assert rec["fields"]["language"] == "de" and rec["fields"]["rotation"] == 90
+    assert rec["fields"]["is_table"] is True
+    assert max(req["image_sizes"][0]) == 1288  # olmOCR's longest side
+
+
+@pytest.mark.slow
+def test_no_page_lost_under_a_mix_of_all_faults(tmp_path):
+    codes = list(range(1, 61))
+    pdfs = [make_coded_pdf(tmp_path / f"d{i}.pdf", codes[i * 15:(i + 1) * 15]) for i in range(4)]
+    faults = {k: {"rate": 0.06} for k in ("429", "500", "drop", "malformed", "loop", "truncate", "empty", "refuse",
+                                           "repetition")}
+    faults["timeout"] = {"rate": 0.02}
+    with serve_in_process(ServerConfig(faults=faults, hang_seconds=6, retry_after=0, slots=16, seed=7)) as srv:
+        res = run_cli("run", *map(str, pdfs), "--out", str(tmp_path / "r"), "--endpoint", srv.url,
+                      "--request-timeout", "2", "--concurrency", "16", "--max-retries", "8")
+    assert res.returncode in (0, 2), res.stderr
+    recs = read_records(tmp_path / "r")
+    final = finals(tmp_path / "r")
+    assert len(final) == 60
+    page_of = {f"d{i}": codes[i * 15:(i + 1) * 15] for i in range(4)}
+    for (doc, page), rec in final.items():
+        code = page_of[doc][page - 1]
+        if rec["status"] == "ok":
+            assert rec["text"] == expected_text(code)
+        else:
+            assert rec["status"] in ("fallback", "loop", "truncated", "empty", "refused")
+    attempts = Counter((r["doc_id"], r["page"]) for r in recs)
+    for key, n in attempts.items():
+        assert [r["attempt"] for r in recs if (r["doc_id"], r["page"]) == key] == list(range(1, n + 1))
+    assert sum(1 for r in final.values() if r["status"] == "ok") >= 50
