@@ -23,6 +23,7 @@ from . import __version__
 from .config import RunConfig, settings_key
 from .exceptions import ExitCode, UsageError
 from .outputs import rebuild_documents, write_document
+from .limiter import Limiter
 from .progress import RunProgress
 from .readers import CpuReader, PageReader, WorkerPool
 from .record import RETRY_ON_RESUME, PageRecord, Status
@@ -247,8 +248,18 @@ class Scheduler:
     async def _schedule(self, docs: list[Document], keys: dict[str, str]) -> None:
         """Pass 1 reads pages owed a first read; pass 2 climbs the retry ladder for review
         pages (those found on resume and those pass 1 produced)."""
-        self._ladder: deque[dict[str, Any]] = deque()
+        self.limiter = Limiter(self.reader.max_in_flight)
+        controller = None
+        if hasattr(self.reader, "control_concurrency"):
+            controller = asyncio.create_task(self.reader.control_concurrency(self.limiter))
+        try:
+            await self._passes(docs, keys)
+        finally:
+            if controller is not None:
+                controller.cancel()
+                await asyncio.gather(controller, return_exceptions=True)
 
+    async def _passes(self, docs: list[Document], keys: dict[str, str]) -> None:
         async def first_pass():
             for doc in docs:
                 if self.stop.is_set():
@@ -279,7 +290,7 @@ class Scheduler:
 
     async def _drain(self, jobs, work) -> None:
         """Run `work(job)` for every job with a bounded number in flight; on abandon, cancel."""
-        sem = asyncio.Semaphore(self.reader.max_in_flight)
+        sem = self.limiter
         inflight: set[asyncio.Task] = set()
 
         async def one(spec: dict[str, Any]) -> None:

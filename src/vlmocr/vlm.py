@@ -6,11 +6,13 @@ keep a GPU server full; the loop only moves bytes and bookkeeping."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any, Awaitable, Callable
 
 from .config import READER_REVISION, RunConfig
-from .engines.openai import OpenAIClient, RequestFailed, api_key_from_env
+from .engines.openai import OpenAIClient, RequestFailed, api_key_from_env, parse_metrics, queue_depth
+from .limiter import Limiter, next_limit
 from .exceptions import EndpointUnavailable, UsageError
 from .pagework import classify, prepare_for_http, read_page
 from .postprocess import postprocess
@@ -35,6 +37,7 @@ class VlmReader:
         self.pool = pool
         self.max_in_flight = cfg.concurrency or profile.concurrency
         self.prompt_id = profile.prompt_id_for(server_kind) if not profile.image_only else None
+        self._t0 = time.monotonic()
 
     # ------------------------------------------------------------------ settings
 
@@ -177,15 +180,41 @@ class VlmReader:
         rec["flags"] = list(rec.get("flags", [])) + ["fallback", f"fallback_reason:{why}"]
         return rec
 
+    async def control_concurrency(self, limiter: Limiter, interval: float = 1.0) -> None:
+        """Resize `limiter` from the server's queue gauges; a no-op without /metrics."""
+        self.limiter = limiter
+        if not self.cfg.adaptive:
+            return
+        text = await self.client.metrics()
+        if text is None or queue_depth(parse_metrics(text)) is None:
+            return
+        self.adaptive_active = True
+        hi = min(1024, max(8, limiter.limit * 8))
+        while True:
+            await asyncio.sleep(interval)
+            text = await self.client.metrics()
+            depth = queue_depth(parse_metrics(text)) if text else None
+            if depth is None:
+                continue
+            running, waiting = depth
+            limiter.set_limit(next_limit(limiter.limit, limiter.in_use, running, waiting, 1, hi))
+
     def live(self) -> str:
         s = self.client.stats
-        return f"in flight {s.in_flight}, retries {s.retries}, tokens out {s.tokens_out}"
+        lim = getattr(self, "limiter", None)
+        elapsed = max(time.monotonic() - self._t0, 1e-6)
+        limit = f"/{lim.limit}" if lim is not None else ""
+        return f"in flight {s.in_flight}{limit}, {s.tokens_out / elapsed:.0f} tok/s, retries {s.retries}"
 
     def final_stats(self) -> dict[str, Any]:
         s = self.client.stats
+        lim = getattr(self, "limiter", None)
+        concurrency = {"start": self.max_in_flight, "adaptive": getattr(self, "adaptive_active", False)}
+        if lim is not None:
+            concurrency.update(final=lim.limit, min=min(lim.history), max=max(lim.history), changes=len(lim.history) - 1)
         return {"http_requests": s.requests, "http_retries": s.retries, "outcomes": s.by_outcome,
                 "tokens_in": s.tokens_in, "tokens_out": s.tokens_out, "server_kind": self.server_kind,
-                "model": self.model_name, "profile": self.profile.name, "concurrency": self.max_in_flight}
+                "model": self.model_name, "profile": self.profile.name, "concurrency": concurrency}
 
     async def aclose(self, abandon: bool = False) -> None:
         await self.client.aclose()
