@@ -246,3 +246,29 @@ def test_adaptive_concurrency_shrinks_a_deep_queue_and_grows_into_free_slots(tmp
         res = vlm_run(pdf, tmp_path / "fixed", srv.url, "--concurrency", "24", "--fixed-concurrency")
     conc = json.loads((tmp_path / "fixed" / "run.json").read_text())["current"]["reader"]["concurrency"]
     assert not conc["adaptive"] and conc["final"] == 24
+
+
+def test_multi_page_requests_split_on_the_separator(tmp_path):
+    pdf = make_coded_pdf(tmp_path / "mp.pdf", list(range(1, 8)))
+    with serve_in_process(ServerConfig(page_separator="\n<PAGE>\n", max_model_len=200_000)) as srv:
+        res = vlm_run(pdf, tmp_path / "r", srv.url, "--profile", "unlimited-ocr", "--pages-per-request", "3")
+        log = srv.requests()
+    assert res.returncode == 0, res.stderr
+    assert [r["n_images"] for r in log] == [3, 3, 1] or sorted(r["n_images"] for r in log) == [1, 3, 3]
+    recs = finals(tmp_path / "r")
+    for (_, page), rec in recs.items():
+        assert rec["text"] == expected_text(page) and rec["status"] == "ok"
+    assert "multipage:3" in recs[("mp", 2)]["flags"]
+
+
+def test_multi_page_split_mismatch_rereads_one_by_one(tmp_path):
+    pdf = make_coded_pdf(tmp_path / "mp.pdf", [1, 2, 3, 4])
+    with serve_in_process(ServerConfig(page_separator="\n\n", max_model_len=200_000)) as srv:  # no <PAGE>
+        res = vlm_run(pdf, tmp_path / "r", srv.url, "--profile", "unlimited-ocr", "--pages-per-request", "4")
+        log = srv.requests()
+        single = vlm_run(pdf, tmp_path / "x", srv.url, "--profile", "generic", "--pages-per-request", "2")
+    assert single.returncode == 3 and "at most 1 page(s) per request" in single.stderr
+    assert res.returncode == 0, res.stderr
+    assert sorted(r["n_images"] for r in log) == [1, 1, 1, 1, 4]
+    recs = finals(tmp_path / "r")
+    assert all(r["text"] == expected_text(p) and "multipage_split_mismatch" in r["flags"] for (_, p), r in recs.items())

@@ -279,11 +279,14 @@ class Scheduler:
         await self._drain(second_pass(), self._ladder_one)
 
     async def _read_one(self, spec: dict[str, Any]) -> None:
-        rec = await self.reader.process(spec)
-        self._finish(rec)
-        status = Status(rec["status"])
-        if int(rec["page"]) > 0 and self.reader.owes_retry(status, int(rec["attempt"])):
-            self._ladder.append({**spec, "attempt": int(rec["attempt"]) + 1})
+        out = await self.reader.process(spec)
+        for rec in out if isinstance(out, list) else [out]:
+            self._finish(rec)
+            status = Status(rec["status"])
+            if int(rec["page"]) > 0 and self.reader.owes_retry(status, int(rec["attempt"])):
+                # The ladder reads one page per request, whatever the first pass did.
+                self._ladder.append({**spec, "page": int(rec["page"]), "pages": None,
+                                     "attempt": int(rec["attempt"]) + 1})
 
     async def _ladder_one(self, spec: dict[str, Any]) -> None:
         await self.reader.ladder(spec, self._finish, self.stop.is_set)
@@ -371,7 +374,15 @@ class Scheduler:
         self.progress.add_total(len(pending))
         if len(pending) == len(pages):
             self._collect[doc.doc_id] = {"expect": len(pages), "recs": {}}
-        return [spec(p, (state.attempts_of(p) if state else 0) + 1) for p in pending]
+        specs = [spec(p, (state.attempts_of(p) if state else 0) + 1) for p in pending]
+        n = getattr(self.reader, "pages_per_request", 1)
+        if n <= 1:
+            return specs
+        grouped = []
+        for i in range(0, len(specs), n):
+            chunk = specs[i:i + n]
+            grouped.append({**chunk[0], "pages": [c["page"] for c in chunk], "attempts": [c["attempt"] for c in chunk]})
+        return grouped
 
     def _finish(self, rec: dict[str, Any]) -> None:
         """The single point where a finished page becomes durable."""

@@ -15,7 +15,7 @@ from .engines.openai import OpenAIClient, RequestFailed, api_key_from_env, parse
 from .limiter import Limiter, next_limit
 from .exceptions import EndpointUnavailable, UsageError
 from .pagework import classify, prepare_for_http, read_page
-from .postprocess import postprocess
+from .postprocess import postprocess, split_pages
 from .profiles import Profile, load_profile
 from .readers import WorkerPool
 from .record import REVIEW, PageRecord, Status
@@ -36,6 +36,10 @@ class VlmReader:
         self.model_name = model_name
         self.pool = pool
         self.max_in_flight = cfg.concurrency or profile.concurrency
+        self.pages_per_request = cfg.pages_per_request
+        if self.pages_per_request > profile.multipage.max_pages:
+            raise UsageError(f"profile {profile.name} reads at most {profile.multipage.max_pages} page(s) per "
+                             f"request; --pages-per-request {self.pages_per_request} is too many")
         self.prompt_id = profile.prompt_id_for(server_kind) if not profile.image_only else None
         self._t0 = time.monotonic()
 
@@ -71,6 +75,8 @@ class VlmReader:
             "max_tokens": p.max_tokens,
             "extra_body": p.extra_body.get(kind, {}),
             "postprocess": p.postprocess.model_dump(),
+            **({"pages_per_request": self.pages_per_request, "multipage": p.multipage.model_dump()}
+               if self.pages_per_request > 1 else {}),
         }
 
     def owes_retry(self, status: Status | None, attempts: int) -> bool:
@@ -92,13 +98,64 @@ class VlmReader:
         return {**spec, "sizing": sizing or spec["sizing"], "format": self.profile.image.format,
                 "quality": self.profile.image.jpeg_quality}
 
-    async def process(self, spec: dict[str, Any]) -> dict[str, Any]:
-        """The first pass (or a resumed attempt): one read at the ladder step of this attempt."""
+    async def process(self, spec: dict[str, Any]) -> dict[str, Any] | list[dict[str, Any]]:
+        """The first pass (or a resumed attempt): one read at the ladder step of this attempt.
+        A spec with several `pages` is read in one request (records for each page)."""
+        if len(spec.get("pages") or ()) > 1:
+            return await self._multi(spec)
         step = max(0, int(spec.get("attempt", 1)) - 1)
         overrides = ladder_overrides(self.profile, self.server_kind, step)
         if overrides is None:
             return await self.fallback(spec, "ladder exhausted")
         return await self._attempt(spec, overrides, step)
+
+    async def _multi(self, spec: dict[str, Any]) -> list[dict[str, Any]]:
+        """Several consecutive pages in one request, split on the profile's separator. When
+        the split does not give one part per page, those pages are read one by one."""
+        t0 = time.monotonic()
+        singles = [{**spec, "page": p, "pages": None, "attempt": a}
+                   for p, a in zip(spec["pages"], spec["attempts"])]
+        preps = await asyncio.gather(*(self.pool.call_safely(prepare_for_http, self._spec_for_http(s)) for s in singles))
+        done: list[dict[str, Any]] = []
+        batch: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        for s, (ok, prep) in zip(singles, preps):
+            if not ok:
+                done.append(self._record(s, Status.bad_input, t0, error="the page crashed the renderer twice"))
+            elif "record" in prep:
+                done.append(prep["record"])
+            else:
+                batch.append((s, prep))
+        if len(batch) == 1:
+            return done + [await self._attempt(batch[0][0], {}, 0)]
+        if not batch:
+            return done
+        body = build_chat_request(self.profile, [(p["image"], "") for _, p in batch], self.server_kind,
+                                  self.model_name, None)
+        try:
+            result = await self.client.chat(body)
+        except RequestFailed:
+            result = None
+        parts = split_pages(self.profile, result.text, len(batch)) if result is not None else None
+        if parts is None or result is None:
+            why = "multipage_failed" if result is None else "multipage_split_mismatch"
+            for s, _ in batch:
+                rec = await self._attempt(s, {}, 0)
+                rec["flags"] = list(rec.get("flags", [])) + [why]
+                done.append(rec)
+            return done
+        n = len(batch)
+        share = lambda v: (v + n - 1) // n if v is not None else None  # noqa: E731
+        for (s, prep), part in zip(batch, parts):
+            text, blocks, fields = postprocess(self.profile, part)
+            status, qflags = classify(text, result.finish_reason, blank_image=bool(prep.get("blank")))
+            done.append(self._record(
+                s, status, t0, prep=prep, text=text, finish_reason=result.finish_reason,
+                tokens_in=share(result.tokens_in), tokens_out=share(result.tokens_out),
+                flags=list(prep["flags"]) + qflags + [f"multipage:{n}"],
+                blocks=[b.model_dump() if hasattr(b, "model_dump") else b for b in blocks] if blocks else None,
+                fields=fields,
+            ))
+        return done
 
     async def ladder(self, spec: dict[str, Any], emit: Callable[[dict[str, Any]], None],
                      should_stop: Callable[[], bool]) -> None:

@@ -169,6 +169,9 @@ class ServerConfig:
     per_token_latency: float = 0.0  # extra seconds per completion token, also holding the slot
     answer: AnswerMode = "pagecode"
     static_text: str = "Static answer from the test server."
+    # How the answers for several images in one request are joined (a multi-page model emits
+    # its separator, e.g. "<PAGE>"); a test can also make it wrong on purpose.
+    page_separator: str = "\n\n"
     script: ScriptAnswer | None = None
     # Decode page codes from images? None = yes unless answer is "static" and no fault names pages.
     decode: bool | None = None
@@ -614,7 +617,7 @@ class FakeVLLM:
                     answers.append(cfg.script[code])
                     continue
             answers.append(expected_text(code) if code is not None else NOCODE)
-        return "\n\n".join(answers)
+        return cfg.page_separator.join(answers)
 
     @staticmethod
     def _shape(
