@@ -95,6 +95,9 @@ def test_ladder_exhausted_falls_back_to_embedded_engine(tmp_path):
     assert [r["status"] for r in p2] == ["loop"] * 5 + ["fallback"]
     assert p2[-1]["engine"] == "textlayer" and "fallback" in p2[-1]["flags"]
     assert "fallback=1" in res.stdout
+    assert "1 document(s) over --max-fallback 20% fallback pages: c" in res.stderr
+    info = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert info["summary"]["fallback_docs"] == ["c"]
 
 
 def test_no_retry_then_retry_only_continues_the_ladder(tmp_path, coded):

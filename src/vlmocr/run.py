@@ -46,6 +46,9 @@ class Summary:
     interrupted: bool = False
     statuses: dict[str, int] = field(default_factory=dict)
     run_dir: str = ""
+    # Documents whose share of fallback pages exceeds --max-fallback: read mostly by the
+    # embedded engine, they deserve a look (or another model) before they are published.
+    fallback_docs: list[str] = field(default_factory=list)
 
     @property
     def pages_per_hour(self) -> float:
@@ -435,13 +438,18 @@ class Scheduler:
                 else:
                     counts[st.value] = counts.get(st.value, 0) + 1
                 continue
-            for p in select_pages(doc, state.doc_pages):
+            selected = select_pages(doc, state.doc_pages)
+            fallback = 0
+            for p in selected:
                 s.pages += 1
                 st = state.status(p)
                 if st is None:
                     s.missing += 1
                 else:
                     counts[st.value] = counts.get(st.value, 0) + 1
+                    fallback += st is Status.fallback
+            if fallback and fallback / len(selected) > self.cfg.max_fallback:
+                s.fallback_docs.append(doc.doc_id)
         s.statuses = counts
         for name, n in counts.items():
             group = Status(name).group

@@ -59,6 +59,10 @@ def run_command(
     )
     cfg = load_config(cli, config)
     summary = run_pages(cfg, RunProgress(enabled=True))
+    if summary.fallback_docs:
+        shown = ", ".join(summary.fallback_docs[:10]) + (" …" if len(summary.fallback_docs) > 10 else "")
+        console.print(f"[yellow]{len(summary.fallback_docs)} document(s) over --max-fallback "
+                      f"{cfg.max_fallback:.0%} fallback pages: {shown}")
     if summary.read_now == 0 and not summary.interrupted and not summary.missing:
         console.print("Nothing to do: every page already has a final record.")
     if cfg.json_summary:
