@@ -275,3 +275,32 @@ def test_multi_page_split_mismatch_rereads_one_by_one(tmp_path):
     assert sorted(r["n_images"] for r in log) == [1, 1, 1, 1, 4]
     recs = finals(tmp_path / "r")
     assert all(r["text"] == expected_text(p) and "multipage_split_mismatch" in r["flags"] for (_, p), r in recs.items())
+
+
+def test_endpoint_going_away_stops_the_run_without_error_records(tmp_path):
+    import signal as _signal
+    import subprocess
+    import sys
+    import time
+
+    pdf = make_coded_pdf(tmp_path / "many.pdf", list(range(1, 31)), size=(300, 400))
+    server = subprocess.Popen([sys.executable, str(Path(__file__).parent / "support" / "openai_server.py"),
+                               "--port", "0", "--slots", "2", "--latency", "0.3"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    url = server.stdout.readline().strip()
+    run = tmp_path / "r"
+    proc = subprocess.Popen([sys.executable, "-m", "vlmocr", "run", str(pdf), "--out", str(run), "--endpoint", url,
+                             "--max-retries", "2", "--concurrency", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t0 = time.monotonic()
+    while (not (run / "pages.jsonl").exists() or len(read_records(run)) < 4) and time.monotonic() - t0 < 60:
+        time.sleep(0.05)
+    server.send_signal(_signal.SIGKILL)
+    server.wait()
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 5, err
+    recs = read_records(run)
+    assert 4 <= len(recs) < 30 and all(r["status"] == "ok" for r in recs)
+    assert "stopped answering" in err and "missing=" in out
+    info = json.loads((run / "run.json").read_text())
+    assert info["summary"]["attempts"] == {"1": len(recs)}

@@ -21,7 +21,7 @@ from typing import Any, Awaitable, Callable
 
 from . import __version__
 from .config import RunConfig, settings_key
-from .exceptions import ExitCode, UsageError
+from .exceptions import EndpointUnavailable, ExitCode, UsageError, VlmocrError
 from .outputs import rebuild_documents, write_document
 from .limiter import Limiter
 from .progress import RunProgress
@@ -44,6 +44,8 @@ class Summary:
     read_now: int = 0
     seconds: float = 0.0
     interrupted: bool = False
+    unavailable: bool = False  # the endpoint stopped answering: resubmit when it is back
+    attempts: dict[int, int] = field(default_factory=dict)  # pages by attempts of their final record
     statuses: dict[str, int] = field(default_factory=dict)
     run_dir: str = ""
     # Documents whose share of fallback pages exceeds --max-fallback: read mostly by the
@@ -62,6 +64,8 @@ class Summary:
         )
 
     def exit_code(self) -> ExitCode:
+        if self.unavailable:
+            return ExitCode.unavailable
         if self.interrupted:
             return ExitCode.interrupted
         if self.missing or self.failed:
@@ -173,6 +177,7 @@ class Scheduler:
         self._deferred: set[str] = set()
         self._signals = 0
         self._ladder: deque[dict[str, Any]] = deque()
+        self.fatal: VlmocrError | None = None
 
     # ------------------------------------------------------------------ documents
 
@@ -237,7 +242,8 @@ class Scheduler:
                 await self.reader.aclose(abandon=self.abandon.is_set())
                 self.writer.close()
                 self.progress.stop()
-            self.summary.interrupted = self.stop.is_set()
+            self.summary.interrupted = self.stop.is_set() and self.fatal is None
+            self.summary.unavailable = self.fatal is not None
             self.summary.seconds = time.monotonic() - t0
             self._assemble(docs, keys)
             self._tally(docs, keys)
@@ -281,8 +287,18 @@ class Scheduler:
 
         await self._drain(second_pass(), self._ladder_one)
 
+    def _fatal(self, exc: VlmocrError) -> None:
+        if self.fatal is None:
+            self.fatal = exc
+            self.progress.note(f"[red]{exc}: taking no more pages")
+        self.stop.set()
+
     async def _read_one(self, spec: dict[str, Any]) -> None:
-        out = await self.reader.process(spec)
+        try:
+            out = await self.reader.process(spec)
+        except EndpointUnavailable as exc:
+            self._fatal(exc)
+            return
         for rec in out if isinstance(out, list) else [out]:
             self._finish(rec)
             status = Status(rec["status"])
@@ -292,7 +308,10 @@ class Scheduler:
                                      "attempt": int(rec["attempt"]) + 1})
 
     async def _ladder_one(self, spec: dict[str, Any]) -> None:
-        await self.reader.ladder(spec, self._finish, self.stop.is_set)
+        try:
+            await self.reader.ladder(spec, self._finish, self.stop.is_set)
+        except EndpointUnavailable as exc:
+            self._fatal(exc)
 
     async def _drain(self, jobs, work) -> None:
         """Run `work(job)` for every job with a bounded number in flight; on abandon, cancel."""
@@ -447,6 +466,8 @@ class Scheduler:
                     s.missing += 1
                 else:
                     counts[st.value] = counts.get(st.value, 0) + 1
+                    n = state.attempts_of(p)
+                    s.attempts[n] = s.attempts.get(n, 0) + 1
                     fallback += st is Status.fallback
             if fallback and fallback / len(selected) > self.cfg.max_fallback:
                 s.fallback_docs.append(doc.doc_id)

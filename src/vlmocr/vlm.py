@@ -188,6 +188,9 @@ class VlmReader:
                 result = await self.client.chat(body)
                 break
             except RequestFailed as exc:
+                if exc.kind == "connect":
+                    # Nobody answers: the page was not read, so it gets no record; the run stops.
+                    raise EndpointUnavailable(f"endpoint {self.client.base} stopped answering: {exc}") from None
                 if exc.overflow and self.profile.retry.shrink_on_overflow and not shrunk:
                     # Over the context: one more try with a smaller image, as the profile allows.
                     shrunk = True

@@ -44,11 +44,13 @@ class ChatResult:
 class RequestFailed(Exception):
     """A request that failed for good. `overflow` marks a prompt over the context length."""
 
-    def __init__(self, message: str, *, status: int | None = None, overflow: bool = False, requests: int = 1) -> None:
+    def __init__(self, message: str, *, status: int | None = None, overflow: bool = False, requests: int = 1,
+                 kind: str = "http") -> None:
         super().__init__(message)
         self.status = status
         self.overflow = overflow
         self.requests = requests
+        self.kind = kind  # the last outcome: "connect" means nobody answered at all
 
 
 _OVERFLOW = re.compile(r"maximum context length|context length|too long|reduce the length|exceeds", re.I)
@@ -201,7 +203,8 @@ class OpenAIClient:
             self.stats.in_flight -= 1
             if attempt < self.max_retries:
                 await asyncio.sleep(self._delay(attempt, retry_after))
-        raise RequestFailed(f"{last} (after {self.max_retries + 1} tries)", requests=self.max_retries + 1)
+        raise RequestFailed(f"{last} (after {self.max_retries + 1} tries)", requests=self.max_retries + 1,
+                            kind=outcome)
 
 
 def _error_message(r: httpx.Response) -> str:
