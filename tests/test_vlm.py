@@ -304,3 +304,16 @@ def test_endpoint_going_away_stops_the_run_without_error_records(tmp_path):
     assert "stopped answering" in err and "missing=" in out
     info = json.loads((run / "run.json").read_text())
     assert info["summary"]["attempts"] == {"1": len(recs)}
+
+
+def test_multi_page_groups_fit_the_served_context(tmp_path):
+    pdf = make_coded_pdf(tmp_path / "mp.pdf", list(range(1, 7)))
+    with serve_in_process(ServerConfig(page_separator="\n<PAGE>\n", max_model_len=40_000)) as srv:
+        res = vlm_run(pdf, tmp_path / "r", srv.url, "--profile", "unlimited-ocr", "--pages-per-request", "6")
+        log = srv.requests()
+    assert res.returncode == 0, res.stderr
+    # 300 dpi letter pages cost ~10 700 image tokens + the output budget: two fit in 40 000.
+    assert sorted(r["n_images"] for r in log) == [2, 2, 2]
+    assert all(r.get("status", 200) == 200 for r in log)
+    recs = finals(tmp_path / "r")
+    assert all(r["text"] == expected_text(p) and "multipage:2" in r["flags"] for (_, p), r in recs.items())

@@ -42,6 +42,7 @@ class VlmReader:
                              f"request; --pages-per-request {self.pages_per_request} is too many")
         self.prompt_id = profile.prompt_id_for(server_kind) if not profile.image_only else None
         self._t0 = time.monotonic()
+        self.max_model_len: int | None = None  # from /v1/models when the server says
 
     # ------------------------------------------------------------------ settings
 
@@ -125,10 +126,37 @@ class VlmReader:
                 done.append(prep["record"])
             else:
                 batch.append((s, prep))
-        if len(batch) == 1:
-            return done + [await self._attempt(batch[0][0], {}, 0)]
         if not batch:
             return done
+        for group in self._fit_context(batch):
+            done += await self._multi_request(group, t0)
+        return done
+
+    def _fit_context(self, batch: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[list[tuple[dict, dict]]]:
+        """Pack pages into requests that fit the context: the server's max_model_len (from
+        /v1/models) or the profile's context_length. Image tokens are estimated at one per
+        28×28 patch (Qwen-style ViTs); a page that fits nowhere goes alone and meets the
+        server's own 400, which the single-page path answers with a smaller image."""
+        budget = self.max_model_len or self.profile.context_length
+        if not budget:
+            return [batch]
+        per_page_out = self.profile.max_tokens
+        groups: list[list[tuple[dict, dict]]] = [[]]
+        used = 0
+        for item in batch:
+            prep = item[1]
+            cost = -(-prep["width"] // 28) * -(-prep["height"] // 28) + per_page_out + 64
+            if groups[-1] and used + cost > budget:
+                groups.append([])
+                used = 0
+            groups[-1].append(item)
+            used += cost
+        return groups
+
+    async def _multi_request(self, batch: list[tuple[dict[str, Any], dict[str, Any]]], t0: float) -> list[dict[str, Any]]:
+        done: list[dict[str, Any]] = []
+        if len(batch) == 1:
+            return [await self._attempt(batch[0][0], {}, 0)]
         body = build_chat_request(self.profile, [(p["image"], "") for _, p in batch], self.server_kind,
                                   self.model_name, None)
         try:
@@ -303,4 +331,7 @@ async def make_vlm_reader(cfg: RunConfig, pool_factory: Callable[[], WorkerPool]
     except BaseException:
         await client.aclose()
         raise
-    return VlmReader(cfg, profile, client, kind, model, pool_factory())
+    reader = VlmReader(cfg, profile, client, kind, model, pool_factory())
+    entry = next((m for m in served if m.get("id") == model), {})
+    reader.max_model_len = int(entry["max_model_len"]) if isinstance(entry.get("max_model_len"), int) else None
+    return reader
