@@ -34,6 +34,7 @@ def _root() -> None:
 def _register() -> None:
     from . import run_cmd  # noqa: F401  (commands register themselves on `app`)
     from . import profiles_cmd  # noqa: F401
+    from . import quality_cmd  # noqa: F401
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,352 @@
+"""`vlmocr evaluate | compare | clean | suspicious`: measured quality; the logic lives in
+vlmocr.evaluate, vlmocr.clean and vlmocr.textquality."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..exceptions import ExitCode, UsageError
+from ..progress import console
+from . import app
+
+
+def _stdout() -> Console:
+    # Results go to stdout; wide enough that a table is not squeezed when piped to a file.
+    return Console(file=sys.stdout, highlight=False, width=None if sys.stdout.isatty() else 160)
+
+
+def _folds(values: list[str] | None) -> list[str]:
+    out: list[str] = []
+    for v in values or []:
+        out += [p.strip() for p in v.split(",") if p.strip()]
+    return out
+
+
+def _rules(path: Optional[Path]) -> Any:
+    from ..clean import load_rules
+
+    return load_rules(path)
+
+
+def _pct(v: float | None) -> str:
+    from ..evaluate import pct
+
+    return pct(v)
+
+
+def _ci(ci: tuple[float, float] | None) -> str:
+    return "—" if ci is None else f"{ci[0] * 100:.2f}–{ci[1] * 100:.2f}"
+
+
+def _dump(data: Any) -> None:
+    print(json.dumps(data, ensure_ascii=False, indent=2, default=str), flush=True)
+
+
+# --- evaluate ------------------------------------------------------------------------------
+
+
+@app.command("evaluate")
+def evaluate_command(
+    run: Path = typer.Argument(..., help="Run directory."),
+    truth: Optional[Path] = typer.Option(None, "--truth", help="Truth folder (name.png + name.txt) or CSV (like pages.csv)."),
+    no_truth: bool = typer.Option(False, "--no-truth", help="No ground truth: list suspicious pages (as `vlmocr suspicious`)."),
+    clean: bool = typer.Option(False, "--clean", help="Score the cleaned layer (RUN/clean, or cleaned now in memory)."),
+    rules: Optional[Path] = typer.Option(None, "--rules", help="Cleaning rules (TOML) for --clean."),
+    fold: Optional[List[str]] = typer.Option(None, "--fold", help="Diagnostic folding: case, punct, diacritics, long_s (repeatable)."),
+    gate: Optional[List[str]] = typer.Option(None, "--gate", help="e.g. 'cer<=0.03', 'wer<=0.1', 'set:ehri_en:cer<=0.05' (repeatable)."),
+    allow_missing: bool = typer.Option(False, "--allow-missing", help="Let a gate pass although truth pages have no record."),
+    worst: int = typer.Option(10, "--worst", help="List this many worst pages."),
+    docs: bool = typer.Option(False, "--docs", help="Also print the per-document table."),
+    bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for the 95 % intervals (0: none)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
+    lang: Optional[str] = typer.Option(None, "--lang", help="With --no-truth: language of pages whose record names none."),
+    json_out: bool = typer.Option(False, "--json", help="Print the full result as JSON on stdout."),
+) -> int:
+    """CER/WER per page, document, set and corpus against ground truth; gates as exit codes."""
+    if no_truth:
+        if truth is not None or gate:
+            raise UsageError("--no-truth takes no --truth and no --gate")
+        return _suspicious(run, clean=clean, rules=rules, lang=lang, json_out=json_out, limit=worst)
+    if truth is None:
+        raise UsageError("give --truth DIR|CSV (or --no-truth for quality without ground truth)")
+    from ..evaluate import check_gates, evaluate_run, parse_gate
+
+    gates = [parse_gate(g) for g in gate or []]
+    ev = evaluate_run(run, truth, clean=clean, rules=_rules(rules) if clean else None, folds=_folds(fold),
+                      resamples=bootstrap, seed=seed)
+    results = check_gates(ev, gates, allow_missing)
+    if ev.missing:
+        console.print(f"[yellow]{len(ev.missing)} of {len(ev.pages)} truth pages have no record in {run}[/yellow]")
+    if json_out:
+        data = ev.as_dict(worst)
+        data["gates"] = [r.as_dict() for r in results]
+        data["passed"] = all(r.passed for r in results)
+        _dump(data)
+        for r in results:
+            if not r.passed:
+                console.print(f"[red]{r.message}")
+    else:
+        _print_evaluation(ev, worst, docs)
+        out = _stdout()
+        for r in results:
+            out.print(("PASS " if r.passed else "FAIL ") + r.message, style=None if r.passed else "bold red")
+    return int(ExitCode.gate_failed if any(not r.passed for r in results) else ExitCode.ok)
+
+
+def _print_evaluation(ev: Any, worst: int, docs: bool) -> None:
+    out = _stdout()
+    folds = f", folded: {', '.join(ev.folds)}" if ev.folds else ""
+    table = Table(title=f"{ev.meta.get('run')} — {ev.layer} layer{folds} (rates in %, 95 % bootstrap CI)")
+    for col in ("set", "pages", "missing", "CER", "CER CI", "CER macro", "WER", "WER CI", "WER macro",
+                "CER w/ missing"):
+        table.add_column(col, justify="left" if col == "set" else "right")
+
+    def row(name: str, a: Any, style: str | None = None) -> None:
+        table.add_row(name, str(a.pages), str(a.missing), _pct(a.cer), _ci(a.cer_ci), _pct(a.cer_macro),
+                      _pct(a.wer), _ci(a.wer_ci), _pct(a.wer_macro), _pct(a.cer_with_missing), style=style)
+
+    for name, agg in ev.sets.items():
+        row(name, agg)
+    row("all", ev.corpus, "bold")
+    out.print(table)
+    if docs:
+        dt = Table(title="documents")
+        for col in ("doc", "pages", "missing", "CER", "CER macro", "WER", "CER w/ missing"):
+            dt.add_column(col, justify="left" if col == "doc" else "right")
+        for name, a in ev.docs.items():
+            dt.add_row(name, str(a.pages), str(a.missing), _pct(a.cer), _pct(a.cer_macro), _pct(a.wer),
+                       _pct(a.cer_with_missing))
+        out.print(dt)
+    if worst > 0 and ev.corpus.scored:
+        wt = Table(title=f"worst {min(worst, ev.corpus.scored)} pages")
+        for col in ("doc", "page", "set", "status", "chars", "CER", "WER"):
+            wt.add_column(col, justify="left" if col in ("doc", "set", "status") else "right")
+        for p in ev.worst(worst):
+            wt.add_row(p.doc_id, str(p.page), p.set, p.status, str(p.ref_chars), _pct(p.cer), _pct(p.wer))
+        out.print(wt)
+    if ev.missing:
+        shown = ev.missing[:20]
+        out.print(f"missing ({len(ev.missing)} truth pages without a record, counted as CER 100 % in 'w/ missing'):")
+        for p in shown:
+            out.print(f"  {p.doc_id} page {p.page}" + (f" ({p.set})" if p.set else ""))
+        if len(ev.missing) > len(shown):
+            out.print(f"  … and {len(ev.missing) - len(shown)} more (--json lists them all)")
+    c = ev.corpus
+    out.print(f"CER {_pct(c.cer)} % [{_ci(c.cer_ci)}] WER {_pct(c.wer)} % [{_ci(c.wer_ci)}] over {c.scored} pages, "
+              f"{c.missing} missing (CER with missing {_pct(c.cer_with_missing)} %)"
+              + (f"; {ev.unscored_records} records without truth" if ev.unscored_records else ""))
+
+
+# --- compare -------------------------------------------------------------------------------
+
+
+@app.command("compare")
+def compare_command(
+    run_a: Path = typer.Argument(..., help="Run directory A (e.g. the bulk run)."),
+    run_b: Path = typer.Argument(..., help="Run directory B (e.g. the gate run)."),
+    truth: Optional[Path] = typer.Option(None, "--truth", help="Truth folder or CSV: compare CER against truth too."),
+    tolerance: float = typer.Option(0.001, "--tolerance", help="Flag pages differing by more than this CER (0.001 = 0.1 pp)."),
+    raw: bool = typer.Option(False, "--raw", help="Compare the raw layers (default: cleaned)."),
+    rules: Optional[Path] = typer.Option(None, "--rules", help="Cleaning rules (TOML)."),
+    fold: Optional[List[str]] = typer.Option(None, "--fold", help="Diagnostic folding: case, punct, diacritics, long_s."),
+    limit: int = typer.Option(20, "--limit", help="Print at most this many flagged pages."),
+    json_out: bool = typer.Option(False, "--json", help="Print the full result as JSON on stdout."),
+) -> int:
+    """Per-page difference of two runs of the same pages; exit 4 when pages differ beyond tolerance."""
+    from ..evaluate import compare_runs
+
+    if tolerance < 0:
+        raise UsageError("--tolerance must be ≥ 0")
+    cmp = compare_runs(run_a, run_b, truth_path=truth, tolerance=tolerance, clean=not raw,
+                       rules=None if raw else _rules(rules), folds=_folds(fold))
+    flagged = cmp.flagged
+    if json_out:
+        _dump(cmp.as_dict())
+    else:
+        out = _stdout()
+        if flagged:
+            t = Table(title=f"pages beyond tolerance {tolerance * 100:g} pp ({cmp.layer})")
+            for col in ("doc", "page", "A", "B", "CER A vs B", "CER A", "CER B", "reason"):
+                t.add_column(col, justify="right" if col in ("page",) or col.startswith("CER") else "left")
+            for d in flagged[:limit]:
+                t.add_row(d.doc_id, str(d.page), d.status_a or "—", d.status_b or "—", _pct(d.cer_ab),
+                          _pct(d.cer_a), _pct(d.cer_b), d.reason)
+            out.print(t)
+            if len(flagged) > limit:
+                out.print(f"… and {len(flagged) - limit} more (--json lists them all)")
+        c = cmp.corpus
+        vs_truth = (f"; against truth ({cmp.truth_pages} pages) A {_pct(c['cer_a'])} % B {_pct(c['cer_b'])} % "
+                    f"(Δ {c['delta'] * 100:+.2f} pp)") if "cer_a" in c else ""
+        out.print(f"Compared {len(cmp.pages)} pages: {len(flagged)} beyond tolerance {tolerance * 100:g} pp, "
+                  f"CER A vs B {_pct(c['cer_ab'])} %{vs_truth}")
+    if flagged:
+        console.print(f"[red]{len(flagged)} pages differ beyond the tolerance of {tolerance * 100:g} pp")
+    return int(ExitCode.gate_failed if flagged else ExitCode.ok)
+
+
+# --- clean ---------------------------------------------------------------------------------
+
+
+@app.command("clean")
+def clean_command(
+    run: Optional[Path] = typer.Argument(None, help="Run directory."),
+    rules: Optional[Path] = typer.Option(None, "--rules", help="Cleaning rules (TOML); keys left out keep the defaults."),
+    show_rules: bool = typer.Option(False, "--show-rules", help="Print the default rules file and exit."),
+    json_out: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
+) -> int:
+    """Write the cleaned layer RUN/clean/ from the raw records (pages.jsonl is only read)."""
+    from ..clean import clean_run, default_rules_text
+
+    if show_rules:
+        print(default_rules_text(), end="", flush=True)
+        return int(ExitCode.ok)
+    if run is None:
+        raise UsageError("give a run directory")
+    result = clean_run(run, _rules(rules))
+    if json_out:
+        _dump(result.as_dict())
+    else:
+        print(result.line(), flush=True)
+    return int(ExitCode.ok)
+
+
+# --- suspicious ----------------------------------------------------------------------------
+
+
+@app.command("suspicious")
+def suspicious_command(
+    run: Path = typer.Argument(..., help="Run directory."),
+    clean: bool = typer.Option(False, "--clean", help="Assess the cleaned layer."),
+    rules: Optional[Path] = typer.Option(None, "--rules", help="Cleaning rules (TOML) for --clean."),
+    lang: Optional[str] = typer.Option(None, "--lang", help="Language of pages whose record names none (else guessed)."),
+    min_known: float = typer.Option(0.6, "--min-known", help="Suspicious below this share of dictionary words."),
+    max_implausible: float = typer.Option(0.02, "--max-implausible", help="Suspicious above this share of implausible characters."),
+    min_words: int = typer.Option(20, "--min-words", help="Pages with fewer words are not judged on known words."),
+    max_suspicious: Optional[int] = typer.Option(None, "--max-suspicious", help="Exit 4 when more pages are suspicious."),
+    all_pages: bool = typer.Option(False, "--all", help="List every page, not only the suspicious ones."),
+    limit: int = typer.Option(50, "--limit", help="Print at most this many pages."),
+    json_out: bool = typer.Option(False, "--json", help="Print the full result as JSON on stdout."),
+) -> int:
+    """Quality without ground truth: dictionary words and implausible characters per page."""
+    return _suspicious(run, clean=clean, rules=rules, lang=lang, min_known=min_known, max_implausible=max_implausible,
+                       min_words=min_words, max_suspicious=max_suspicious, all_pages=all_pages, limit=limit,
+                       json_out=json_out)
+
+
+def _suspicious(run: Path, *, clean: bool = False, rules: Optional[Path] = None, lang: Optional[str] = None,
+                min_known: float = 0.6, max_implausible: float = 0.02, min_words: int = 20,
+                max_suspicious: Optional[int] = None, all_pages: bool = False, limit: int = 50,
+                json_out: bool = False) -> int:
+    from ..evaluate import run_records
+    from ..textquality import assess_records, summary, suspicion_rank
+
+    records, layer = run_records(run, clean, _rules(rules) if clean else None)
+    pages = assess_records((r for (d, p), r in records.items() if p > 0), lang=lang, min_words=min_words,
+                           min_known=min_known, max_implausible=max_implausible)
+    summ = summary(pages)
+    flagged = sorted((q for q in pages if q.suspicious), key=suspicion_rank)
+    if json_out:
+        _dump({"run": str(run), "layer": layer, **summ,
+               "thresholds": {"min_known": min_known, "max_implausible": max_implausible, "min_words": min_words},
+               "suspicious_pages": [q.as_dict() for q in flagged],
+               **({"pages": [q.as_dict() for q in pages]} if all_pages else {})})
+    else:
+        out = _stdout()
+        shown = pages if all_pages else flagged
+        if shown:
+            t = Table(title=f"{'pages' if all_pages else 'suspicious pages'} — {run} ({layer} layer)")
+            for col in ("doc", "page", "status", "lang", "words", "known %", "implausible %", "sample", "reasons"):
+                t.add_column(col, justify="right" if col in ("page", "words", "known %", "implausible %") else "left")
+            for q in shown[:limit]:
+                t.add_row(q.doc_id, str(q.page), q.status, f"{q.language or '?'} ({q.language_from})", str(q.words),
+                          _pct(q.known_share), _pct(q.implausible_share), q.implausible_sample,
+                          "; ".join(q.reasons))
+            out.print(t)
+            if len(shown) > limit:
+                out.print(f"… and {len(shown) - limit} more (--json lists them all)")
+        out.print(f"Suspicious: {summ['suspicious']} of {summ['pages']} pages "
+                  f"(known words {_pct(summ['known_share'])} %, implausible characters "
+                  f"{_pct(summ['implausible_share'])} %)")
+    if max_suspicious is not None and summ["suspicious"] > max_suspicious:
+        console.print(f"[red]{summ['suspicious']} suspicious pages, more than --max-suspicious {max_suspicious}")
+        return int(ExitCode.gate_failed)
+    return int(ExitCode.ok)
+
+
+# --- grid ----------------------------------------------------------------------------------
+
+
+def _axis(values: Optional[str], cast: Any = str) -> list[Any]:
+    if not values:
+        return []
+    try:
+        return [cast(v.strip()) for v in values.split(",") if v.strip()]
+    except ValueError:
+        raise UsageError(f"bad grid values {values!r}") from None
+
+
+@app.command("grid")
+def grid_command(
+    paths: List[str] = typer.Argument(None, help="The sample (default: the truth's own page images)."),
+    truth: Path = typer.Option(..., "--truth", help="Truth folder or CSV to rank the cells by."),
+    out: Path = typer.Option(..., "--out", "-o", help="Grid directory: one run directory per cell."),
+    manifest: Optional[Path] = typer.Option(None, help="The sample as a manifest (doc_id,path[,pages,dpi])."),
+    engine: Optional[str] = typer.Option(None, help="Comma-separated engines, e.g. tesseract,rapidocr."),
+    ocr_engine: Optional[str] = typer.Option(None, help="Comma-separated OCR engines behind `auto`."),
+    profile: Optional[str] = typer.Option(None, help="Comma-separated model profiles (a profile carries its prompt)."),
+    model: Optional[str] = typer.Option(None, help="Comma-separated model names served by --endpoint."),
+    dpi: Optional[str] = typer.Option(None, help="Comma-separated dpi values, e.g. 150,200,300."),
+    longest_side: Optional[str] = typer.Option(None, help="Comma-separated longest sides in px."),
+    lang: Optional[str] = typer.Option(None, help="Comma-separated Tesseract languages (use ; inside none)."),
+    endpoint: Optional[str] = typer.Option(None, help="OpenAI-compatible base URL for VLM cells."),
+    workers: Optional[int] = typer.Option(None, help="CPU worker processes."),
+    sample: Optional[int] = typer.Option(None, "--sample", help="Only this many truth pages, evenly spaced."),
+    bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for the 95 % intervals."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
+    config: Optional[Path] = typer.Option(None, "--config", help="TOML file with run settings shared by every cell."),
+    json_out: bool = typer.Option(False, "--json", help="Print the ranking as JSON on stdout."),
+) -> int:
+    """Read one sample under every combination of settings and rank the cells by CER."""
+    from ..evaluate import run_grid
+    from ..store import write_json_atomic
+
+    axes = {"engine": _axis(engine), "ocr_engine": _axis(ocr_engine), "profile": _axis(profile),
+            "model": _axis(model), "dpi": _axis(dpi, float), "longest_side": _axis(longest_side, int),
+            "lang": _axis(lang)}
+
+    def on_cell(i: int, n: int, name: str, cell: Any) -> None:
+        if cell is None:
+            console.print(f"grid: cell {i}/{n} {name}: reading")
+        else:
+            c = cell.evaluation.corpus
+            console.print(f"grid: cell {i}/{n} {name}: CER {_pct(c.cer)} % [{_ci(c.cer_ci)}], {c.missing} missing")
+
+    cells = run_grid(truth, out, axes, inputs=list(paths or []), manifest=manifest,
+                     base={"endpoint": endpoint, "workers": workers}, config_file=config, sample=sample,
+                     resamples=bootstrap, seed=seed, on_cell=on_cell)
+    data = {"truth": str(truth), "out": str(out), "axes": {k: v for k, v in axes.items() if v},
+            "cells": [c.as_dict() for c in cells]}
+    write_json_atomic(out / "grid.json", data)
+    if json_out:
+        _dump(data)
+        return int(ExitCode.ok)
+    t = Table(title=f"grid {out} — ranked by CER (with missing pages counted), 95 % bootstrap CI")
+    for col in ("rank", "cell", "pages", "missing", "CER", "CER CI", "WER", "read s", "≈ best"):
+        t.add_column(col, justify="left" if col in ("cell", "≈ best") else "right")
+    for c in cells:
+        a = c.evaluation.corpus
+        t.add_row(str(c.rank), c.name, str(a.scored), str(a.missing), _pct(a.cer), _ci(a.cer_ci), _pct(a.wer),
+                  f"{c.read_seconds:.1f}", "yes" if c.near_best else "")
+    out_console = _stdout()
+    out_console.print(t)
+    if cells:
+        out_console.print(f"Best: {cells[0].name} (CER {_pct(cells[0].evaluation.corpus.cer)} %); "
+                          f"{sum(c.near_best for c in cells)} of {len(cells)} cells within its interval")
+    return int(ExitCode.ok)

@@ -1,0 +1,431 @@
+"""`vlmocr evaluate` and `vlmocr compare`: hand-computed CER/WER, missing pages, gates, the
+bootstrap, truth layouts, and a real Tesseract run on ../shared/gt pages."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import run_cli, text_image
+
+from vlmocr.evaluate import (
+    aggregate,
+    bootstrap_ci,
+    compare_records,
+    distances,
+    evaluate_run,
+    load_truth,
+    match_truth,
+    normalize,
+    parse_gate,
+    rate,
+    score,
+)
+from vlmocr.exceptions import UsageError
+from vlmocr.metrics import cer as metrics_cer
+from vlmocr.record import PageRecord
+from vlmocr.store import RecordWriter, final_records
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    """The real `vlmocr` command in this process (a subprocess costs a second of imports)."""
+    from vlmocr.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+    return subprocess.CompletedProcess(["vlmocr", *args], code, out.getvalue(), err.getvalue())
+
+
+def write_run(run: Path, pages: list[tuple[str, int, str, str]]) -> Path:
+    """A run directory with one record per (doc_id, page, status, text), in that order."""
+    with RecordWriter(run / "pages.jsonl") as w:
+        for doc_id, page, status, text in pages:
+            w.append(PageRecord(doc_id=doc_id, source=f"{doc_id}.pdf", page=page, key="k1", status=status,
+                                text=text, engine="test"))
+    return run
+
+
+def write_truth_csv(path: Path, rows: list[tuple[str, int, str, str]]) -> Path:
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["doc_id", "page", "set", "text"])
+        for doc_id, page, set_name, text in rows:
+            w.writerow([doc_id, page, set_name, text])
+    return path
+
+
+# --- distances by hand -----------------------------------------------------------------------
+
+
+def test_hand_computed_distances():
+    # one substitution in ten characters; one wrong word of one
+    assert distances("abcdefghiX", "abcdefghij") == (1, 10, 1, 1)
+    # the quick brown dog: 1 of 4 words, 3 of 19 characters (f→d, o=o, x→g: "fox"→"dog" is 2 edits)
+    ce, rc, we, rw = distances("the quick brown dog", "the quick brown fox")
+    assert (rc, rw, we) == (19, 4, 1) and ce == 2
+    # a deleted word: "a b c" vs "a c" → 2 char edits ("b "), 1 word edit
+    assert distances("a c", "a b c") == (2, 5, 1, 3)
+    # whitespace runs and newlines collapse to one space before scoring
+    assert distances("a  b\n\n c\t", " a b c") == (0, 5, 0, 3)
+
+
+def test_empty_truth_and_empty_text():
+    assert distances("", "") == (0, 0, 0, 0)
+    assert rate(0, 0) == 0.0
+    # text against empty truth: every character is an insertion, the rate is 1
+    ce, rc, we, rw = distances("abc de", "")
+    assert (ce, rc, we, rw) == (6, 0, 2, 0) and rate(ce, rc) == 1.0 and rate(we, rw) == 1.0
+    # nothing read: every reference character is a deletion
+    ce, rc, we, rw = distances("", "Hello world")
+    assert (ce, rc, we, rw) == (11, 11, 2, 2) and rate(ce, rc) == 1.0
+
+
+def test_combining_marks_are_composed_before_scoring():
+    decomposed = "Cafe\u0301 na\u0308ive"  # e + COMBINING ACUTE, a + COMBINING DIAERESIS
+    assert distances(decomposed, "Café näive")[0] == 0
+    # a missing accent is one edit (é vs e), not zero and not two
+    assert distances("Cafe", "Café") == (1, 4, 1, 1)
+    assert distances("ἐν", "εν")[0] == 1  # polytonic breathing: one composed character differs
+    assert distances("Cafe", "Café", ["diacritics"])[0] == 0
+    # consistent with vlmocr.metrics
+    assert metrics_cer("Cafe", "Café") == 0.25
+
+
+def test_folds_are_diagnostics():
+    assert normalize("  Die  Straße,\n ſie!  ") == "Die Straße, ſie!"
+    assert normalize("Die Straße, ſie!", ["case"]) == "die strasse, sie!"  # casefold: ß → ss, ſ → s
+    assert normalize("Die Straße, ſie!", ["long_s"]) == "Die Straße, sie!"
+    assert normalize("Die Straße, ſie!", ["punct"]) == "Die Straße ſie"
+    assert normalize("Die Straße, ſie!", ["long_s", "case", "punct"]) == "die strasse sie"
+    assert distances("DIE SEE", "die See", ["case"])[0] == 0
+    with pytest.raises(UsageError):
+        normalize("x", ["nonsense"])
+
+
+# --- a run scored by hand --------------------------------------------------------------------
+
+# Truth and readings with known edits:
+#   a/1  "abcdefghij"  read "abcdefghiX"   1 edit / 10 chars, 1 / 1 words
+#   a/2  "hello world" read "hello world"  0 / 11, 0 / 2   (an earlier, worse record is superseded)
+#   b/1  "one two three four" read ""  (status error)  18 / 18, 4 / 4
+#   c/1  "xyz" — no record: missing
+HAND_RUN = [
+    ("a", 2, "ok", "hullo wurld"),  # superseded by the later record of a/2
+    ("a", 1, "ok", "abcdefghiX"),
+    ("a", 2, "ok", "hello world"),
+    ("b", 1, "error", ""),
+    ("z", 1, "ok", "a page nobody transcribed"),
+]
+HAND_TRUTH = [("a", 1, "s1", "abcdefghij"), ("a", 2, "s1", "hello world"), ("b", 1, "s2", "one two three four"),
+              ("c", 1, "s2", "xyz")]
+
+
+@pytest.fixture
+def hand(tmp_path) -> tuple[Path, Path]:
+    return write_run(tmp_path / "run", HAND_RUN), write_truth_csv(tmp_path / "truth.csv", HAND_TRUTH)
+
+
+def test_micro_macro_missing_by_hand(hand):
+    run, truth = hand
+    ev = evaluate_run(run, truth, resamples=200)
+    c = ev.corpus
+    assert (c.pages, c.scored, c.missing) == (4, 3, 1)
+    assert (c.char_edits, c.ref_chars, c.word_edits, c.ref_words) == (19, 39, 5, 7)
+    assert c.cer == pytest.approx(19 / 39)
+    assert c.cer_macro == pytest.approx((0.1 + 0 + 1.0) / 3)
+    assert c.wer == pytest.approx(5 / 7)
+    assert c.wer_macro == pytest.approx((1.0 + 0 + 1.0) / 3)
+    # the missing page counts as CER 1.0: 3 more edits over 3 more characters
+    assert c.cer_with_missing == pytest.approx((19 + 3) / (39 + 3))
+    assert c.wer_with_missing == pytest.approx((5 + 1) / (7 + 1))
+    assert [(p.doc_id, p.page) for p in ev.missing] == [("c", 1)]
+    assert ev.unscored_records == 1  # z/1 has no truth
+    s1, s2 = ev.sets["s1"], ev.sets["s2"]
+    assert s1.cer == pytest.approx(1 / 21) and s1.missing == 0
+    assert s2.cer == pytest.approx(1.0) and s2.missing == 1 and s2.cer_with_missing == pytest.approx(1.0)
+    assert ev.docs["a"].cer == pytest.approx(1 / 21) and ev.docs["c"].scored == 0 and ev.docs["c"].cer is None
+    worst = ev.worst(2)
+    assert [(p.doc_id, p.status, p.cer) for p in worst] == [("b", "error", 1.0), ("a", "ok", 0.1)]
+
+
+def test_evaluate_cli_json_and_gates(hand):
+    run, truth = hand
+    res = cli("evaluate", str(run), "--truth", str(truth), "--json", "--allow-missing", "--gate", "cer<=0.5",
+                  "--gate", "set:s1:cer<=0.05", "--gate", "wer<0.8")
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert data["passed"] is True and [g["passed"] for g in data["gates"]] == [True, True, True]
+    assert data["corpus"]["cer"] == pytest.approx(19 / 39)
+    assert data["missing"] == [{"doc_id": "c", "page": 1, "set": "s2"}]
+    assert {p["doc_id"] for p in data["pages"]} == {"a", "b", "c"}
+    assert "1 of 4 truth pages have no record" in res.stderr
+
+    # a failing gate: exit 4 (from the real process) and a line naming the gate and by how much
+    res = run_cli("evaluate", str(run), "--truth", str(truth), "--allow-missing", "--gate", "set:s1:cer<=0.03")
+    assert res.returncode == 4
+    assert "gate set:s1:cer<=0.03 failed: cer = 0.0476 (4.76 %) in set s1, over the limit 0.03 by 0.0176 (1.76 pp)" \
+        in res.stdout
+    # missing pages fail a gate unless allowed
+    res = cli("evaluate", str(run), "--truth", str(truth), "--gate", "cer<=0.9")
+    assert res.returncode == 4 and "1 of 4 truth pages in corpus have no record" in res.stdout
+    res = cli("evaluate", str(run), "--truth", str(truth), "--gate", "set:s1:cer<=0.9", "--gate", "missing<=1")
+    assert res.returncode == 0, res.stdout
+    # the text report: a table with every set, the worst pages and the missing ones
+    for needle in ("s1", "s2", "all", "worst", "missing (1 truth pages", "c page 1", "CER 48.72 %"):
+        assert needle in res.stdout
+    # usage errors: a malformed gate, an unknown set, no truth
+    assert cli("evaluate", str(run), "--truth", str(truth), "--gate", "cer=<0.1").returncode == 3
+    res = cli("evaluate", str(run), "--truth", str(truth), "--allow-missing", "--gate", "set:nope:cer<=0.1")
+    assert res.returncode == 4 and "no set named 'nope'" in res.stdout
+    assert cli("evaluate", str(run)).returncode == 3
+
+
+def test_parse_gate():
+    g = parse_gate("set:ehri_en:cer<=0.05")
+    assert (g.kind, g.name, g.metric, g.op, g.value) == ("set", "ehri_en", "cer", "<=", 0.05)
+    assert parse_gate("wer < 10%").value == pytest.approx(0.10)
+    assert parse_gate("cer_hi<=0.04").metric == "cer_hi"
+    assert parse_gate("doc:a:cer_macro>=0").kind == "doc"
+    for bad in ("cer", "xer<=0.1", "cer<=abc", "set:cer<=0.1"):
+        with pytest.raises(UsageError):
+            parse_gate(bad)
+
+
+def test_bootstrap_is_seeded_and_brackets_the_estimate():
+    rng = np.random.default_rng(7)
+    chars = rng.integers(500, 3000, size=60)
+    edits = (chars * rng.uniform(0.0, 0.1, size=60)).astype(np.int64)
+    a = bootstrap_ci(edits, chars, 1000, seed=3)
+    b = bootstrap_ci(edits, chars, 1000, seed=3)
+    c = bootstrap_ci(edits, chars, 1000, seed=4)
+    assert a == b and a != c
+    point = edits.sum() / chars.sum()
+    assert a[0] < point < a[1] and a[1] - a[0] < 0.03
+    # one page: no spread
+    lo, hi = bootstrap_ci(np.array([3]), np.array([30]), 100, seed=0)
+    assert lo == hi == pytest.approx(0.1)
+    assert bootstrap_ci(np.array([], dtype=np.int64), np.array([], dtype=np.int64)) is None
+
+
+def test_evaluation_is_deterministic(hand):
+    run, truth = hand
+    a = evaluate_run(run, truth).as_dict()
+    b = evaluate_run(run, truth).as_dict()
+    assert a == b and a["corpus"]["cer_ci"] is not None
+    c = evaluate_run(run, truth, seed=1).as_dict()
+    assert c["corpus"]["cer"] == a["corpus"]["cer"]
+
+
+# --- truth layouts and matching --------------------------------------------------------------
+
+
+def test_truth_folder_layout_matches_folder_run_ids(tmp_path):
+    root = tmp_path / "gt"
+    (root / "letters").mkdir(parents=True)
+    text_image(["x"]).save(root / "letters" / "l 1.png")
+    (root / "letters" / "l 1.txt").write_text("first letter", encoding="utf-8")
+    text_image(["y"]).save(root / "top.jpg")
+    (root / "top.txt").write_text("top page", encoding="utf-8")
+    text_image(["z"]).save(root / "no_truth.png")  # an image without .txt is not truth
+    truth = load_truth(root)
+    assert sorted((t.doc_id, t.page, t.set) for t in truth) == [("letters__l 1", 1, "letters"), ("top", 1, "")]
+    # a folder run over gt/ names the docs like the truth; a run over single files without folders
+    assert match_truth(truth, ["letters__l 1", "top"]) == {"letters__l 1": "letters__l 1", "top": "top"}
+    assert match_truth(truth, ["l 1"]) == {"letters__l 1": "l 1"}
+    run = write_run(tmp_path / "run", [("l 1", 1, "ok", "first letter"), ("top", 1, "ok", "top pag")])
+    ev = evaluate_run(run, root)
+    assert ev.corpus.missing == 0 and ev.corpus.char_edits == 1 and ev.corpus.ref_chars == 20
+
+
+def test_ambiguous_short_ids_are_not_guessed():
+    from vlmocr.evaluate import TruthPage
+
+    truth = [TruthPage("a__x", 1, "t"), TruthPage("b__x", 1, "t")]
+    assert match_truth(truth, ["x"]) == {}
+
+
+def test_pages_csv_of_shared_gt(gt):
+    truth = load_truth(gt / "pages.csv")
+    assert len(truth) == 100
+    by_id = {t.doc_id: t for t in truth}
+    t = by_id["ehri_en__EHRI-DR-19421116-US_02"]
+    assert t.set == "ehri_en" and t.language == "eng" and t.text.startswith("- 2 -")
+    with pytest.raises(UsageError):
+        load_truth(gt / "README.md")
+
+
+def test_duplicate_truth_is_an_error(tmp_path):
+    with pytest.raises(UsageError, match="duplicate truth"):
+        load_truth(write_truth_csv(tmp_path / "t.csv", [("a", 1, "", "x"), ("a", 1, "", "y")]))
+
+
+def test_evaluate_clean_scores_the_cleaned_layer(tmp_path):
+    raw = "<|ref|>text<|/ref|><|det|>[[10, 10, 500, 40]]<|/det|>\nThe harbour was closed."
+    run = write_run(tmp_path / "run", [("d", 1, "ok", raw)])
+    truth = write_truth_csv(tmp_path / "t.csv", [("d", 1, "", "The harbour was closed.")])
+    assert evaluate_run(run, truth).corpus.cer > 0.5
+    ev = evaluate_run(run, truth, clean=True)
+    assert ev.corpus.cer == 0 and ev.layer.startswith("clean (in memory")
+    assert cli("clean", str(run)).returncode == 0
+    assert evaluate_run(run, truth, clean=True).layer == "clean (layer)"
+
+
+# --- compare ---------------------------------------------------------------------------------
+
+
+def test_compare_flags_the_right_pages(tmp_path):
+    base = [("d", 1, "ok", "The quick brown fox jumps over the lazy dog."),
+            ("d", 2, "ok", "Pack my box with five dozen liquor jugs."),
+            ("e", 1, "ok", "Sphinx of black quartz, judge my vow.")]
+    a = write_run(tmp_path / "a", base)
+    changed = list(base)
+    changed[1] = ("d", 2, "ok", "Pack my box with five dozen liquor jug.")  # 1 edit in 40 chars: 2.5 pp
+    changed.append(("e", 2, "ok", "only in B"))
+    b = write_run(tmp_path / "b", changed)
+    res = cli("compare", str(a), str(b), "--json")
+    assert res.returncode == 4
+    data = json.loads(res.stdout)
+    flagged = {(p["doc_id"], p["page"]): p for p in data["pages"] if p["flagged"]}
+    assert set(flagged) == {("d", 2), ("e", 2)}
+    assert flagged[("d", 2)]["cer_ab"] == pytest.approx(1 / 39)
+    assert flagged[("e", 2)]["reason"] == "only in B"
+    assert cli("compare", str(a), str(a)).returncode == 0
+    # a loose tolerance lets the small difference pass, not the page that is only in B
+    res = cli("compare", str(a), str(b), "--tolerance", "0.05")
+    assert res.returncode == 4 and "1 beyond tolerance" in res.stdout
+
+
+def test_compare_against_truth_uses_the_cer_difference(tmp_path):
+    truth = write_truth_csv(tmp_path / "t.csv", [("d", 1, "", "abcdefghij"), ("d", 2, "", "klmnopqrst")])
+    a = write_run(tmp_path / "a", [("d", 1, "ok", "abcdefghiX"), ("d", 2, "ok", "klmnopqrst")])
+    # d/1: a different error, same CER (both 10 %): not flagged; d/2: 0 % → 10 %: flagged
+    b = write_run(tmp_path / "b", [("d", 1, "ok", "Xbcdefghij"), ("d", 2, "ok", "klmnopqrsX")])
+    cmp = compare_records(final_records(a / "pages.jsonl"), final_records(b / "pages.jsonl"),
+                          truth=load_truth(truth), tolerance=0.001)
+    assert [(p.doc_id, p.page) for p in cmp.flagged] == [("d", 2)]
+    assert cmp.flagged[0].delta == pytest.approx(-0.1)
+    assert cmp.corpus["cer_a"] == pytest.approx(0.05) and cmp.corpus["cer_b"] == pytest.approx(0.1)
+    res = cli("compare", str(a), str(b), "--truth", str(truth))
+    assert res.returncode == 4 and "-10.00 pp" in res.stdout
+
+
+# --- a real run on ../shared/gt ----------------------------------------------------------------
+
+GT_PAGES = ["ehri_en/EHRI-DR-19390519-US_03.jpg", "ehri_en/EHRI-BF-19380810_EN_01.jpg"]
+
+
+@pytest.fixture(scope="module")
+def real_run(tmp_path_factory):
+    from conftest import GT, need
+
+    need(GT.is_dir(), f"ground truth at {GT}")
+    need(shutil.which("tesseract") is not None, "tesseract binary")
+    run = tmp_path_factory.mktemp("real") / "run"
+    res = run_cli("run", *[str(GT / p) for p in GT_PAGES], "--out", str(run), "--engine", "tesseract",
+                  "--lang", "eng", "--workers", "2")
+    assert res.returncode == 0, res.stderr
+    return run
+
+
+@pytest.mark.tesseract
+def test_real_tesseract_run_against_pages_csv(real_run, gt):
+    res = cli("evaluate", str(real_run), "--truth", str(gt / "pages.csv"), "--json", "--gate", "set:ehri_en:cer<=0.08",
+                  "--allow-missing")
+    assert res.returncode == 0, res.stdout + res.stderr
+    data = json.loads(res.stdout)
+    assert data["corpus"]["scored"] == 2 and data["corpus"]["missing"] == 98
+    assert len(data["missing"]) == 98 and data["sets"]["zonaras"]["cer_with_missing"] == 1.0
+    recs = final_records(real_run / "pages.jsonl")
+    for page in (p for p in data["pages"] if not p["missing"]):
+        rec = recs[(page["doc_id"], 1)]
+        truth = (gt / "ehri_en" / (page["doc_id"] + ".txt")).read_text(encoding="utf-8")
+        assert page["cer"] == pytest.approx(metrics_cer(rec["text"], truth))  # the same metric as vlmocr.metrics
+        assert 0 < page["cer"] < 0.08
+    lo, hi = data["corpus"]["cer_ci"]
+    assert lo <= data["corpus"]["cer"] <= hi
+    # without --allow-missing the gate refuses a partial run
+    res = cli("evaluate", str(real_run), "--truth", str(gt / "pages.csv"), "--gate", "cer<=0.5")
+    assert res.returncode == 4 and "98 of 100 truth pages in corpus have no record" in res.stdout
+
+
+@pytest.mark.tesseract
+def test_real_compare_twins(real_run, gt, tmp_path):
+    twin = tmp_path / "twin"
+    twin.mkdir()
+    shutil.copy(real_run / "pages.jsonl", twin / "pages.jsonl")
+    res = cli("compare", str(real_run), str(twin), "--truth", str(gt / "pages.csv"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "0 beyond tolerance 0.1 pp" in res.stdout
+    # one page of the twin loses a line: only that page is flagged
+    recs = final_records(twin / "pages.jsonl")
+    key = sorted(recs)[0]
+    rec = dict(recs[key])
+    rec["text"] = "\n".join(rec["text"].splitlines()[1:])
+    with RecordWriter(twin / "pages.jsonl") as w:
+        w.append(rec)
+    res = cli("compare", str(real_run), str(twin), "--truth", str(gt / "pages.csv"), "--json")
+    assert res.returncode == 4
+    flagged = [(p["doc_id"], p["page"]) for p in json.loads(res.stdout)["pages"] if p["flagged"]]
+    assert flagged == [key]
+
+
+def test_aggregate_of_nothing():
+    agg = aggregate([])
+    assert agg.pages == 0 and agg.cer is None and agg.cer_with_missing is None
+    ev = score({}, [])
+    assert ev.corpus.pages == 0
+
+
+# --- grid ------------------------------------------------------------------------------------
+
+
+def test_grid_cells_and_sample():
+    from vlmocr.evaluate import TruthPage, cell_name, grid_cells, sample_truth
+
+    cells = grid_cells({"dpi": [100.0, 200.0], "engine": ["tesseract", "rapidocr"], "lang": []})
+    assert cells == [{"engine": "tesseract", "dpi": 100.0}, {"engine": "tesseract", "dpi": 200.0},
+                     {"engine": "rapidocr", "dpi": 100.0}, {"engine": "rapidocr", "dpi": 200.0}]
+    assert cell_name(cells[1]) == "engine-tesseract_dpi-200" and cell_name({}) == "default"
+    truth = [TruthPage(f"d{i:02d}", 1, "x") for i in range(10)]
+    assert [t.doc_id for t in sample_truth(truth, 3)] == ["d01", "d05", "d08"]
+    assert sample_truth(truth, None) == truth
+
+
+@pytest.mark.tesseract
+def test_grid_reads_ranks_and_resumes(tmp_path, tesseract):
+    from conftest import make_scan_pdf
+
+    lines = [["The harbour master wrote", "to the Committee in June,", "asking for 42 more boats."],
+             ["Nobody answered his letter", "until the winter of 1938,", "when the river froze over."]]
+    pdf = make_scan_pdf(tmp_path / "s.pdf", lines)
+    truth = write_truth_csv(tmp_path / "t.csv", [("s", i, "", "\n".join(ls)) for i, ls in enumerate(lines, 1)])
+    out = tmp_path / "grid"
+    args = ("grid", str(pdf), "--truth", str(truth), "--out", str(out), "--engine", "tesseract", "--dpi", "40,100",
+            "--workers", "2", "--json")
+    res = run_cli(*args)
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert [c["rank"] for c in data["cells"]] == [1, 2]
+    assert {c["name"] for c in data["cells"]} == {"engine-tesseract_dpi-40", "engine-tesseract_dpi-100"}
+    cers = [c["corpus"]["cer"] for c in data["cells"]]
+    assert cers == sorted(cers) and cers[0] < 0.02
+    assert all(c["corpus"]["scored"] == 2 and c["corpus"]["missing"] == 0 for c in data["cells"])
+    assert json.loads((out / "grid.json").read_text())["cells"] == data["cells"]
+    before = {c["name"]: (out / c["name"] / "pages.jsonl").read_bytes() for c in data["cells"]}
+    # each cell is a run directory: running the grid again reads nothing
+    again = run_cli(*args)
+    assert again.returncode == 0
+    assert {c["name"]: (out / c["name"] / "pages.jsonl").read_bytes() for c in data["cells"]} == before
+    assert [c["corpus"] for c in json.loads(again.stdout)["cells"]] == [c["corpus"] for c in data["cells"]]
