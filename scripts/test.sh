@@ -13,6 +13,8 @@ if ((${#missing[@]})); then
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+bash scripts/install-browser.sh
+
 python -m pip install -q -e '.[test]'
 
 if [[ -x scripts/slurm-up.sh ]]; then

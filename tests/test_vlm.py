@@ -233,18 +233,18 @@ def test_no_page_lost_under_a_mix_of_all_faults(tmp_path):
 
 
 def test_adaptive_concurrency_shrinks_a_deep_queue_and_grows_into_free_slots(tmp_path):
-    codes = list(range(1, 41))
+    codes = list(range(1, 61))
     pdf = make_coded_pdf(tmp_path / "many.pdf", codes, size=(300, 400))
     with serve_in_process(ServerConfig(slots=2, latency=0.25)) as srv:
         res = vlm_run(pdf, tmp_path / "small", srv.url, "--concurrency", "24")
     assert res.returncode == 0, res.stderr
     conc = json.loads((tmp_path / "small" / "run.json").read_text())["current"]["reader"]["concurrency"]
-    assert conc["adaptive"] and conc["start"] == 24 and conc["final"] < 12
+    assert conc["adaptive"] and conc["start"] == 24 and conc["min"] <= 8 and conc["final"] < 24, conc
     with serve_in_process(ServerConfig(slots=32, latency=0.25)) as srv:
         res = vlm_run(pdf, tmp_path / "big", srv.url, "--concurrency", "2")
     assert res.returncode == 0, res.stderr
     conc = json.loads((tmp_path / "big" / "run.json").read_text())["current"]["reader"]["concurrency"]
-    assert conc["max"] > 4
+    assert conc["max"] > 4, conc
     with serve_in_process(ServerConfig(slots=2, latency=0.05)) as srv:
         res = vlm_run(pdf, tmp_path / "fixed", srv.url, "--concurrency", "24", "--fixed-concurrency")
     conc = json.loads((tmp_path / "fixed" / "run.json").read_text())["current"]["reader"]["concurrency"]

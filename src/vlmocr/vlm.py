@@ -268,7 +268,7 @@ class VlmReader:
         rec["flags"] = list(rec.get("flags", [])) + ["fallback", f"fallback_reason:{why}"]
         return rec
 
-    async def control_concurrency(self, limiter: Limiter, interval: float = 1.0) -> None:
+    async def control_concurrency(self, limiter: Limiter, interval: float = 0.5) -> None:
         """Resize `limiter` from the server's queue gauges; a no-op without /metrics."""
         self.limiter = limiter
         if not self.cfg.adaptive:
@@ -285,7 +285,10 @@ class VlmReader:
             if depth is None:
                 continue
             running, waiting = depth
-            limiter.set_limit(next_limit(limiter.limit, limiter.in_use, running, waiting, 1, hi))
+            # Requests actually at the server, not pages still rendering: when the client's own
+            # CPU is the bottleneck, an idle server queue is no reason to take more pages.
+            at_server = self.client.stats.in_flight
+            limiter.set_limit(next_limit(limiter.limit, at_server, running, waiting, 1, hi))
 
     def live(self) -> str:
         s = self.client.stats

@@ -15,6 +15,8 @@ except ImportError:  # pragma: no cover
     import click.exceptions as click_exceptions
 
 from ..exceptions import ExitCode, VlmocrError
+from rich.markup import escape
+
 from ..progress import console
 
 app = typer.Typer(
@@ -34,7 +36,9 @@ def _root() -> None:
 def _register() -> None:
     from . import run_cmd  # noqa: F401  (commands register themselves on `app`)
     from . import profiles_cmd  # noqa: F401
+    from . import report_cmd  # noqa: F401
     from . import quality_cmd  # noqa: F401
+    from . import serve_cmd  # noqa: F401
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Exit as exc:
         code = exc.exit_code
     except VlmocrError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         code = exc.exit_code
     except KeyboardInterrupt:
         code = ExitCode.interrupted

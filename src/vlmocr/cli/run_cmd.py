@@ -9,6 +9,7 @@ from typing import List, Optional
 
 import typer
 
+from ..cluster.serve import serve_for_run
 from ..config import load_config
 from ..progress import RunProgress, console
 from ..run import run as run_pages
@@ -58,7 +59,8 @@ def run_command(
         pages_per_request=pages_per_request,
     )
     cfg = load_config(cli, config)
-    summary = run_pages(cfg, RunProgress(enabled=True))
+    with serve_for_run(cfg):  # --serve: start the server, point cfg at it, always stop it
+        summary = run_pages(cfg, RunProgress(enabled=True))
     if summary.fallback_docs:
         shown = ", ".join(summary.fallback_docs[:10]) + (" …" if len(summary.fallback_docs) > 10 else "")
         console.print(f"[yellow]{len(summary.fallback_docs)} document(s) over --max-fallback "

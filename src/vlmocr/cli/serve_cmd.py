@@ -1,0 +1,83 @@
+"""`vlmocr serve PROFILE`: start vLLM/SGLang for a profile; the logic lives in vlmocr.cluster.serve."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ..cluster import serve as serving
+from ..exceptions import UsageError
+from ..progress import console
+from . import app
+
+
+@app.command("serve")
+def serve_command(
+    profile: str = typer.Argument(..., help="Model profile (name or .toml path)."),
+    extra: List[str] = typer.Argument(None, help="Extra server flags, after `--` (e.g. -- --max-num-seqs 64)."),
+    server: str = typer.Option("vllm", "--server", help="vllm|sglang"),
+    model_path: Optional[str] = typer.Option(None, "--model-path", help="Local model directory or repo id "
+                                             "(default: the profile's model)."),
+    revision: Optional[str] = typer.Option(None, help="Pinned model revision (default: the profile's)."),
+    port: Optional[int] = typer.Option(None, help="Port (default: a free one from the OS)."),
+    host: str = typer.Option(serving.DEFAULT_HOST, help="Address to listen on."),
+    print_only: bool = typer.Option(False, "--print", help="Print the environment and command; run nothing."),
+    target: str = typer.Option("local", help="local|hf-jobs (hf-jobs prints an `hf jobs run` command)."),
+    flavor: str = typer.Option(serving.HF_JOBS_FLAVOR, help="hf-jobs: hardware flavor (xN suffix = N GPUs)."),
+    timeout: str = typer.Option(serving.HF_JOBS_TIMEOUT, help="hf-jobs: maximum job duration, e.g. 2h."),
+    image: Optional[str] = typer.Option(None, help="hf-jobs: container image (default per server)."),
+    no_p2p: bool = typer.Option(False, "--no-p2p", help="GPUs without working peer-to-peer: "
+                                "NCCL_P2P_DISABLE=1 and --disable-custom-all-reduce."),
+    health_timeout: float = typer.Option(serving.DEFAULT_HEALTH_TIMEOUT, help="Seconds to wait for /health."),
+    log: Optional[Path] = typer.Option(None, help="Server log file (default: in its $TMPDIR work directory)."),
+    served_model_name: Optional[str] = typer.Option(None, help="Name clients use (default: the profile's repo id)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the server's details as JSON on stdout."),
+) -> int:
+    """Start vLLM or SGLang for a profile, wait until healthy, serve until SIGINT/SIGTERM."""
+    if server not in serving.SERVERS:
+        raise UsageError(f"--server {server!r}: use one of {', '.join(serving.SERVERS)}")
+    extra_args = list(extra or [])
+    if target == "hf-jobs":
+        cmd = serving.hf_jobs_command(profile, server, model_path, revision, extra_args, port=port, flavor=flavor,
+                                      timeout=timeout, image=image, no_p2p=no_p2p, served_name=served_model_name)
+        print(shlex.join(cmd), flush=True)
+        the_port = port or serving.HF_JOBS_PORT
+        console.print(f"Then: vlmocr run … --endpoint https://JOB_ID--{the_port}.hf.jobs/v1 with your HF token "
+                      "as the API key (VLMOCR_API_KEY).", markup=False)
+        return 0
+    if target != "local":
+        raise UsageError(f"--target {target!r}: use local or hf-jobs")
+
+    if print_only:
+        plan = serving.plan_server(profile, server, model_path, revision, extra_args, host=host, port=port,
+                                   no_p2p=no_p2p, served_name=served_model_name, log=log)
+        for warning in plan.warnings:
+            console.print(f"warning: {warning}", markup=False)
+        print(plan.shell_script(), end="", flush=True)
+        return 0
+
+    ready = False
+    try:
+        with serving.running_server(profile, server, model_path, revision, extra_args, health_timeout, host=host,
+                                    port=port, no_p2p=no_p2p, served_name=served_model_name, log=log) as info:
+            ready = True
+            details = {"url": info.url, "model": info.model_name, "pid": info.pid, "log": str(info.log),
+                       "server": info.server, "tensor_parallel": info.tensor_parallel, "versions": info.versions}
+            if json_out:
+                print(json.dumps(details), flush=True)
+            else:
+                print(f"Serving {info.model_name} at {info.url} (pid {info.pid}, log {info.log})", flush=True)
+            while info.alive():
+                time.sleep(0.5)
+            assert info.process is not None
+            raise info.process.failure(f"{info.server} exited with code {info.process.poll()} while serving")
+    except KeyboardInterrupt:
+        if not ready:
+            raise
+        console.print("stopped on request")
+        return 0
