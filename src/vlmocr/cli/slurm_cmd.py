@@ -1,0 +1,262 @@
+"""`vlmocr slurm submit | gate | release | status` and `vlmocr merge`; logic in vlmocr.cluster.
+
+Every `vlmocr run` option passes through: give it to `vlmocr slurm submit` as you would to
+`vlmocr run` (``--profile P --serve P --dpi 150 …``), optionally after ``--``. The options are
+validated here with `vlmocr run`'s own parser before anything is submitted, and written into
+the batch script shell-quoted. `--out`, `--manifest` and `--shard` belong to the slurm command."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+
+from ..cluster import slurm as sl
+from ..exceptions import ExitCode, UsageError
+from ..progress import console
+from . import app
+
+slurm_app = typer.Typer(help="Run across a SLURM cluster: submit shards, gate them on quality, watch them.",
+                        no_args_is_help=True)
+app.add_typer(slurm_app, name="slurm")
+
+PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
+_OWN = {"out": "--out", "manifest": "--manifest", "shard": "--shard"}
+
+
+def _warn(msg: str) -> None:
+    console.print(msg, markup=False)
+
+
+def split_run_args(tokens: List[str]) -> tuple[list[str], list[str]]:
+    """Paths and `vlmocr run` options from the tokens the slurm command did not know.
+
+    Parsed with the run command itself (an unknown or malformed option fails now, on the login
+    node, not hours later in the queue), then written back from the parsed values: only options
+    given on the command line, paths made absolute."""
+    run_cmd = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
+    try:
+        ctx = run_cmd.make_context("vlmocr run", list(tokens))
+    except Exception as exc:  # click's UsageError / BadParameter
+        msg = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        raise UsageError(f"in the options passed to `vlmocr run`: {msg}") from None
+    paths = [str(p) for p in (ctx.params.get("paths") or [])]
+    args: list[str] = []
+    for param in run_cmd.params:
+        name = param.name or ""
+        if name == "paths" or getattr(param, "param_type_name", "") != "option":
+            continue
+        source = ctx.get_parameter_source(name)
+        if source is None or source.name != "COMMANDLINE":
+            continue
+        if name in _OWN:
+            raise UsageError(f"{_OWN[name]} is set by `vlmocr slurm` itself"
+                             + (" (each array task reads its own shard)" if name == "shard" else ""))
+        value = ctx.params[name]
+        opts = list(param.opts)
+        if getattr(param, "is_flag", False):
+            if value:
+                args.append(opts[0])
+            elif param.secondary_opts:  # type: ignore[attr-defined]
+                args.append(param.secondary_opts[0])  # type: ignore[attr-defined]
+            continue
+        values = value if getattr(param, "multiple", False) else [value]
+        for v in values:
+            if v is None:
+                continue
+            if isinstance(v, Path):
+                v = os.path.abspath(v)
+            items = list(v) if isinstance(v, (tuple, list)) else [v]
+            args.append(opts[0])
+            args.extend(str(i) for i in items)
+    return paths, args
+
+
+def _options(partition, gpus_per_task, cpus_per_task, time_limit, mem, account, qos, constraint, mail_user,
+             mail_type, signal_lead, max_running, sbatch_arg) -> sl.SlurmOptions:
+    return sl.SlurmOptions(partition=partition, gpus_per_task=gpus_per_task, cpus_per_task=cpus_per_task,
+                           time=time_limit, mem=mem, account=account, qos=qos, constraint=constraint,
+                           mail_user=mail_user, mail_type=mail_type, signal_lead=signal_lead,
+                           max_running=max_running, extra=list(sbatch_arg or []))
+
+
+def _with_stop_grace(run_args: list[str], signal_lead: int) -> list[str]:
+    if "--stop-grace" in run_args:
+        return run_args
+    return [*run_args, "--stop-grace", f"{sl.default_stop_grace(signal_lead):g}"]
+
+
+@slurm_app.command("submit", context_settings=PASS_THROUGH)
+def submit_command(
+    ctx: typer.Context,
+    out: Path = typer.Option(..., "--out", "-o", help="Run directory (shards go to RUN/shards/K)."),
+    shards: int = typer.Option(..., help="Number of array tasks; task K reads --shard K/N."),
+    manifest: Optional[Path] = typer.Option(None, help="CSV or JSONL: doc_id,path[,pages,dpi]."),
+    partition: Optional[str] = typer.Option(None, help="SLURM partition."),
+    gpus_per_task: Optional[str] = typer.Option(None, help="GPUs per task, e.g. 1 or a100:1."),
+    cpus_per_task: Optional[int] = typer.Option(None, help="CPUs per task."),
+    time_limit: Optional[str] = typer.Option(None, "--time", help="Time limit per task, e.g. 4:00:00."),
+    mem: Optional[str] = typer.Option(None, help="Memory per node, e.g. 32G."),
+    account: Optional[str] = typer.Option(None, help="SLURM account."),
+    qos: Optional[str] = typer.Option(None, help="SLURM QOS."),
+    constraint: Optional[str] = typer.Option(None, help="SLURM node constraint."),
+    mail_user: Optional[str] = typer.Option(None, help="Mail this address when tasks end or fail."),
+    mail_type: str = typer.Option("END,FAIL", help="SLURM --mail-type."),
+    signal_lead: int = typer.Option(sl.DEFAULT_SIGNAL_LEAD, help="Seconds before the limit the batch shell gets SIGTERM."),
+    max_running: Optional[int] = typer.Option(None, help="At most this many array tasks at once (--array=1-N%M)."),
+    sbatch_arg: Optional[List[str]] = typer.Option(None, help="Another #SBATCH option, e.g. --exclusive (repeatable)."),
+    hold: bool = typer.Option(False, "--hold", help="Submit held: start with `scontrol release JOB`."),
+    dependency: Optional[str] = typer.Option(None, help="SLURM dependency, e.g. afterok:123."),
+    all_shards: bool = typer.Option(False, "--all-shards", help="Submit every shard, also those already complete."),
+    python: Optional[str] = typer.Option(None, help="Python that runs vlmocr on the nodes (default: this one)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Stage and write the script; do not submit."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable result on stdout."),
+) -> int:
+    """Stage inputs, write an sbatch array script under RUN/slurm, submit it.
+
+    vlmocr slurm submit [PATHS]... | --manifest M  --out RUN --shards N [SLURM OPTIONS] [RUN OPTIONS]
+
+    Every `vlmocr run` option passes through (--profile P --endpoint URL, --serve P, --dpi …),
+    also after `--`. Run the same command again to resume (complete shards are skipped).
+    """
+    paths, run_args = split_run_args(list(ctx.args))
+    if not paths and manifest is None:
+        raise UsageError("give files, folders or --manifest")
+    options = _options(partition, gpus_per_task, cpus_per_task, time_limit, mem, account, qos, constraint,
+                       mail_user, mail_type, signal_lead, max_running, sbatch_arg)
+    run_args = _with_stop_grace(run_args, signal_lead)
+    sub = sl.submit(out, paths=paths, manifest=manifest, shards=shards, run_args=run_args, options=options,
+                    hold=hold, dependency=dependency, dry_run=dry_run, all_shards=all_shards, python=python,
+                    argv=sys.argv[1:], warn=_warn)
+    run_dir = Path(out).resolve()
+    result: dict[str, Any] = {"run_dir": str(run_dir), "script": str(sub.script), "job_id": sub.job_id,
+                              "array": sub.array, "skipped_shards": sub.skipped_shards, "held": hold,
+                              "sbatch": ["sbatch", "--parsable", *sub.sbatch_args, sub.script.name],
+                              "run_args": run_args, "note": sub.note}
+    if json_out:
+        print(json.dumps(result), flush=True)
+        return ExitCode.ok
+    if sub.skipped_shards and sub.job_id:
+        _warn(f"shard(s) {sl._compress(sub.skipped_shards)} already complete under this command: not resubmitted")
+    if sub.job_id:
+        print(f"Submitted bulk job {sub.job_id} (array {sub.array}{', held' if hold else ''}): "
+              f"shards -> {run_dir / sl.SHARDS}/K, logs {run_dir / sl.SLURM_DIR / 'logs'}/{sub.job_id}_K.out", flush=True)
+    else:
+        print(f"{sub.note}. Script: {sub.script}", flush=True)
+        if dry_run:
+            print("would run (in " + str(sub.script.parent) + "): " + " ".join(result["sbatch"]), flush=True)
+    return ExitCode.ok
+
+
+@slurm_app.command("gate", context_settings=PASS_THROUGH)
+def gate_command(
+    ctx: typer.Context,
+    out: Path = typer.Option(..., "--out", "-o", help="Run directory (gate run in RUN/gate, bulk in RUN/shards/K)."),
+    shards: int = typer.Option(..., help="Array tasks of the bulk job."),
+    truth: Path = typer.Option(..., help="Truth: a folder (name.txt beside name.png; name.pN.txt for page N) "
+                                         "or a CSV (doc_id|image,page,truth_path|text)."),
+    max_cer: float = typer.Option(..., help="Release the bulk only if the gate's CER is at most this."),
+    manifest: Optional[Path] = typer.Option(None, help="Gate documents: a manifest (doc_id,path[,pages,dpi])."),
+    gate: Optional[List[str]] = typer.Option(None, help="Gate documents: a file or folder (repeatable)."),
+    bulk_manifest: Optional[Path] = typer.Option(None, help="Bulk documents (plus any PATHS given)."),
+    require: Optional[List[str]] = typer.Option(None, help="Another gate in `vlmocr evaluate --gate` syntax, "
+                                                      "e.g. 'cer_hi<=0.05' (repeatable)."),
+    after_gate: bool = typer.Option(False, "--after-gate", help="Also make the bulk depend on the gate (afterany)."),
+    partition: Optional[str] = typer.Option(None, help="SLURM partition."),
+    gpus_per_task: Optional[str] = typer.Option(None, help="GPUs per task."),
+    cpus_per_task: Optional[int] = typer.Option(None, help="CPUs per task."),
+    time_limit: Optional[str] = typer.Option(None, "--time", help="Time limit per task."),
+    mem: Optional[str] = typer.Option(None, help="Memory per node."),
+    account: Optional[str] = typer.Option(None, help="SLURM account."),
+    qos: Optional[str] = typer.Option(None, help="SLURM QOS."),
+    constraint: Optional[str] = typer.Option(None, help="SLURM node constraint."),
+    mail_user: Optional[str] = typer.Option(None, help="Mail this address when jobs end or fail."),
+    mail_type: str = typer.Option("END,FAIL", help="SLURM --mail-type."),
+    signal_lead: int = typer.Option(sl.DEFAULT_SIGNAL_LEAD, help="Seconds before the limit the batch shell gets SIGTERM."),
+    max_running: Optional[int] = typer.Option(None, help="At most this many bulk tasks at once."),
+    sbatch_arg: Optional[List[str]] = typer.Option(None, help="Another #SBATCH option (repeatable)."),
+    python: Optional[str] = typer.Option(None, help="Python that runs vlmocr on the nodes (default: this one)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Stage and write the scripts; do not submit."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable result on stdout."),
+) -> int:
+    """Submit a gate run and the bulk array held.
+
+    vlmocr slurm gate --manifest gate.csv --truth T --max-cer X [PATHS]... | --bulk-manifest M --out RUN --shards N
+
+    `vlmocr slurm release RUN` then scores the gate and releases or cancels the bulk. `vlmocr run`
+    options pass through to both jobs (the gate tests exactly the bulk's settings).
+    """
+    paths, run_args = split_run_args(list(ctx.args))
+    if manifest is None and not gate:
+        raise UsageError("give the gate documents with --manifest or --gate PATH")
+    if not paths and bulk_manifest is None:
+        raise UsageError("give the bulk documents as PATHS or --bulk-manifest")
+    options = _options(partition, gpus_per_task, cpus_per_task, time_limit, mem, account, qos, constraint,
+                       mail_user, mail_type, signal_lead, max_running, sbatch_arg)
+    run_args = _with_stop_grace(run_args, signal_lead)
+    res = sl.submit_gate(out, gate_paths=list(gate or []), gate_manifest=manifest, truth=truth, max_cer=max_cer,
+                         bulk_paths=paths, bulk_manifest=bulk_manifest, shards=shards, run_args=run_args,
+                         options=options, after_gate=after_gate, dry_run=dry_run, python=python,
+                         argv=sys.argv[1:], checks=list(require or []), warn=_warn)
+    if json_out:
+        print(json.dumps(res), flush=True)
+    elif dry_run:
+        print(f"dry run: wrote {res['gate_script']} and {res['bulk_script']}; nothing submitted "
+              f"({res['truth_pages']} truth pages matched)", flush=True)
+    else:
+        print(f"Submitted gate job {res['gate_job']} ({res['truth_pages']} truth pages) and bulk job "
+              f"{res['bulk_job']} (array {res['bulk_array']}, held). When the gate has ended: "
+              f"vlmocr slurm release {Path(out)}", flush=True)
+    return ExitCode.ok
+
+
+@slurm_app.command("release")
+def release_command(
+    run: Path = typer.Argument(..., help="Run directory of `vlmocr slurm gate`."),
+    max_cer: Optional[float] = typer.Option(None, help="Override the threshold given at submission."),
+    wait: float = typer.Option(0.0, help="Wait up to this many seconds for the gate job to end."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Score and say what would happen; touch no job."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable decision on stdout."),
+) -> int:
+    """Score the gate run; release the held bulk jobs, or cancel them (exit 4), saying why."""
+    decision = sl.release(run, max_cer=max_cer, wait=wait, dry_run=dry_run)
+    if json_out:
+        print(json.dumps(decision.as_dict()), flush=True)
+    else:
+        for p in decision.score.worst:
+            if p["cer"] > 0:
+                _warn(f"  {p['doc_id']} page {p['page']}: CER {p['cer']:.3f} ({p['status']})")
+        print(decision.message, flush=True)
+    return ExitCode.ok if decision.passed else ExitCode.gate_failed
+
+
+@slurm_app.command("status")
+def status_command(
+    run: Path = typer.Argument(..., help="Run directory of `vlmocr slurm submit` or `gate`."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable status on stdout."),
+) -> int:
+    """Jobs (squeue; sacct or sacct -c) and per shard: pages final / total, review, failed."""
+    st = sl.status(run)
+    if json_out:
+        print(json.dumps(st), flush=True)
+    else:
+        print(sl.format_status(st), flush=True)
+    return ExitCode.ok
+
+
+@app.command("merge")
+def merge_command(
+    run: Path = typer.Argument(..., help="Run directory holding shards/*/ (from `vlmocr slurm submit`)."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Where to write (default RUN/merged)."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable result on stdout."),
+) -> int:
+    """Combine the shard run directories into one (RUN/merged: pages.jsonl, docs/, run.json)."""
+    from ..cluster.merge import merge
+
+    result = merge(run, out, warn=_warn)
+    print(json.dumps(result.as_dict()) if json_out else result.line(), flush=True)
+    return ExitCode.ok

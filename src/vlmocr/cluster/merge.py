@@ -1,0 +1,153 @@
+"""`vlmocr merge RUN`: one view of a sharded run, for evaluate and export.
+
+Reads RUN/shards/*/pages.jsonl (each shard's final records under the settings keys its run.json
+names) and writes RUN/merged/ as an ordinary run directory:
+
+    RUN/merged/pages.jsonl   one final record per page, sorted by document and page
+    RUN/merged/docs/*.md     assembled documents (vlmocr.outputs.write_document)
+    RUN/merged/run.json      what was merged: shards, counts by status, conflicts, summary
+
+Records name the staged file (``0001.pdf``) as their source; merge puts the original path back
+(``source``) from RUN/staged/originals.csv and keeps the staged one as ``staged_source``.
+
+A page held by two shards (the shard count changed between submissions) is taken from the
+better status (ok/fallback over review over failed), then the newer record; when both are final
+with different text, a warning names the page. The shard directories are never changed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import orjson
+
+from ..exceptions import UsageError
+from ..outputs import write_document
+from ..record import STATUS_GROUP, Status
+from ..store import PAGES_FILE, final_records, write_json_atomic
+
+MERGED = "merged"
+_RANK = {"ok": 0, "fallback": 0, "review": 1, "failed": 2}
+
+
+@dataclass
+class MergeResult:
+    out: Path
+    shards: list[str] = field(default_factory=list)
+    records: int = 0
+    docs: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+    duplicates: int = 0  # pages found in more than one shard
+    conflicts: list[dict[str, Any]] = field(default_factory=list)  # … with different final text
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"out": str(self.out), "shards": self.shards, "records": self.records, "docs": self.docs,
+                "statuses": self.statuses, "duplicates": self.duplicates, "conflicts": self.conflicts}
+
+    def line(self) -> str:
+        parts = " ".join(f"{k}={v}" for k, v in sorted(self.statuses.items()))
+        return (f"Merged {len(self.shards)} shard(s): {self.records} pages in {self.docs} docs ({parts}); "
+                f"{self.duplicates} page(s) in two shards, {len(self.conflicts)} with different text -> {self.out}")
+
+
+def _rank(rec: dict[str, Any]) -> int:
+    try:
+        return _RANK[STATUS_GROUP[Status(rec["status"])]]
+    except (KeyError, ValueError):
+        return 3
+
+
+def _shard_dirs(run_dir: Path) -> list[Path]:
+    base = run_dir / "shards"
+    if not base.is_dir():
+        return []
+    dirs = [p for p in base.iterdir() if p.is_dir() and (p / PAGES_FILE).exists()]
+    return sorted(dirs, key=lambda p: (0, int(p.name)) if p.name.isdigit() else (1, p.name))
+
+
+def _originals(run_dir: Path) -> dict[str, str]:
+    from .slurm import read_originals
+
+    return {r["staged"]: r["original"] for r in read_originals(run_dir) if r.get("kind", "bulk") == "bulk"}
+
+
+def merge(run_dir: Path, out: Path | None = None, warn: Callable[[str], None] = print) -> MergeResult:
+    run_dir = Path(run_dir)
+    shards = _shard_dirs(run_dir)
+    if not shards:
+        raise UsageError(f"{run_dir}: no shard run directories with records (RUN/shards/*/pages.jsonl)")
+    out = Path(out) if out is not None else run_dir / MERGED
+    originals = _originals(run_dir)
+    result = MergeResult(out=out, shards=[p.name for p in shards])
+    chosen: dict[tuple[str, int], dict[str, Any]] = {}
+    where: dict[tuple[str, int], str] = {}
+    for shard in shards:
+        try:
+            info = orjson.loads((shard / "run.json").read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            info = {}
+        keys = set(info.get("keys") or []) or None  # without run.json: the latest record of each page
+        for page_id, rec in final_records(shard / PAGES_FILE, keys=keys).items():
+            prev = chosen.get(page_id)
+            if prev is not None:
+                result.duplicates += 1
+                same_group = _rank(prev) == _rank(rec)
+                if same_group and (prev.get("text") or "") != (rec.get("text") or "") and _rank(rec) < 2:
+                    result.conflicts.append({"doc_id": page_id[0], "page": page_id[1],
+                                             "shards": [where[page_id], shard.name]})
+                    warn(f"warning: {page_id[0]} page {page_id[1]} has different text in shards "
+                         f"{where[page_id]} and {shard.name}; keeping the newer record")
+                better = _rank(rec) < _rank(prev) or (
+                    _rank(rec) == _rank(prev) and str(rec.get("finished_at", "")) >= str(prev.get("finished_at", "")))
+                if not better:
+                    continue
+            chosen[page_id] = rec
+            where[page_id] = shard.name
+    # Write into a fresh directory and swap it in: a reader never sees half a merge, and
+    # documents that left the run do not linger.
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    by_doc: dict[str, list[dict[str, Any]]] = {}
+    with (tmp / PAGES_FILE).open("wb") as fh:
+        for (doc_id, page) in sorted(chosen):
+            rec = dict(chosen[(doc_id, page)])
+            staged = rec.get("source")
+            if staged in originals:
+                rec["staged_source"] = staged
+                rec["source"] = originals[staged]
+            rec["shard"] = where[(doc_id, page)]
+            fh.write(orjson.dumps(rec) + b"\n")
+            by_doc.setdefault(doc_id, []).append(rec)
+            result.statuses[rec["status"]] = result.statuses.get(rec["status"], 0) + 1
+            result.records += 1
+    for doc_id, recs in by_doc.items():
+        pages = [r for r in recs if int(r["page"]) > 0]
+        # A document-level failure (page 0) is shown only while no page of it was read.
+        write_document(tmp, doc_id, pages or recs)
+    result.docs = len(by_doc)
+    groups = {"ok": 0, "fallback": 0, "review": 0, "failed": 0}
+    for name, n in result.statuses.items():
+        try:
+            groups[STATUS_GROUP[Status(name)]] += n
+        except ValueError:
+            pass
+    write_json_atomic(tmp / "run.json", {
+        "schema": 1, "merged_from": [str(p) for p in shards], "documents": result.docs,
+        "summary": {"pages": result.records, "docs": result.docs, "records": result.records, **groups,
+                    "statuses": result.statuses},
+        "duplicates": result.duplicates, "conflicts": result.conflicts,
+    })
+    if out.exists():
+        old = out.with_name(f".{out.name}.{os.getpid()}.old")
+        os.replace(out, old)
+        os.replace(tmp, out)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, out)
+    return result
