@@ -1,0 +1,124 @@
+"""`vlmocr triage`, `vlmocr plan`, `vlmocr manifest`: know the corpus, estimate, order it.
+The logic lives in vlmocr.triage, vlmocr.plan and vlmocr.manifest."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ..exceptions import ExitCode, UsageError
+from ..progress import console
+from ..triage import DEFAULT_CHECK_PAGES
+from . import app
+
+
+@app.command("triage")
+def triage_command(
+    paths: List[str] = typer.Argument(None, help="Files or folders (recursive), as for `vlmocr run`."),
+    manifest: Optional[Path] = typer.Option(None, help="CSV or JSONL: doc_id,path[,pages,dpi]."),
+    out: Path = typer.Option(..., "--out", "-o", help="The triage CSV to write."),
+    sheets: Optional[Path] = typer.Option(None, "--sheets", help="Write contact sheets (PNG) into this folder."),
+    sheet_block: int = typer.Option(24, min=1, help="Pages per contact sheet."),
+    check_pages: int = typer.Option(DEFAULT_CHECK_PAGES, min=0, help="Pages per document whose text layer and images are "
+                                    "checked, spread evenly (0 = all; --sheets checks all)."),
+    workers: Optional[int] = typer.Option(None, min=1, help="Worker processes (default: all cores; 1 for small corpora)."),
+    json_out: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
+) -> int:
+    """One CSV row per document: pages, text layer, scans, sizes, resolution, duplicates, language."""
+    from ..triage import TriageOptions, triage
+
+    opts = TriageOptions(check_pages=check_pages, sheets_dir=str(sheets) if sheets else None, sheet_block=sheet_block)
+    summary = triage(list(paths or []), out, manifest=manifest, opts=opts, workers=workers, progress=True)
+    if summary.unreadable:
+        bad = ", ".join(f"{k}={v}" for k, v in sorted(summary.statuses.items()) if k != "ok")
+        console.print(f"[yellow]{summary.unreadable} unreadable document(s): {bad} (see the status and reason columns)")
+    if json_out:
+        print(json.dumps(summary.as_dict()), flush=True)
+        console.print(summary.line())
+    else:
+        print(summary.line(), flush=True)
+    return int(ExitCode.ok)
+
+
+@app.command("plan")
+def plan_command(
+    triage_csv: Path = typer.Option(..., "--triage", help="A CSV written by `vlmocr triage`."),
+    pages_per_hour: Optional[float] = typer.Option(None, help="OCR pages per hour on one GPU."),
+    measure: bool = typer.Option(False, "--measure", help="Measure the rate now on a sample of the corpus."),
+    endpoint: Optional[str] = typer.Option(None, help="OpenAI-compatible base URL to measure against."),
+    profile: Optional[str] = typer.Option(None, help="Model profile for --measure (see `vlmocr profiles list`)."),
+    model: Optional[str] = typer.Option(None, help="Model name served by the endpoint."),
+    sample: int = typer.Option(20, min=1, help="Pages to read for --measure."),
+    concurrency: Optional[int] = typer.Option(None, min=1, help="Requests in flight for --measure."),
+    endpoint_gpus: int = typer.Option(1, min=1, help="GPUs behind the measured endpoint (the rate is divided by it)."),
+    gpus: str = typer.Option("1,2,4,8", help="GPU counts to estimate for."),
+    overnight_hours: float = typer.Option(12.0, help="What one night on a local machine is, in hours."),
+    retry_overhead: float = typer.Option(0.30, min=0.0, help="Extra share of time for retries."),
+    json_out: bool = typer.Option(False, "--json", help="Print a machine-readable plan on stdout."),
+) -> int:
+    """Pages to OCR vs served by the text layer, hours on 1…N GPUs, and where to run it."""
+    from ..plan import load_corpus, make_plan, measure as measure_rate, parse_gpus, render_plan
+
+    counts = parse_gpus(gpus)
+    corpus = load_corpus(triage_csv)
+    measurement = None
+    if measure:
+        if not endpoint:
+            raise UsageError("--measure needs --endpoint URL")
+        if pages_per_hour is not None:
+            raise UsageError("give --pages-per-hour or --measure, not both")
+        measurement = measure_rate(triage_csv, endpoint, profile=profile, model=model, sample=sample,
+                                   concurrency=concurrency, progress=True)
+        rate = measurement.pages_per_hour / endpoint_gpus
+        source = (f"measured now: {measurement.pages} pages in {measurement.seconds:.1f} s against {endpoint}, "
+                  f"profile {measurement.profile}" + (f", ÷{endpoint_gpus} GPUs" if endpoint_gpus > 1 else ""))
+    elif pages_per_hour is not None:
+        rate, source = pages_per_hour, "given with --pages-per-hour"
+    else:
+        raise UsageError("give a rate: --pages-per-hour N, or --measure --endpoint URL [--profile P]")
+    plan = make_plan(corpus, rate, counts, rate_source=source, retry_overhead=retry_overhead,
+                     overnight_hours=overnight_hours, measurement=measurement)
+    if json_out:
+        print(json.dumps(plan.as_dict()), flush=True)
+    else:
+        print(render_plan(plan), end="", flush=True)
+    return int(ExitCode.ok)
+
+
+@app.command("manifest")
+def manifest_command(
+    triage_csv: Path = typer.Option(..., "--triage", help="A CSV written by `vlmocr triage`."),
+    out: Path = typer.Option(..., "--out", "-o", help="The manifest CSV to write (for `vlmocr run --manifest`)."),
+    priority_file: Optional[Path] = typer.Option(None, help="Doc ids or paths, one a line, most important first."),
+    priority_column: Optional[str] = typer.Option(None, help="A numeric column added to the triage CSV (1 first)."),
+    order: str = typer.Option("fewest-pages", help="Then: fewest-pages | most-pages | path | triage."),
+    stage: Optional[Path] = typer.Option(None, "--stage", help="Make ASCII-named symlinks here and point the manifest at them."),
+    skipped: Optional[Path] = typer.Option(None, "--skipped", help="Also write the skipped documents to this CSV."),
+    json_out: bool = typer.Option(False, "--json", help="Print a machine-readable report on stdout."),
+) -> int:
+    """A run manifest in priority order, without duplicates and unreadable files."""
+    from ..manifest import build_manifest
+
+    report = build_manifest(triage_csv, out, priority_file=priority_file, priority_column=priority_column,
+                            order=order, stage=stage, skipped_out=skipped)
+    shown = 20
+    for why in ("duplicate", "unreadable"):
+        items = [s for s in report.skipped if (s["why"] == "duplicate") == (why == "duplicate")]
+        for s in items[:shown]:
+            console.print(f"skipped {s['doc_id']}: {s['why']} ({s['detail']})")
+        if len(items) > shown:
+            console.print(f"… and {len(items) - shown} more {why} documents" + ("" if skipped else " (--skipped F lists all)"))
+    if report.priority_not_found:
+        console.print(f"[yellow]{len(report.priority_not_found)} priority entries match no readable, unique "
+                      f"document: {', '.join(report.priority_not_found[:10])}")
+    if report.originals:
+        console.print(f"original paths: {report.originals}")
+    if json_out:
+        print(json.dumps(report.as_dict()), flush=True)
+        console.print(report.line())
+    else:
+        print(report.line(), flush=True)
+    return int(ExitCode.ok)

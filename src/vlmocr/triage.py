@@ -1,0 +1,718 @@
+"""Know the corpus before spending GPU hours: one CSV row per document, streamed.
+
+`triage()` walks the same documents `vlmocr run` would (`sources.discover`, so doc ids match),
+and for each one records what it is, whether it can be read, how many pages it has, which of
+them a text layer already serves, what the scans look like (page sizes, scan resolution,
+rotation, spreads), byte-identical duplicates and the language of its text.
+
+Nothing is rendered at full resolution. Per document the work is capped: every page is counted
+and measured (page sizes come from the page tree, without loading pages), but only
+`check_pages` pages, spread evenly from the first to the last, are loaded to read their text
+layer and look at their image objects; `pages_checked` says how many. With `--sheets` every page
+is rendered as a thumbnail anyway, so then every page is checked, and scanned blank paper is
+recognised from the thumbnail.
+
+Rows are written as they arrive, in the order `vlmocr run` reads the documents; the only state
+kept across documents is a dict sha256 → first doc_id for duplicate detection.
+
+Columns (counts marked * are over the checked pages, the others over all pages):
+
+  doc_id, path        as `vlmocr run` derives them (path made absolute)
+  sha256, bytes       of the file; duplicate_of = the first doc_id with the same sha256
+  kind                pdf | image | unsupported
+  status, reason      ok | encrypted | corrupt | empty (zero pages) | missing | unsupported, and why
+                      (render's BadInput reason); for an ok document, the first unreadable page
+  encrypted           "" | password (unreadable) | permissions-only (readable: owner password only)
+  pages               every page (frame) counted
+  pages_checked       how many were looked at (--check-pages, spread evenly; all with --sheets)
+  text_pages*         usable text layer (render.usable_text_layer, the rule `vlmocr run` applies)
+  image_only_pages*   no usable text layer, an image covering >= 30 % of the page (image files: every frame)
+  blank_pages*        no page content at all; with --sheets also white paper seen on the thumbnail
+  other_pages*        neither (vector drawings, a broken text layer without an image)
+  bad_pages*          pages that could not be loaded
+  text_judged         the rule, and the reasons text layers were rejected ("mostly symbols x3")
+  rotated_pages*      /Rotate (PDF) or EXIF orientation (image) other than 0
+  landscape_pages     wider than tall as displayed, not a spread
+  spread_pages        >= 1.6 × the document's median portrait width at a similar height
+  page_size_min/max   points as displayed, "WxH" of the smallest / largest width and height
+  image_px_min/max    pixel size of the dominant image of scanned pages (image files: frames)
+  scan_dpi[_min/_max] median / range; dpi_source = pdf-image (pixels ÷ size on the page) | metadata
+  lang                eng deu fra ces dan ita spa nld lat by stopwords; und = unsure; "" = no text
+  seconds             time spent on the document"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import math
+import multiprocessing
+import os
+import re
+import signal
+import statistics
+import sys
+import time
+from collections import Counter, deque
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_c
+from PIL import Image
+
+from .exceptions import BadInput, UsageError
+from .render import _lock as pdfium_lock
+from .render import MIN_TEXT_CHARS, count_pages, kind_of, open_pdf, text_layer, usable_text_layer
+from .sources import Document, discover
+
+DEFAULT_CHECK_PAGES = 16
+HASH_CHUNK = 1 << 20
+LANG_SAMPLE_CHARS = 6_000  # a few hundred words settle a stopword vote
+MIN_IMAGE_SHARE = 0.3  # an image covering this share of the page makes a scan page
+SPREAD_WIDTH = 1.6  # × the document's median portrait width, at a similar height
+# How a text layer is judged (render.usable_text_layer): printed in the `text_judged` column.
+TEXT_RULE = f"chars>={MIN_TEXT_CHARS},wordish>=50%,broken<=5%"
+
+COLUMNS = [
+    "doc_id", "path", "sha256", "bytes", "kind", "status", "reason", "encrypted", "duplicate_of",
+    "pages", "pages_checked", "text_pages", "image_only_pages", "blank_pages", "other_pages", "bad_pages",
+    "text_judged", "rotated_pages", "landscape_pages", "spread_pages", "page_size_min", "page_size_max",
+    "image_px_min", "image_px_max", "scan_dpi", "scan_dpi_min", "scan_dpi_max", "dpi_source", "lang", "seconds",
+]
+
+
+@dataclass(frozen=True)
+class TriageOptions:
+    check_pages: int = DEFAULT_CHECK_PAGES  # 0 = every page
+    sheets_dir: str | None = None
+    sheet_block: int = 24
+
+
+# ---------------------------------------------------------------- per page
+
+
+@dataclass
+class PageFacts:
+    """What is known of one page. Sizes are in points as displayed (page rotation applied)."""
+
+    page: int
+    width: float | None = None
+    height: float | None = None
+    checked: bool = False
+    kind: str = ""  # text | image | blank | other | bad (checked pages only)
+    rotation: int = 0  # /Rotate of a PDF page, EXIF rotation of an image frame
+    px: tuple[int, int] | None = None  # the dominant image's pixel size
+    dpi: float | None = None
+    text_reason: str = ""
+    error: str = ""
+    shape: str = ""  # "" | landscape | spread (filled in once the document's pages are known)
+
+    def flags(self) -> list[str]:
+        out = []
+        if self.kind == "text":
+            out.append("text layer")
+        elif self.kind in ("blank", "bad"):
+            out.append(self.kind)
+        elif self.kind == "other":
+            out.append("unusable text" if self.text_reason else "no text")
+        if self.rotation:
+            out.append(f"rot{self.rotation}")
+        if self.shape == "landscape":
+            out.append("rotated?")
+        elif self.shape == "spread":
+            out.append("spread?")
+        return out
+
+
+def pages_to_check(n: int, cap: int) -> list[int]:
+    """1-based pages, at most `cap` of them (0 = all), spread evenly, always first and last."""
+    if cap <= 0 or n <= cap:
+        return list(range(1, n + 1))
+    if cap == 1:
+        return [1]
+    return sorted({1 + round(i * (n - 1) / (cap - 1)) for i in range(cap)})
+
+
+def _pdf_page(pdf: pdfium.PdfDocument, path: Path, facts: PageFacts, text: str) -> None:
+    """Classify a checked PDF page whose text layer is `text`."""
+    ok, reason = usable_text_layer(text)
+    facts.text_reason = "" if ok or not text.strip() else reason
+    with pdfium_lock:
+        page = pdf[facts.page - 1]
+        try:
+            facts.rotation = page.get_rotation() % 360
+            if ok:
+                facts.kind = "text"
+                return
+            if pdfium_c.FPDFPage_CountObjects(page.raw) == 0:
+                facts.kind = "blank"
+                return
+            area = (facts.width or 0) * (facts.height or 0)
+            best: tuple[float, tuple[int, int], float] | None = None
+            for obj in page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_IMAGE], max_depth=2):
+                px = obj.get_px_size()
+                a, b, c, d, _, _ = obj.get_matrix().get()
+                w_pt, h_pt = math.hypot(a, b), math.hypot(c, d)  # the image's size on the page
+                if not (px[0] and px[1] and w_pt > 0 and h_pt > 0):
+                    continue
+                shown = w_pt * h_pt
+                if best is None or shown > best[0]:
+                    dpi = (px[0] * 72 / w_pt + px[1] * 72 / h_pt) / 2
+                    best = (shown, (int(px[0]), int(px[1])), dpi)
+            if best is not None and area > 0 and best[0] >= MIN_IMAGE_SHARE * area:
+                facts.kind = "image"
+                facts.px = best[1]
+                facts.dpi = best[2]
+            else:
+                facts.kind = "other"
+        finally:
+            page.close()
+
+
+def _pdf_facts(path: Path, n: int, check: list[int], sample: list[str]) -> tuple[list[PageFacts], str]:
+    """Facts for every page of a PDF; returns them and the encryption note. The text of text
+    pages goes to `sample` (up to LANG_SAMPLE_CHARS) for the language guess."""
+    pdf = open_pdf(path)
+    with pdfium_lock:
+        encrypted = "permissions-only" if pdfium_c.FPDF_GetSecurityHandlerRevision(pdf.raw) >= 0 else ""
+        facts = []
+        for i in range(n):
+            f = PageFacts(i + 1)
+            try:
+                f.width, f.height = pdf.get_page_size(i)
+            except pdfium.PdfiumError:
+                pass
+            facts.append(f)
+    for p in check:
+        f = facts[p - 1]
+        f.checked = True
+        try:
+            text = text_layer(path, p)
+            _pdf_page(pdf, path, f, text)
+            if f.kind == "text" and sum(map(len, sample)) < LANG_SAMPLE_CHARS:
+                sample.append(text)
+        except BadInput as exc:
+            f.kind, f.error = "bad", exc.reason
+        except pdfium.PdfiumError as exc:
+            f.kind, f.error = "bad", f"cannot load page {p} ({exc})"
+    return facts, encrypted
+
+
+_EXIF_ROTATION = {3: 180, 6: 90, 8: 270, 5: 90, 7: 270}
+
+
+def _image_facts(path: Path, n: int, check: list[int]) -> tuple[list[PageFacts], float | None]:
+    """Facts for every frame of an image file (headers only: nothing is decoded)."""
+    facts: list[PageFacts] = []
+    dpi: float | None = None
+    with Image.open(path) as img:
+        orientation = 1
+        # A PNG's EXIF may follow the image data: Pillow would decode the whole image to find it.
+        if img.format != "PNG" or "exif" in img.info:
+            try:
+                orientation = int(img.getexif().get(0x0112, 1) or 1)
+            except Exception:
+                orientation = 1
+        wanted = set(check)
+        for i in range(n):
+            f = PageFacts(i + 1, checked=(i + 1) in wanted)
+            try:
+                img.seek(i)
+            except (EOFError, OSError, ValueError) as exc:
+                f.kind, f.error, f.checked = "bad", f"cannot read frame {i + 1} ({exc})", True
+                facts.append(f)
+                continue
+            w, h = img.size
+            rotation = _EXIF_ROTATION.get(orientation, 0) if i == 0 else 0
+            if rotation in (90, 270):
+                w, h = h, w
+            frame_dpi = _frame_dpi(img)
+            dpi = dpi or frame_dpi
+            f.px = (w, h)
+            f.rotation = rotation
+            f.dpi = frame_dpi
+            if frame_dpi:
+                f.width, f.height = w * 72 / frame_dpi, h * 72 / frame_dpi
+            if f.checked:
+                f.kind = "image"
+            facts.append(f)
+    return facts, dpi
+
+
+def _frame_dpi(img: Image.Image) -> float | None:
+    dpi = img.info.get("dpi")
+    try:
+        if dpi and float(dpi[0]) > 1:
+            return float(dpi[0])
+    except (TypeError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _shapes(facts: list[PageFacts]) -> None:
+    """Mark wide pages: a spread is about twice as wide as the document's portrait pages at a
+    similar height; any other page wider than tall is landscape (rotated, or a wide plate)."""
+    sized = [f for f in facts if f.width and f.height]
+    if not sized and all(f.px for f in facts):
+        sized = facts  # image files without DPI: compare pixel sizes instead
+    def wh(f: PageFacts) -> tuple[float, float]:
+        if f.width and f.height:
+            return f.width, f.height
+        assert f.px
+        return float(f.px[0]), float(f.px[1])
+    portrait = [wh(f) for f in sized if wh(f)[0] <= wh(f)[1]]
+    med_w = statistics.median(w for w, _ in portrait) if portrait else None
+    med_h = statistics.median(h for _, h in portrait) if portrait else None
+    for f in sized:
+        w, h = wh(f)
+        if w <= h:
+            continue
+        if med_w and med_h and w >= SPREAD_WIDTH * med_w and abs(h - med_h) <= 0.15 * med_h:
+            f.shape = "spread"
+        else:
+            f.shape = "landscape"
+
+
+# ---------------------------------------------------------------- language
+
+
+_STOPWORDS = {
+    "eng": "the of and to in is that it was for on are as with his they be at by this had not but from or have an "
+           "which you were her all she there would their we him been has when who will more no if out so said what "
+           "its about than into them can only other new some could these two may then do first any my now such like",
+    "deu": "der die und in den von zu das mit sich des auf für ist im dem nicht ein eine als auch es an werden aus er "
+           "hat dass daß sie nach wird bei einer um am sind noch wie einem über einen so zum war haben nur oder aber "
+           "vor zur bis mehr durch man sein wurde sei ich wir ihr ihre ihm uns",
+    "fra": "de la le et les des en un du une que est pour qui dans par plus pas au sur ne se ce il sont avec ou son "
+           "mais comme on nous elle leur été aux cette ses tout fait sa dont lui ont peut ils très sans entre",
+    "ces": "a se na je v že to s z o do ve k i jako pro by ale po jsou jeho které který která tak byl už jak od za "
+           "nebo jsem co bylo jen když jejich také při mezi této tento jsme byla byli není bude může než ještě",
+    "dan": "og i at det en den til er som på de med han af for ikke der var mig sig men et har om vi min havde ham "
+           "hun nu over da fra du ud sin dem os op man hans hvor eller hvad skal selv her alle vil blev kunne ind "
+           "når være noget deres efter skulle denne end dette også under have",
+    "ita": "di e il la che in a per un del non è da una sono le si con dei della lo gli al alla più anche nel ma "
+           "come ha delle questo se io ci tra cui nella suo sua loro essere era stato fu ne dopo degli questa",
+    "spa": "de la que el en y a los del se las por un para con no una su al es lo como más pero sus le ya o fue "
+           "este ha sí porque esta son entre cuando muy sin sobre también me hasta hay donde desde todo nos durante",
+    "nld": "de en van het een in is dat op te zijn met voor niet aan er die als maar om ook door bij nog wordt naar "
+           "dan of uit worden deze hij was tot kan heeft zij hun geen wel zo al wat werd onder tegen over",
+    "lat": "et in est non ad cum ut quod qui quae sed de ex per enim autem esse sunt nec atque ab hoc quam etiam "
+           "vel sit eius quo si iam tamen ita neque ac erat inter eo ipse quoque nam fuit ille post sicut",
+}
+_LANG_WEIGHTS: dict[str, dict[str, float]] = {}
+for _lang, _words in _STOPWORDS.items():
+    for _w in set(_words.split()):
+        _LANG_WEIGHTS.setdefault(_w, {})[_lang] = 1.0
+for _w, _langs in _LANG_WEIGHTS.items():  # a word shared by k languages says 1/k for each
+    for _lang in _langs:
+        _langs[_lang] = 1.0 / len(_langs)
+_WORD = re.compile(r"[^\W\d_]+")
+
+
+def guess_language(text: str, min_hits: int = 5) -> str:
+    """ISO 639-3 code of the best stopword overlap among eng/deu/fra/ces/dan/ita/spa/nld/lat;
+    'und' when the text is too short or matches none well; '' when there is no text."""
+    words = _WORD.findall(text.lower())
+    if not words:
+        return ""
+    scores: Counter[str] = Counter()
+    hits = 0
+    for w in words:
+        weights = _LANG_WEIGHTS.get(w)
+        if weights:
+            hits += 1
+            for lang, weight in weights.items():
+                scores[lang] += weight
+    if hits < min_hits or hits < 0.05 * len(words):
+        return "und"
+    (best, top), *rest = scores.most_common(2) + [("", 0.0)]
+    runner_up = rest[0][1]
+    if top < 1.2 * runner_up:  # too close to call
+        return "und"
+    return best
+
+
+# ---------------------------------------------------------------- one document
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(HASH_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def status_of(reason: str) -> str:
+    """The status column from a BadInput reason (see render._pdf_error / _open_image)."""
+    r = reason.lower()
+    if r.startswith("encrypted"):
+        return "encrypted"
+    if "has no pages" in r:
+        return "empty"
+    if r.startswith("file not found"):
+        return "missing"
+    if r.startswith("unsupported file type"):
+        return "unsupported"
+    return "corrupt"
+
+
+def _range(pairs: Iterable[tuple[float, float]]) -> tuple[str, str]:
+    pairs = list(pairs)
+    if not pairs:
+        return "", ""
+    lo = f"{min(w for w, _ in pairs):.0f}x{min(h for _, h in pairs):.0f}"
+    hi = f"{max(w for w, _ in pairs):.0f}x{max(h for _, h in pairs):.0f}"
+    return lo, hi
+
+
+def triage_document(doc_id: str, path: str, opts: TriageOptions) -> dict[str, Any]:
+    """One CSV row for one document. Never raises for a bad document: the row says why."""
+    t0 = time.perf_counter()
+    p = Path(path)
+    row: dict[str, Any] = {c: "" for c in COLUMNS}
+    row.update(doc_id=doc_id, path=os.path.abspath(path), kind=kind_of(p), status="ok")
+    try:
+        row["bytes"] = p.stat().st_size
+        if p.is_file():
+            row["sha256"] = _sha256(p)
+    except OSError:
+        pass
+    try:
+        n = count_pages(p)
+    except BadInput as exc:
+        row.update(status=status_of(exc.reason), reason=exc.reason, pages=0)
+        if row["status"] == "encrypted":
+            row["encrypted"] = "password"
+        row["seconds"] = round(time.perf_counter() - t0, 4)
+        return row
+    row["pages"] = n
+    check = pages_to_check(n, 0 if opts.sheets_dir else opts.check_pages)
+    sample: list[str] = []
+    try:
+        if row["kind"] == "pdf":
+            facts, row["encrypted"] = _pdf_facts(p, n, check, sample)
+            dpi_source = "pdf-image"
+        else:
+            facts, _ = _image_facts(p, n, check)
+            dpi_source = "metadata"
+    except (BadInput, OSError, pdfium.PdfiumError) as exc:
+        reason = exc.reason if isinstance(exc, BadInput) else f"cannot read {p.name} ({exc})"
+        row.update(status="corrupt", reason=reason)
+        row["seconds"] = round(time.perf_counter() - t0, 4)
+        return row
+    _shapes(facts)
+    if opts.sheets_dir:
+        from .sheets import write_sheets
+
+        write_sheets(Path(opts.sheets_dir), doc_id, p, row["kind"], facts, opts.sheet_block)
+    _summarise(row, facts, dpi_source)
+    if sample:
+        row["lang"] = guess_language("\n".join(sample)[:LANG_SAMPLE_CHARS])
+    row["seconds"] = round(time.perf_counter() - t0, 4)
+    return row
+
+
+def _summarise(row: dict[str, Any], facts: list[PageFacts], dpi_source: str) -> None:
+    checked = [f for f in facts if f.checked]
+    kinds = Counter(f.kind for f in checked)
+    row.update(
+        pages_checked=len(checked), text_pages=kinds["text"], image_only_pages=kinds["image"],
+        blank_pages=kinds["blank"], other_pages=kinds["other"], bad_pages=kinds["bad"],
+        rotated_pages=sum(1 for f in checked if f.rotation),
+        landscape_pages=sum(1 for f in facts if f.shape == "landscape"),
+        spread_pages=sum(1 for f in facts if f.shape == "spread"),
+    )
+    rejected = Counter(re.sub(r"\d+", "N", f.text_reason) for f in checked if f.text_reason)
+    judged = TEXT_RULE if row["kind"] == "pdf" else ""  # image files have no text layer to judge
+    if rejected:
+        judged += "; rejected: " + ", ".join(f"{why} x{k}" for why, k in sorted(rejected.items()))
+    row["text_judged"] = judged
+    errors = [f.error for f in checked if f.error]
+    if errors:
+        row["reason"] = errors[0] + (f" (and {len(errors) - 1} more pages)" if len(errors) > 1 else "")
+    row["page_size_min"], row["page_size_max"] = _range(
+        (f.width, f.height) for f in facts if f.width and f.height)
+    row["image_px_min"], row["image_px_max"] = _range(
+        (float(f.px[0]), float(f.px[1])) for f in facts if f.px and (f.checked or row["kind"] == "image"))
+    dpis = [f.dpi for f in facts if f.dpi and (f.kind == "image" or (row["kind"] == "image" and not f.error))]
+    if dpis:
+        row.update(scan_dpi=round(statistics.median(dpis)), scan_dpi_min=round(min(dpis)),
+                   scan_dpi_max=round(max(dpis)), dpi_source=dpi_source)
+
+
+def triage_batch(batch: list[tuple[str, str]], opts: TriageOptions) -> list[dict[str, Any]]:
+    return [triage_document(doc_id, path, opts) for doc_id, path in batch]
+
+
+def _init_worker() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what an interrupt means
+
+
+# ---------------------------------------------------------------- the corpus
+
+
+def _batches(docs: Iterable[Document], size: int) -> Iterator[list[tuple[str, str]]]:
+    batch: list[tuple[str, str]] = []
+    for d in docs:
+        batch.append((d.doc_id, str(d.path)))
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def crashed_row(doc_id: str, path: str) -> dict[str, Any]:
+    """The row of a document that killed the worker reading it (a pdfium crash)."""
+    p = Path(path)
+    row: dict[str, Any] = {c: "" for c in COLUMNS}
+    row.update(doc_id=doc_id, path=os.path.abspath(path), kind=kind_of(p), status="corrupt", pages=0,
+               reason=f"the document crashed the reader (worker process died): {p.name}")
+    try:
+        row["bytes"] = p.stat().st_size
+        row["sha256"] = _sha256(p)
+    except OSError:
+        pass
+    return row
+
+
+def _isolated(ctx: Any, work: Any, item: tuple[str, str], opts: TriageOptions) -> dict[str, Any]:
+    """Read one document alone in a fresh process, so a crash names the document."""
+    with ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_init_worker) as solo:
+        try:
+            return solo.submit(work, [item], opts).result()[0]
+        except BrokenProcessPool:
+            return crashed_row(*item)
+
+
+def iter_rows(docs: Iterable[Document], opts: TriageOptions, workers: int = 1, batch_size: int = 8,
+              work: Any = triage_batch) -> Iterator[dict[str, Any]]:
+    """Rows in document order. With workers > 1, a bounded window of batches is in flight in
+    a process pool, so memory stays flat however long the corpus is; a document that crashes
+    a worker gets a `corrupt` row and the pool is replaced. `work` is `triage_batch` (tests
+    pass another module-level function)."""
+    if workers <= 1:
+        for doc in docs:
+            yield work([(doc.doc_id, str(doc.path))], opts)[0]
+        return
+    ctx = multiprocessing.get_context("forkserver")
+
+    def new_pool() -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_init_worker)
+
+    pool = new_pool()
+    window: deque[tuple[list[tuple[str, str]], Future, ProcessPoolExecutor]] = deque()
+
+    def rows_of(batch: list[tuple[str, str]], fut: Future, owner: ProcessPoolExecutor) -> list[dict[str, Any]]:
+        nonlocal pool
+        try:
+            return fut.result()
+        except BrokenProcessPool:
+            if owner is pool:  # first to notice: later batches go to a fresh pool
+                pool = new_pool()
+                owner.shutdown(wait=False, cancel_futures=True)
+            return [_isolated(ctx, work, item, opts) for item in batch]
+
+    try:
+        for batch in _batches(docs, batch_size):
+            try:
+                window.append((batch, pool.submit(work, batch, opts), pool))
+            except BrokenProcessPool:
+                pool.shutdown(wait=False, cancel_futures=True)
+                pool = new_pool()
+                window.append((batch, pool.submit(work, batch, opts), pool))
+            while len(window) >= workers * 4:
+                yield from rows_of(*window.popleft())
+        while window:
+            yield from rows_of(*window.popleft())
+    finally:
+        for _, fut, _ in window:
+            fut.cancel()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+@dataclass
+class TriageSummary:
+    docs: int = 0
+    pages: int = 0
+    pages_checked: int = 0
+    text_pages: int = 0
+    image_only_pages: int = 0
+    blank_pages: int = 0
+    text_pages_estimated: int = 0  # text pages extrapolated to all pages
+    ocr_pages_estimated: int = 0
+    bytes: int = 0
+    duplicates: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+    languages: dict[str, int] = field(default_factory=dict)
+    rotated_pages: int = 0
+    landscape_pages: int = 0
+    spread_pages: int = 0
+    seconds: float = 0.0
+    out: str = ""
+    sheets: int = 0
+    interrupted: bool = False
+
+    @property
+    def unreadable(self) -> int:
+        return sum(n for s, n in self.statuses.items() if s != "ok")
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.docs += 1
+        self.bytes += int(row["bytes"] or 0)
+        self.statuses[row["status"]] = self.statuses.get(row["status"], 0) + 1
+        if row["duplicate_of"]:
+            self.duplicates += 1
+        if row["lang"]:
+            self.languages[row["lang"]] = self.languages.get(row["lang"], 0) + 1
+        if row["status"] != "ok":
+            return
+        pages = int(row["pages"] or 0)
+        self.pages += pages
+        for name in ("pages_checked", "text_pages", "image_only_pages", "blank_pages", "rotated_pages",
+                     "landscape_pages", "spread_pages"):
+            setattr(self, name, getattr(self, name) + int(row[name] or 0))
+        text = estimated_text_pages(row)
+        self.text_pages_estimated += text
+        self.ocr_pages_estimated += pages - text
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["unreadable"] = self.unreadable
+        d["docs_per_second"] = round(self.docs / self.seconds, 2) if self.seconds else 0.0
+        d["pages_per_second"] = round(self.pages / self.seconds, 1) if self.seconds else 0.0
+        return d
+
+    def line(self) -> str:
+        return (f"Triage: {self.docs} docs, {self.pages} pages (text layer ≈{self.text_pages_estimated}, "
+                f"to OCR ≈{self.ocr_pages_estimated}), duplicates={self.duplicates} "
+                f"unreadable={self.unreadable} in {self.seconds:.1f} s → {self.out}")
+
+
+def estimated_text_pages(row: dict[str, Any]) -> int:
+    """Pages a text layer serves, extrapolated from the checked pages to all pages."""
+    pages = int(row.get("pages") or 0)
+    checked = int(row.get("pages_checked") or 0)
+    text = int(row.get("text_pages") or 0)
+    if not checked:
+        return 0
+    return min(pages, round(text * pages / checked))
+
+
+class TriageProgress:
+    """A rich bar on a terminal, a plain line every 10 s otherwise (a SLURM log, a pipe)."""
+
+    def __init__(self, total: int, enabled: bool = True) -> None:
+        self.total, self.enabled = total, enabled
+        self.docs = self.pages = 0
+        self._t0 = time.monotonic()
+        self._last = 0.0
+        self._bar = None
+        from .progress import console  # not in the workers: rich is the parent's business
+
+        if enabled and console.is_terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self._bar = Progress(TextColumn("[bold]triage"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("{task.fields[rate]}"), TimeRemainingColumn(),
+                                 console=console, transient=False)
+            self._bar.start()
+            self._task = self._bar.add_task("triage", total=total, rate="")
+
+    def advance(self, pages: int) -> None:
+        self.docs += 1
+        self.pages += pages
+        if not self.enabled:
+            return
+        elapsed = max(time.monotonic() - self._t0, 1e-9)
+        rate = f"{self.docs / elapsed:.1f} docs/s {self.pages / elapsed:.0f} pages/s"
+        if self._bar is not None:
+            self._bar.update(self._task, completed=self.docs, rate=rate)
+        elif time.monotonic() - self._last > 10 or self.docs == self.total:
+            self._last = time.monotonic()
+            print(f"[vlmocr] triage {self.docs}/{self.total} docs, {rate}", file=sys.stderr, flush=True)
+
+    def stop(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def default_workers(docs: int, sheets: bool) -> int:
+    """All cores, unless the corpus is too small to repay starting a pool (~0.3 s)."""
+    cores = max(1, os.cpu_count() or 1)
+    per_worker = 4 if sheets else 200  # documents a worker should have to be worth it
+    return max(1, min(cores, docs // per_worker))
+
+
+def triage(paths: Iterable[str], out: Path, manifest: Path | None = None, opts: TriageOptions = TriageOptions(),
+           workers: int | None = None, progress: bool = False) -> TriageSummary:
+    """Write `out` (CSV, one row per document in `vlmocr run` order) and return the totals.
+
+    The CSV is written under a temporary name and renamed when complete; an interrupted
+    triage leaves no half file behind."""
+    docs = discover(list(paths), manifest)
+    if workers is None:
+        workers = default_workers(len(docs), bool(opts.sheets_dir))
+    out = Path(out)
+    if out.parent and not out.parent.exists():
+        raise UsageError(f"--out: folder {out.parent} does not exist")
+    if opts.sheets_dir:
+        Path(opts.sheets_dir).mkdir(parents=True, exist_ok=True)
+    summary = TriageSummary(out=str(out))
+    first_of: dict[str, str] = {}  # sha256 → first doc_id: all the state kept across documents
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    bar = TriageProgress(len(docs), enabled=progress)
+    t0 = time.monotonic()
+    try:  # SIGTERM (a batch scheduler's stop) ends like Ctrl-C: no half CSV left behind
+        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    except ValueError:  # not the main thread
+        previous = None
+    try:
+        with tmp.open("w", encoding="utf-8", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=COLUMNS)
+            writer.writeheader()
+            for row in iter_rows(docs, opts, workers):
+                sha = row["sha256"]
+                if sha:
+                    first = first_of.setdefault(sha, row["doc_id"])
+                    if first != row["doc_id"]:
+                        row["duplicate_of"] = first
+                writer.writerow(row)
+                summary.add(row)
+                bar.advance(int(row["pages"] or 0))
+        os.replace(tmp, out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        bar.stop()
+        summary.seconds = round(time.monotonic() - t0, 3)
+    if opts.sheets_dir:
+        summary.sheets = sum(1 for _ in Path(opts.sheets_dir).glob("*.png"))
+    return summary
+
+
+def read_rows(path: Path) -> Iterator[dict[str, str]]:
+    """Rows of a triage CSV (streamed), checking it is one."""
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"triage file not found: {p}")
+    with p.open(encoding="utf-8-sig", newline="") as fh:
+        reader = csv.DictReader(fh)
+        missing = {"doc_id", "path", "status", "pages", "pages_checked", "text_pages", "duplicate_of"} - set(
+            reader.fieldnames or [])
+        if missing:
+            raise UsageError(f"{p}: not a triage CSV (missing column(s) {sorted(missing)}); make one with "
+                             "`vlmocr triage PATH… --out triage.csv`")
+        yield from reader

@@ -1,0 +1,132 @@
+"""`vlmocr plan`: the numbers from a triage CSV, the recommendation, and a rate measured against
+the test OpenAI server through `vlmocr.run`."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from support.openai_server import ServerConfig, serve_in_process
+from test_triage import build_corpus
+
+OCR_DOCS = {"scan", "mixed", "book", "symbols", "photo", "multi"}  # readable, unique, pages without text
+
+
+@pytest.fixture(scope="module")
+def triaged(tmp_path_factory) -> Path:
+    from vlmocr.triage import triage
+
+    base = tmp_path_factory.mktemp("plan")
+    out = base / "triage.csv"
+    triage([str(build_corpus(base / "corpus"))], out, workers=1)
+    return out
+
+
+def test_corpus_totals(triaged):
+    from vlmocr.plan import load_corpus
+
+    c = load_corpus(triaged)
+    assert (c.docs, c.planned_docs, c.duplicates, c.duplicate_pages, c.unreadable) == (15, 10, 1, 2, 4)
+    # born 2 + deutsch 1 + francais 1 + perm 1 + mixed 3 text pages; scans, blank, symbols to OCR
+    assert (c.pages, c.text_pages, c.ocr_pages) == (20, 8, 12)
+    assert (c.image_only_pages, c.blank_pages, c.pages_checked, c.sampled) == (10, 1, 20, False)
+
+
+def test_text_pages_are_extrapolated_from_checked_pages(tmp_path):
+    from vlmocr.plan import load_corpus
+    from vlmocr.triage import COLUMNS
+
+    path = tmp_path / "t.csv"
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, COLUMNS)
+        w.writeheader()
+        base = {c: "" for c in COLUMNS}
+        w.writerow({**base, "doc_id": "a", "path": "/a.pdf", "status": "ok", "pages": 100, "pages_checked": 10,
+                    "text_pages": 4})
+        w.writerow({**base, "doc_id": "b", "path": "/b.pdf", "status": "ok", "pages": 7, "pages_checked": 7,
+                    "text_pages": 7})
+    c = load_corpus(path)
+    assert (c.pages, c.text_pages, c.ocr_pages, c.sampled) == (107, 47, 60, True)
+
+
+@pytest.mark.parametrize("rate,gpus,hours,words", [
+    (10, "1,2,4", {"1": 1.56, "2": 0.78, "4": 0.39}, "Run it locally overnight"),
+    (1, "1,2,4,8", {"1": 15.6, "2": 7.8, "4": 3.9, "8": 1.95}, "with 2 GPUs they take 7.8 h"),
+    (0.1, "1,2,4,8", {"1": 156.0, "2": 78.0, "4": 39.0, "8": 19.5}, "About 13 GPUs would finish in one"),
+])
+def test_plan_numbers_and_recommendation(triaged, rate, gpus, hours, words):
+    res = run_cli("plan", "--triage", str(triaged), "--pages-per-hour", str(rate), "--gpus", gpus, "--json")
+    assert res.returncode == 0, res.stderr
+    plan = json.loads(res.stdout)
+    assert plan["hours"] == hours  # 12 pages to OCR × 1.3 ÷ rate ÷ GPUs
+    assert plan["corpus"]["ocr_pages"] == 12 and plan["corpus"]["text_pages"] == 8
+    assert plan["pages_per_hour"] == rate and plan["retry_overhead"] == 0.3
+    assert words in plan["recommendation"]
+    res = run_cli("plan", "--triage", str(triaged), "--pages-per-hour", str(rate), "--gpus", gpus)
+    assert res.returncode == 0, res.stderr
+    assert "to OCR:                  12" in res.stdout and "served by the text layer: 8 (40%" in res.stdout
+    assert "Recommendation: " in res.stdout and words in res.stdout
+
+
+def test_nothing_to_ocr(tmp_path):
+    from vlmocr.plan import load_corpus, make_plan
+    from vlmocr.triage import triage
+
+    from conftest import make_text_pdf
+
+    make_text_pdf(tmp_path / "a.pdf", [["A page of text with enough characters to count as a text layer."]])
+    triage([str(tmp_path / "a.pdf")], tmp_path / "t.csv")
+    plan = make_plan(load_corpus(tmp_path / "t.csv"), 100)
+    assert plan.hours == {1: 0.0, 2: 0.0, 4: 0.0, 8: 0.0}
+    assert plan.recommendation.startswith("Nothing needs a GPU")
+
+
+def test_usage_errors(triaged, tmp_path):
+    assert run_cli("plan", "--triage", str(triaged)).returncode == 3
+    assert run_cli("plan", "--triage", str(triaged), "--measure").returncode == 3
+    assert run_cli("plan", "--triage", str(triaged), "--pages-per-hour", "5", "--gpus", "0").returncode == 3
+    res = run_cli("plan", "--triage", str(tmp_path / "nope.csv"), "--pages-per-hour", "5")
+    assert res.returncode == 3 and "not found" in res.stderr
+    (tmp_path / "other.csv").write_text("a,b\n1,2\n")
+    res = run_cli("plan", "--triage", str(tmp_path / "other.csv"), "--pages-per-hour", "5")
+    assert res.returncode == 3 and "not a triage CSV" in res.stderr
+
+
+def test_sample_pages_come_from_documents_to_ocr(triaged):
+    from vlmocr.plan import sample_pages
+
+    picks = sample_pages(triaged, 5)
+    assert sum(len(p) for _, _, p in picks) == 5 and {d for d, _, _ in picks} <= OCR_DOCS
+    assert picks == sample_pages(triaged, 5)  # deterministic
+    every = sample_pages(triaged, 100)  # more than there are: every page of every OCR document once
+    assert {d: p for d, _, p in every} == {"scan": [1, 2, 3], "mixed": [1, 2, 3, 4, 5], "book": [1, 2, 3],
+                                           "symbols": [1], "photo": [1], "multi": [1, 2]}
+
+
+def test_measure_against_the_test_server(triaged):
+    latency, slots = 0.3, 2
+    with serve_in_process(ServerConfig(latency=latency, slots=slots, answer="static")) as srv:
+        res = run_cli("plan", "--triage", str(triaged), "--measure", "--endpoint", srv.url, "--sample", "6",
+                      "--concurrency", "2", "--gpus", "1,2", "--json",
+                      env={"VLMOCR_API_KEY": "", "OPENAI_API_KEY": ""})
+        requests = srv.requests()
+    assert res.returncode == 0, res.stderr
+    plan = json.loads(res.stdout)
+    m = plan["measurement"]
+    assert m["pages"] == 6 and m["statuses"] == {"ok": 6} and len(requests) == 6
+    assert all(r["n_images"] == 1 and r["outcome"] == "ok" for r in requests)
+    # the server cannot do better than slots ÷ latency; start-up is not counted but slow pages are
+    ceiling = slots / latency * 3600
+    assert 0.05 * ceiling < m["pages_per_hour"] <= ceiling * 1.05
+    assert m["run_seconds"] >= m["seconds"] > 0
+    assert plan["pages_per_hour"] == m["pages_per_hour"]
+    assert plan["hours"]["1"] == round(12 * 1.3 / m["pages_per_hour"], 2)
+    assert "measured now: 6 pages" in plan["rate_source"]
+    # a dead endpoint: exit 5, as for `vlmocr run`
+    res = run_cli("plan", "--triage", str(triaged), "--measure", "--endpoint", "http://127.0.0.1:9/v1",
+                  "--sample", "2", env={"VLMOCR_API_KEY": "", "OPENAI_API_KEY": ""})
+    assert res.returncode == 5, res.stderr
