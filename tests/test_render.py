@@ -105,3 +105,17 @@ def test_encrypted_and_empty_pdfs(tmp_path):
 def test_blank_detection():
     assert is_blank(Image.new("L", (500, 700), 255))
     assert not is_blank(text_image(["ink on the page"]))
+
+
+def test_a_few_short_lines_are_not_blank():
+    from PIL import ImageDraw, ImageFont
+
+    img = Image.new("L", (1700, 2200), 255)
+    draw = ImageDraw.Draw(img)
+    font = ImageFont.load_default(size=34)
+    for i, line in enumerate(["Page 3", "see overleaf", "end"]):
+        draw.text((200, 300 + 60 * i), line, fill=0, font=font)
+    assert not is_blank(img)
+    speck = Image.new("L", (1700, 2200), 250)
+    speck.putpixel((10, 10), 0)
+    assert is_blank(speck)
