@@ -102,3 +102,10 @@ def test_shards_partition_the_documents():
     assert parse_shard("2/4") == (2, 4)
     with pytest.raises(UsageError):
         parse_shard("5/4")
+
+
+def test_manifest_original_path_becomes_the_source(tmp_path):
+    m = tmp_path / "m.csv"
+    m.write_text("doc_id,path,original_path\nx,staged/0001.pdf,/archive/Müller brief.pdf\n", encoding="utf-8")
+    (d,) = discover(manifest=m)
+    assert d.source == "/archive/Müller brief.pdf" and d.path == tmp_path / "staged" / "0001.pdf"

@@ -17,7 +17,9 @@ from .exceptions import UsageError
 PDF_EXTS = {".pdf"}
 IMAGE_EXTS = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp"}
 SUPPORTED_EXTS = PDF_EXTS | IMAGE_EXTS
-MAX_ID_BYTES = 180  # leaves room for suffixes like ".md" under the usual 255-byte name limit
+MAX_ID_BYTES = 180
+# original_path: where a staged (ASCII symlink) path came from; records name it as `source`.
+MANIFEST_COLUMNS = {"doc_id", "path", "pages", "dpi", "priority", "original_path"}  # leaves room for suffixes like ".md" under the usual 255-byte name limit
 
 
 @dataclass(frozen=True)
@@ -164,7 +166,7 @@ def from_manifest(manifest: str | Path) -> list[Document]:
             reader = csv.DictReader(fh)
             if not reader.fieldnames or "path" not in reader.fieldnames:
                 raise UsageError(f"{m}: a manifest needs a 'path' column (doc_id,path[,pages,dpi])")
-            unknown = set(reader.fieldnames) - {"doc_id", "path", "pages", "dpi", "priority"}
+            unknown = set(reader.fieldnames) - MANIFEST_COLUMNS
             if unknown:
                 raise UsageError(f"{m}: unknown column(s) {sorted(unknown)}")
             for n, row in enumerate(reader, 2):
@@ -196,7 +198,8 @@ def from_manifest(manifest: str | Path) -> list[Document]:
                 raise UsageError(f"{where}: dpi {row['dpi']!r} is not a number") from None
             if not 10 <= dpi <= 1200:
                 raise UsageError(f"{where}: dpi {dpi} outside 10..1200")
-        docs.append(Document(doc_id, path, raw_path, pages, dpi))
+        original = str(row.get("original_path") or "").strip()
+        docs.append(Document(doc_id, path, original or raw_path, pages, dpi))
     return docs
 
 
