@@ -388,6 +388,11 @@ def plan_server(
     if not model:
         raise UsageError(f"profile {prof.name} names no model: give --model-path DIR_OR_REPO")
     rev = revision or prof.revision or None
+    if rev and os.path.isdir(model):
+        # A local model directory must be the pinned commit it claims (vlmocr models fetch).
+        from ..models import check_model_dir
+
+        check_model_dir(model, rev)
     name = served_name or _served_name_default(prof, model)
     spec = prof.serve.get(server)  # type: ignore[call-overload]
     spec_args = list(spec.args) if spec else []
