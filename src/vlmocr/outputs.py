@@ -8,6 +8,12 @@ from typing import Any, Iterable
 from .store import PAGES_FILE, final_records, write_text_atomic
 
 
+def add_figures(run_dir: Path, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    from .figures import add_figures as _add
+
+    return _add(run_dir, records)
+
+
 def page_marker(rec: dict[str, Any]) -> str:
     """An HTML comment: invisible when the Markdown renders, easy to split on."""
     parts = [f"page {rec['page']}", rec["status"], rec.get("engine") or "?"]
@@ -48,5 +54,6 @@ def rebuild_documents(run_dir: Path, wanted: dict[str, str] | None = None) -> in
     for doc_id, recs in by_doc.items():
         pages = [r for r in recs if int(r["page"]) > 0]
         # A document-level failure (page 0) is shown only while no page of it was read.
-        write_document(run_dir, doc_id, pages or recs)
+        # Figure descriptions (vlmocr describe) go in as alt text beside their figures.
+        write_document(run_dir, doc_id, add_figures(run_dir, pages or recs))
     return len(by_doc)

@@ -22,7 +22,7 @@ from typing import Any, Awaitable, Callable
 from . import __version__
 from .config import RunConfig, settings_key
 from .exceptions import EndpointUnavailable, ExitCode, UsageError, VlmocrError
-from .outputs import rebuild_documents, write_document
+from .outputs import add_figures, rebuild_documents, write_document
 from .limiter import Limiter
 from .progress import RunProgress
 from .readers import CpuReader, PageReader, WorkerPool
@@ -419,7 +419,7 @@ class Scheduler:
         if slot is not None and int(rec["page"]) > 0:
             slot["recs"][int(rec["page"])] = rec
             if len(slot["recs"]) >= slot["expect"]:
-                write_document(self.run_dir, doc_id, slot["recs"].values())
+                write_document(self.run_dir, doc_id, add_figures(self.run_dir, list(slot["recs"].values())))
                 del self._collect[doc_id]
         else:
             # Assembled at the end from pages.jsonl (a resumed document, a ladder step, …).

@@ -1,0 +1,70 @@
+"""`vlmocr describe RUN`: describe the figures of a run with a VLM; the logic lives in
+vlmocr.figures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ..figures import (
+    DEFAULT_DPI,
+    DEFAULT_MARGIN,
+    DEFAULT_MIN_AREA,
+    DescribeOptions,
+    describe_run,
+)
+from ..progress import console
+from . import app
+
+
+@app.command("describe")
+def describe_command(
+    run_dir: Path = typer.Argument(..., help="Run directory (its pages.jsonl has grounded blocks)."),
+    endpoint: Optional[str] = typer.Option(None, help="OpenAI-compatible base URL of the describing model."),
+    profile: Optional[str] = typer.Option(None, help="Model profile: sampling, extra body, retries (and the "
+                                          "prompt, for a profile of your own)."),
+    model: Optional[str] = typer.Option(None, help="Model name served by the endpoint."),
+    prompt: Optional[str] = typer.Option(None, help="Describing prompt (default: a built-in one)."),
+    dpi: float = typer.Option(DEFAULT_DPI, help="Resolution the page is rendered at before cropping."),
+    margin: float = typer.Option(DEFAULT_MARGIN, help="Margin around each box, a share of the page's longer side."),
+    max_figures: Optional[int] = typer.Option(None, "--max-figures", help="Describe at most this many figures now."),
+    min_area: float = typer.Option(DEFAULT_MIN_AREA, "--min-area",
+                                   help="Skip figures smaller than this share of the page area (icons)."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Output budget per description "
+                                             "(default: the profile's, at most 1024)."),
+    concurrency: Optional[int] = typer.Option(None, help="Requests in flight (default: the profile's)."),
+    workers: Optional[int] = typer.Option(None, help="Processes rendering and cropping pages (default: all cores)."),
+    request_timeout: float = typer.Option(300.0, help="Seconds per HTTP request."),
+    max_retries: int = typer.Option(6, help="HTTP retries per request."),
+    server_kind: str = typer.Option("auto", help="vllm|sglang|openai (default: detected from /v1/models)."),
+    no_retry: bool = typer.Option(False, "--no-retry", help="No retry ladder for loop/truncated/empty/refused."),
+    source_root: Optional[List[Path]] = typer.Option(
+        None, "--source-root", help="Where relative source paths are found (repeatable)."),
+    no_markdown: bool = typer.Option(False, "--no-markdown", help="Do not re-assemble docs/*.md afterwards."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Count figures and estimate tokens; send nothing."),
+    force: bool = typer.Option(False, "--force", help="Describe figures that already have a final record."),
+    json_out: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
+) -> int:
+    """Crop the figures that grounded models found and describe each with a VLM (RUN/figures.jsonl)."""
+    opts = DescribeOptions(
+        endpoint=endpoint, profile=profile, model=model, prompt=prompt, dpi=dpi, margin=margin, min_area=min_area,
+        max_figures=max_figures, concurrency=concurrency, workers=workers, max_tokens=max_tokens,
+        request_timeout=request_timeout, max_retries=max_retries, server_kind=server_kind, no_retry=no_retry,
+        force=force, dry_run=dry_run, source_roots=list(source_root or []), markdown=not no_markdown,
+    )
+    summary = describe_run(run_dir, opts, progress=lambda msg: console.print(f"[dim][describe] {msg}"),
+                           handle_signals=True)
+    if summary.figures == 0:
+        console.print("No figure blocks in the final page records (a grounded profile such as deepseek-ocr, "
+                      "dots-ocr or chandra produces them).")
+    elif not dry_run and summary.described_now == 0 and not summary.interrupted:
+        console.print("Nothing to do: every figure already has a final description.")
+    if json_out:
+        print(json.dumps(summary.as_dict(), default=str), flush=True)
+        console.print(summary.done_line())
+    else:
+        print(summary.done_line(), flush=True)
+    return int(summary.exit_code())
