@@ -52,6 +52,7 @@ class RunConfig(BaseModel):
     max_retries: int = 6  # HTTP retries per request (429, 5xx, timeouts, dropped, malformed)
     no_retry: bool = False  # first pass only: review pages stay for a later --retry-only
     retry_only: bool = False  # only the retry ladder over review pages
+    library: Path | None = None  # skip documents this library already holds (not in the key)
     pages_per_request: int = Field(default=1, ge=1, le=64)  # profiles with multi-page support
     adaptive: bool = True  # size concurrency from the server's /metrics queue gauges when exported
     max_fallback: float = 0.2  # a document with a larger share of fallback pages is marked

@@ -186,6 +186,13 @@ class Scheduler:
         if self.cfg.shard:
             k, n = parse_shard(self.cfg.shard)
             docs = [d for d in docs if shard_of(d.doc_id, n) == k]
+        if self.cfg.library:
+            # GPU jobs never redo published work: skip what the library holds (same bytes).
+            from .library import skip_held
+
+            docs, held = skip_held(Path(self.cfg.library), docs)
+            if held:
+                self.progress.note(f"{len(held)} document(s) already in library {self.cfg.library}: skipped")
         return docs
 
     # ------------------------------------------------------------------ signals

@@ -41,6 +41,7 @@ def _register() -> None:
     from . import slurm_cmd  # noqa: F401
     from . import quality_cmd  # noqa: F401
     from . import serve_cmd  # noqa: F401
+    from . import library_cmd  # noqa: F401
     from . import describe_cmd  # noqa: F401
     from . import models_cmd  # noqa: F401
 

@@ -43,6 +43,7 @@ def run_command(
     no_retry: bool = typer.Option(False, "--no-retry", help="First pass only; review pages wait for --retry-only."),
     retry_only: bool = typer.Option(False, "--retry-only", help="Only the retry ladder over review pages."),
     max_fallback: Optional[float] = typer.Option(None, help="Mark documents with a larger share of fallback pages."),
+    library: Optional[Path] = typer.Option(None, help="Skip documents this library already holds."),
     pages_per_request: Optional[int] = typer.Option(None, help="Pages per request (profiles that support it)."),
     adaptive: Optional[bool] = typer.Option(None, "--adaptive/--fixed-concurrency",
                                             help="Size concurrency from the server's /metrics (default on)."),
@@ -56,7 +57,7 @@ def run_command(
         force=force or None, json_summary=json_out or None, serve=serve, stop_grace=stop_grace,
         server_kind=server_kind, request_timeout=request_timeout, max_retries=max_retries,
         no_retry=no_retry or None, retry_only=retry_only or None, max_fallback=max_fallback, adaptive=adaptive,
-        pages_per_request=pages_per_request,
+        pages_per_request=pages_per_request, library=library,
     )
     cfg = load_config(cli, config)
     with serve_for_run(cfg):  # --serve: start the server, point cfg at it, always stop it

@@ -1,0 +1,397 @@
+"""`vlmocr export RUN|LIB --format md|txt|jsonl|parquet|hf --out O [--layer raw|clean]`.
+
+One document text everywhere: the pages' texts exactly as recorded, in page order, joined by a
+form feed on a line of its own (``"\\n\\f\\n"``, the plain-text page break); a page's character
+span ``[start, end)`` indexes that text, so ``text[start:end]`` is the page's record text.
+
+- ``md``: O/<doc>.md, the assembled Markdown with ``<!-- page N | status | engine -->`` markers;
+- ``txt``: O/<doc>.txt, the document text (pages separated by form feeds);
+- ``jsonl``: one line per document (O itself when it ends in .jsonl, else O/documents.jsonl) with
+  its text, ``page_spans`` [{page, start, end, status, engine}], identifiers and provenance;
+- ``parquet``: O/documents.parquet (one row per document) and O/pages.parquet (one row per page);
+- ``hf``: a Hugging Face dataset folder: O/documents/*.parquet, O/pages/*.parquet and a
+  README.md whose YAML names the two configs, so ``datasets.load_dataset(O)`` opens the documents,
+  ``load_dataset(O, "pages")`` the pages and ``load_dataset("parquet", data_dir=O/"pages")`` too.
+
+From a run (or a SLURM run's shards) the complete documents are exported (`--include-incomplete`
+adds the rest); from a library, every document it holds, in the layer it was published with —
+``--layer clean`` cleans a raw one in memory; a cleaned one has no raw layer to give."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+import orjson
+
+from ..exceptions import UsageError
+from ..outputs import assemble_markdown
+from ..store import write_text_atomic
+from .catalog import DOCS, Catalog, is_library
+from .identify import identify_records
+from .publish import PAGES_FILE as LIB_PAGES_FILE
+from .runs import DocRecords, document_text, original_name, read_run, run_dirs
+
+FORMATS = ("md", "txt", "jsonl", "parquet", "hf")
+ROWS_PER_FILE = 50_000  # pages per Parquet file in an hf export (documents: the same count of rows)
+
+
+@dataclass
+class ExportDoc:
+    doc_id: str
+    records: list[dict[str, Any]]
+    layer: str
+    info: dict[str, Any] = field(default_factory=dict)  # lib_id, source, sha256, identifiers, provenance…
+    name: str = ""  # file stem in md/txt exports
+
+    def text_and_spans(self) -> tuple[str, list[tuple[int, int, int]]]:
+        return document_text(self.records)
+
+
+@dataclass
+class ExportResult:
+    out: Path
+    format: str
+    documents: int = 0
+    pages: int = 0
+    files: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"out": str(self.out), "format": self.format, "documents": self.documents, "pages": self.pages,
+                "files": self.files, "notes": self.notes}
+
+    def line(self) -> str:
+        return f"Exported {self.documents} documents, {self.pages} pages ({self.format}) → {self.out}"
+
+
+# ------------------------------------------------------------------------------ sources
+
+
+def _from_runs(paths: list[Path], layer: str, include_incomplete: bool, source_roots: Iterable[Path],
+               clean_rules: Path | None, notes: list[str]) -> Iterator[ExportDoc]:
+    best: dict[str, DocRecords] = {}
+    skipped = 0
+    for d in run_dirs(paths):
+        _info, docs = read_run(d, layer, source_roots, clean_rules)
+        for doc_id, doc in docs.items():
+            if not doc.records:
+                continue
+            prev = best.get(doc_id)
+            if prev is None or (doc.complete, len(doc.records), doc.finished_at) > (
+                    prev.complete, len(prev.records), prev.finished_at):
+                best[doc_id] = doc
+    for doc_id in sorted(best):
+        doc = best[doc_id]
+        if not doc.complete and not include_incomplete:
+            skipped += 1
+            continue
+        info = {
+            "lib_id": None, "source": doc.source, "original_name": original_name(doc.source, doc.run), "sha256": None,
+            "doc_pages": doc.doc_pages, "complete": doc.complete, "run": str(doc.run.path),
+            "identifiers": [i.as_dict() for i in identify_records(doc.records)],
+            "metadata": None,
+        }
+        yield ExportDoc(doc_id, doc.records, layer, info)
+    if skipped:
+        notes.append(f"{skipped} incomplete document(s) left out (--include-incomplete to add them)")
+
+
+def _from_library(lib: Path, layer: str | None, clean_rules: Path | None, notes: list[str]) -> Iterator[ExportDoc]:
+    with Catalog(lib, readonly=True) as cat:
+        rows = list(cat.documents())
+        idents = {r["lib_id"]: cat.identifiers(r["lib_id"]) for r in rows}
+    rules = None
+    for row in rows:
+        path = lib / row["path"] / LIB_PAGES_FILE
+        if not path.is_file():
+            path = lib / DOCS / row["lib_id"] / LIB_PAGES_FILE
+        records = [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+        have = row["layer"]
+        if layer is not None and layer != have:
+            if layer == "raw":
+                raise UsageError(f"{row['lib_id']} was published from the cleaned layer; it has no raw layer "
+                                 "(export without --layer, or republish with --layer raw)")
+            from ..clean import clean_records, load_rules
+
+            rules = rules or load_rules(clean_rules)
+            records = clean_records(records, rules)
+            have = "clean"
+        info = {
+            "lib_id": row["lib_id"], "source": row["source"], "original_name": row["original_name"],
+            "sha256": row["sha256"], "doc_pages": row["doc_pages"], "complete": True, "run": row["run"],
+            "identifiers": [{**i, "match": ""} for i in idents[row["lib_id"]]], "metadata": row.get("metadata"),
+        }
+        yield ExportDoc(row["doc_id"], records, have, info)
+
+
+def export_documents(source: list[Path], layer: str | None = None, include_incomplete: bool = False,
+                     source_roots: Iterable[Path] = (), clean_rules: Path | None = None,
+                     notes: list[str] | None = None) -> Iterator[ExportDoc]:
+    """The documents of a library (one path) or of runs, in doc_id order."""
+    notes = notes if notes is not None else []
+    if layer not in (None, "raw", "clean"):
+        raise UsageError(f"--layer {layer!r}: expected raw or clean")
+    libs = [p for p in source if is_library(p)]
+    if libs:
+        if len(source) != 1:
+            raise UsageError("export one library, or one or more runs — not both")
+        return _from_library(Path(source[0]), layer, clean_rules, notes)
+    return _from_runs([Path(p) for p in source], layer or "raw", include_incomplete, source_roots, clean_rules, notes)
+
+
+# ------------------------------------------------------------------------------ rows
+
+
+def _provenance(doc: ExportDoc) -> dict[str, Any]:
+    def common(key: str) -> Any:
+        values = [r.get(key) for r in doc.records if r.get(key) not in (None, "")]
+        return max(set(values), key=values.count) if values else None
+
+    return {"run": doc.info.get("run"), "settings_key": common("key"),
+            "engines": sorted({str(r["engine"]) for r in doc.records if r.get("engine")}),
+            "model": common("model"), "revision": common("revision"), "prompt_id": common("prompt_id")}
+
+
+def document_row(doc: ExportDoc) -> dict[str, Any]:
+    text, spans = doc.text_and_spans()
+    statuses: dict[str, int] = {}
+    for r in doc.records:
+        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
+    by_page = {int(r["page"]): r for r in doc.records}
+    return {
+        "doc_id": doc.doc_id, "lib_id": doc.info.get("lib_id"), "source": doc.info.get("source"),
+        "original_name": doc.info.get("original_name"), "sha256": doc.info.get("sha256"), "layer": doc.layer,
+        "pages": len(doc.records), "doc_pages": doc.info.get("doc_pages"), "complete": bool(doc.info.get("complete")),
+        "text": text,
+        "page_spans": [{"page": p, "start": s, "end": e, "status": by_page[p]["status"],
+                        "engine": by_page[p].get("engine")} for p, s, e in spans],
+        "statuses": json.dumps(dict(sorted(statuses.items()))),
+        "identifiers": [{"type": i["type"], "value": i["value"], "page": int(i["page"]), "snippet": i["snippet"]}
+                        for i in doc.info.get("identifiers") or []],
+        **_provenance(doc),
+        "metadata": json.dumps(doc.info["metadata"], ensure_ascii=False) if doc.info.get("metadata") else None,
+    }
+
+
+def page_rows(doc: ExportDoc) -> list[dict[str, Any]]:
+    _text, spans = doc.text_and_spans()
+    out = []
+    for rec, (page, start, end) in zip(sorted(doc.records, key=lambda r: int(r["page"])), spans):
+        out.append({
+            "doc_id": doc.doc_id, "lib_id": doc.info.get("lib_id"), "page": page, "text": rec.get("text") or "",
+            "status": rec["status"], "engine": rec.get("engine"), "model": rec.get("model"),
+            "revision": rec.get("revision"), "prompt_id": rec.get("prompt_id"), "key": rec.get("key"),
+            "layer": doc.layer, "start": start, "end": end, "chars": end - start,
+            "flags": [str(f) for f in rec.get("flags") or []], "finished_at": rec.get("finished_at"),
+        })
+    return out
+
+
+def _schemas() -> tuple[Any, Any]:
+    import pyarrow as pa
+
+    span = pa.struct([("page", pa.int32()), ("start", pa.int64()), ("end", pa.int64()), ("status", pa.string()),
+                      ("engine", pa.string())])
+    ident = pa.struct([("type", pa.string()), ("value", pa.string()), ("page", pa.int32()), ("snippet", pa.string())])
+    documents = pa.schema([
+        ("doc_id", pa.string()), ("lib_id", pa.string()), ("source", pa.string()), ("original_name", pa.string()),
+        ("sha256", pa.string()), ("layer", pa.string()), ("pages", pa.int32()), ("doc_pages", pa.int32()),
+        ("complete", pa.bool_()), ("text", pa.large_string()), ("page_spans", pa.list_(span)),
+        ("statuses", pa.string()), ("identifiers", pa.list_(ident)), ("run", pa.string()),
+        ("settings_key", pa.string()), ("engines", pa.list_(pa.string())), ("model", pa.string()),
+        ("revision", pa.string()), ("prompt_id", pa.string()), ("metadata", pa.string()),
+    ])
+    pages = pa.schema([
+        ("doc_id", pa.string()), ("lib_id", pa.string()), ("page", pa.int32()), ("text", pa.string()),
+        ("status", pa.string()), ("engine", pa.string()), ("model", pa.string()), ("revision", pa.string()),
+        ("prompt_id", pa.string()), ("key", pa.string()), ("layer", pa.string()), ("start", pa.int64()),
+        ("end", pa.int64()), ("chars", pa.int64()), ("flags", pa.list_(pa.string())), ("finished_at", pa.string()),
+    ])
+    return documents, pages
+
+
+class _ParquetSink:
+    """Rows → Parquet files, written in batches; with `rows_per_file`, rolls over to numbered
+    files (renamed to ``train-0000K-of-0000N.parquet`` when done)."""
+
+    def __init__(self, folder: Path, schema: Any, name: str | None, rows_per_file: int | None = None) -> None:
+        self.folder = folder
+        self.schema = schema
+        self.name = name  # a single file name, or None for the hf train-K-of-N files
+        self.rows_per_file = rows_per_file
+        self.batch: list[dict[str, Any]] = []
+        self.writer: Any = None
+        self.in_file = 0
+        self.paths: list[Path] = []
+        self.rows = 0
+        self.pending_chars = 0
+
+    def add(self, rows: list[dict[str, Any]]) -> None:
+        self.batch += rows
+        self.pending_chars += sum(len(r.get("text") or "") for r in rows)
+        if len(self.batch) >= 2000 or self.pending_chars > 32_000_000:  # bounded memory on big corpora
+            self.flush()
+
+    def flush(self) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        self.pending_chars = 0
+        while self.batch:
+            if self.writer is None:
+                path = self.folder / (self.name or f".part-{len(self.paths):05d}.parquet")
+                self.paths.append(path)
+                self.writer = pq.ParquetWriter(path, self.schema, compression="zstd")
+                self.in_file = 0
+            room = len(self.batch) if self.rows_per_file is None else self.rows_per_file - self.in_file
+            chunk, self.batch = self.batch[:room], self.batch[room:]
+            self.writer.write_table(pa.Table.from_pylist(chunk, schema=self.schema))
+            self.in_file += len(chunk)
+            self.rows += len(chunk)
+            if self.rows_per_file is not None and self.in_file >= self.rows_per_file:
+                self.writer.close()
+                self.writer = None
+
+    def close(self) -> list[Path]:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        self.flush()
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+        if not self.paths:  # no rows: still a valid, empty table
+            path = self.folder / (self.name or ".part-00000.parquet")
+            pq.write_table(pa.Table.from_pylist([], schema=self.schema), path, compression="zstd")
+            self.paths.append(path)
+        if self.name is None:
+            n = len(self.paths)
+            final = []
+            for k, p in enumerate(self.paths):
+                dest = self.folder / f"train-{k:05d}-of-{n:05d}.parquet"
+                os.replace(p, dest)
+                final.append(dest)
+            self.paths = final
+        return self.paths
+
+
+_HF_README = """---
+configs:
+- config_name: documents
+  data_files:
+  - split: train
+    path: documents/*.parquet
+  default: true
+- config_name: pages
+  data_files:
+  - split: train
+    path: pages/*.parquet
+---
+
+# {title}
+
+Text of {documents} documents ({pages} pages), exported by vlmocr (`{layer}` layer).
+
+- `documents`: one row per document — `text` (pages joined by a form feed on a line of its own),
+  `page_spans` (each page's `[start, end)` character span in `text`, with its status and engine),
+  identifiers found in the text (DOI, arXiv, ISBN, with evidence), provenance (run, settings key,
+  engines, model, revision, prompt).
+- `pages`: one row per page — `text`, `status` (ok, fallback, loop, truncated, empty, refused,
+  error, bad_input), `engine`, `model`, and the page's span in its document's text.
+
+```python
+import datasets
+docs = datasets.load_dataset("path/to/this/folder")             # documents
+pages = datasets.load_dataset("path/to/this/folder", "pages")   # pages
+```
+"""
+
+
+# ------------------------------------------------------------------------------ writers
+
+
+def _unique_names(docs: list[ExportDoc]) -> None:
+    counts: dict[str, int] = {}
+    for d in docs:
+        counts[d.doc_id] = counts.get(d.doc_id, 0) + 1
+    for d in docs:
+        d.name = d.doc_id if counts[d.doc_id] == 1 else (d.info.get("lib_id") or d.doc_id)
+
+
+def export(source: list[Path] | Path, fmt: str, out: Path, layer: str | None = None, *,
+           include_incomplete: bool = False, source_roots: Iterable[Path] = (), clean_rules: Path | None = None,
+           rows_per_file: int = ROWS_PER_FILE) -> ExportResult:
+    if fmt not in FORMATS:
+        raise UsageError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    sources = [Path(source)] if isinstance(source, (str, Path)) else [Path(p) for p in source]
+    out = Path(out)
+    result = ExportResult(out=out, format=fmt)
+    docs = export_documents(sources, layer, include_incomplete, source_roots, clean_rules, result.notes)
+    if fmt in ("md", "txt"):
+        listed = list(docs)
+        _unique_names(listed)
+        out.mkdir(parents=True, exist_ok=True)
+        for d in listed:
+            path = out / f"{d.name}.{fmt}"
+            write_text_atomic(path, assemble_markdown(d.records) if fmt == "md" else d.text_and_spans()[0])
+            result.files.append(str(path))
+            result.documents += 1
+            result.pages += len(d.records)
+        return result
+    if fmt == "jsonl":
+        path = out if out.suffix.lower() in (".jsonl", ".ndjson") else out / "documents.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        with tmp.open("wb") as fh:
+            for d in docs:
+                fh.write(orjson.dumps(document_row(d)) + b"\n")
+                result.documents += 1
+                result.pages += len(d.records)
+        os.replace(tmp, path)
+        result.files.append(str(path))
+        return result
+    doc_schema, page_schema = _schemas()
+    if fmt == "parquet":
+        out.mkdir(parents=True, exist_ok=True)
+        tmp_docs = _ParquetSink(out, doc_schema, f".documents.parquet.{os.getpid()}.tmp")
+        tmp_pages = _ParquetSink(out, page_schema, f".pages.parquet.{os.getpid()}.tmp")
+        _fill(docs, tmp_docs, tmp_pages, result)
+        for sink, name in ((tmp_docs, "documents.parquet"), (tmp_pages, "pages.parquet")):
+            os.replace(sink.close()[0], out / name)
+            result.files.append(str(out / name))
+        return result
+    # hf: build the whole folder beside the target, then swap it in.
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    (tmp / "documents").mkdir(parents=True)
+    (tmp / "pages").mkdir()
+    sink_docs = _ParquetSink(tmp / "documents", doc_schema, None, rows_per_file)
+    sink_pages = _ParquetSink(tmp / "pages", page_schema, None, rows_per_file)
+    _fill(docs, sink_docs, sink_pages, result)
+    files = sink_docs.close() + sink_pages.close()
+    layer_name = layer or ("as published" if any(is_library(s) for s in sources) else "raw")
+    (tmp / "README.md").write_text(_HF_README.format(title=out.name, documents=result.documents,
+                                                     pages=result.pages, layer=layer_name), encoding="utf-8")
+    if out.exists():
+        old = out.with_name(f".{out.name}.{os.getpid()}.old")
+        os.replace(out, old)
+        os.replace(tmp, out)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, out)
+    result.files = [str(out / f.relative_to(tmp)) for f in files] + [str(out / "README.md")]
+    return result
+
+
+def _fill(docs: Iterable[ExportDoc], sink_docs: _ParquetSink, sink_pages: _ParquetSink, result: ExportResult) -> None:
+    for d in docs:
+        sink_docs.add([document_row(d)])
+        sink_pages.add(page_rows(d))
+        result.documents += 1
+        result.pages += len(d.records)

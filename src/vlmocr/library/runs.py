@@ -1,0 +1,287 @@
+"""Reading finished documents out of run directories (plain runs, `--shard` runs, and a SLURM
+run's RUN/shards/K), for `publish` and `export`.
+
+A document is **complete** in a run when every selected page has a final record under the run's
+current settings keys (run.json `keys`) and none of them is owed another try (`error` is read
+again on resume). The selection is the manifest's `pages` when the run had one, else every page
+of `doc_pages`. A document that could not be opened (only a page-0 `bad_input` record) is not
+complete: it has no pages to publish."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..exceptions import UsageError
+from ..record import RETRY_ON_RESUME, STATUS_GROUP, Status
+from ..store import PAGES_FILE, final_records
+
+PAGE_SEPARATOR = "\n\f\n"  # between pages in document.txt: a form feed on a line of its own
+
+
+@dataclass
+class RunInfo:
+    path: Path  # absolute
+    keys: set[str] | None  # None: the latest record of each page, whatever its key
+    settings: dict[str, Any] = field(default_factory=dict)
+    key_material: dict[str, Any] | None = None
+    versions: dict[str, Any] | None = None
+    git_commit: str | None = None
+    originals: dict[str, str] = field(default_factory=dict)  # staged name → original path (SLURM)
+    selections: dict[str, tuple[int, ...]] = field(default_factory=dict)  # doc_id → selected pages
+    roots: list[Path] = field(default_factory=list)  # where relative sources are looked for
+
+    def provenance(self) -> dict[str, Any]:
+        return {"run": str(self.path), "settings": self.settings, "key_material": self.key_material,
+                "versions": self.versions, "git_commit": self.git_commit}
+
+
+@dataclass
+class DocRecords:
+    """One document as one run holds it."""
+
+    doc_id: str
+    run: RunInfo
+    records: list[dict[str, Any]]  # final records of the selected pages (page ≥ 1), by page
+    complete: bool
+    reason: str = ""  # why not complete
+    source: str = ""
+    doc_pages: int | None = None
+    layer: str = "raw"
+    failed_to_open: bool = False  # only a page-0 bad_input record: it will never have pages
+
+    @property
+    def statuses(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.records:
+            out[r["status"]] = out.get(r["status"], 0) + 1
+        return dict(sorted(out.items()))
+
+    def groups(self) -> dict[str, int]:
+        g = {"ok": 0, "fallback": 0, "review": 0, "failed": 0}
+        for r in self.records:
+            try:
+                g[STATUS_GROUP[Status(r["status"])]] += 1
+            except ValueError:
+                g["failed"] += 1
+        return g
+
+    @property
+    def finished_at(self) -> str:
+        return max((str(r.get("finished_at") or "") for r in self.records), default="")
+
+
+def run_dirs(paths: Iterable[Path | str]) -> list[Path]:
+    """The run directories a RUN argument stands for: RUN itself when it holds pages.jsonl, and
+    every RUN/shards/*/ that does (RUN/merged and RUN/gate are derived or samples: give them
+    explicitly to use them)."""
+    out: list[Path] = []
+    for given in paths:
+        p = Path(given)
+        if not p.is_dir():
+            raise UsageError(f"{p}: not a directory")
+        found = []
+        if (p / PAGES_FILE).is_file():
+            found.append(p)
+        shards = p / "shards"
+        if shards.is_dir():
+            subs = [s for s in shards.iterdir() if s.is_dir() and (s / PAGES_FILE).is_file()]
+            found += sorted(subs, key=lambda s: (0, int(s.name), "") if s.name.isdigit() else (1, 0, s.name))
+        if not found:
+            raise UsageError(f"{p} is not a run directory (no {PAGES_FILE}, no shards/*/{PAGES_FILE})")
+        for f in found:
+            if f.resolve() not in {o.resolve() for o in out}:
+                out.append(f)
+    return out
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _first_file(candidates: Iterable[Path]) -> Path | None:
+    for c in candidates:
+        try:
+            if c.is_file():
+                return c
+        except OSError:
+            continue
+    return None
+
+
+def run_info(run_dir: Path, source_roots: Iterable[Path] = ()) -> RunInfo:
+    run_dir = Path(run_dir).resolve()
+    data = _read_json(run_dir / "run.json")
+    info = RunInfo(path=run_dir, keys=set(data.get("keys") or []) or None, settings=data.get("settings") or {},
+                   key_material=data.get("key_material"), versions=data.get("versions"),
+                   git_commit=data.get("git_commit"))
+    roots = [Path(r) for r in source_roots] + [Path.cwd(), run_dir.parent, run_dir]
+    # A SLURM shard (RUN/shards/K): records name the staged symlink; originals.csv names the file.
+    slurm_run = run_dir.parent.parent if run_dir.parent.name == "shards" else None
+    if slurm_run is not None:
+        staged = slurm_run / "staged"
+        roots += [staged, slurm_run.parent]
+        originals = staged / "originals.csv"
+        if originals.is_file():
+            import csv
+
+            with originals.open(encoding="utf-8", newline="") as fh:
+                for row in csv.DictReader(fh):
+                    if row.get("staged") and row.get("original"):
+                        info.originals[row["staged"]] = row["original"]
+                    if row.get("doc_id") and row.get("pages"):
+                        info.selections[row["doc_id"]] = _pages(row["pages"])
+    manifest = info.settings.get("manifest")
+    if manifest:
+        m = Path(manifest)
+        found = _first_file([m] if m.is_absolute() else [r / m for r in roots])
+        if found is not None:
+            roots.append(found.parent)
+            from ..sources import from_manifest
+
+            try:
+                for doc in from_manifest(found):
+                    if doc.pages:
+                        info.selections.setdefault(doc.doc_id, doc.pages)
+            except UsageError:
+                pass  # the manifest changed since the run: fall back to every page
+    info.roots = roots
+    return info
+
+
+def _pages(spec: str) -> tuple[int, ...]:
+    from ..sources import parse_pages
+
+    try:
+        return parse_pages(spec)
+    except ValueError:
+        return ()
+
+
+def resolve_source(source: str, info: RunInfo) -> Path | None:
+    """The file a record's `source` names, or None when it cannot be found here."""
+    if not source:
+        return None
+    candidates: list[Path] = []
+    original = info.originals.get(source) or info.originals.get(Path(source).name)
+    if original:
+        candidates.append(Path(original))
+    p = Path(source)
+    candidates += [p] if p.is_absolute() else [r / p for r in info.roots]
+    return _first_file(candidates)
+
+
+def original_name(source: str, info: RunInfo) -> str:
+    original = info.originals.get(source) or info.originals.get(Path(source).name)
+    return Path(original or source).name
+
+
+def read_run(run_dir: Path, layer: str = "raw", source_roots: Iterable[Path] = (),
+             clean_rules: Path | None = None) -> tuple[RunInfo, dict[str, DocRecords]]:
+    """Every document of one run directory with its final records and whether it is complete."""
+    info = run_info(run_dir, source_roots)
+    if layer == "clean":
+        from ..clean import cleaned_records, load_rules
+
+        finals, _where = cleaned_records(info.path, load_rules(clean_rules) if clean_rules else None)
+    elif layer == "raw":
+        finals = final_records(info.path / PAGES_FILE, keys=info.keys)
+    else:
+        raise UsageError(f"--layer {layer!r}: expected raw or clean")
+    by_doc: dict[str, dict[int, dict[str, Any]]] = {}
+    for (doc_id, page), rec in finals.items():
+        if info.keys is not None and rec.get("key") not in info.keys:
+            continue
+        by_doc.setdefault(doc_id, {})[int(page)] = rec
+    docs: dict[str, DocRecords] = {}
+    for doc_id, recs in by_doc.items():
+        docs[doc_id] = assess(doc_id, recs, info, layer)
+    return info, docs
+
+
+def assess(doc_id: str, recs: dict[int, dict[str, Any]], info: RunInfo, layer: str = "raw") -> DocRecords:
+    pages = {p: r for p, r in recs.items() if p > 0}
+    any_rec = next(iter(pages.values()), None) or recs.get(0) or {}
+    source = str(any_rec.get("source") or "")
+    if not pages:
+        why = (recs.get(0) or {}).get("error") or "no page records"
+        return DocRecords(doc_id, info, [], False, f"could not be opened: {why}", source, None, layer,
+                          failed_to_open=True)
+    counts = [int(r["doc_pages"]) for r in pages.values() if r.get("doc_pages") is not None]
+    doc_pages = max(counts) if counts else None
+    selected = info.selections.get(doc_id)
+    if selected:
+        selected = tuple(p for p in selected if doc_pages is None or p <= doc_pages)
+    elif doc_pages is not None:
+        selected = tuple(range(1, doc_pages + 1))
+    else:
+        selected = tuple(range(1, max(pages) + 1))  # page count unknown: pages 1…last seen
+    records = [pages[p] for p in selected if p in pages]
+    missing = [p for p in selected if p not in pages]
+    retry = [p for p in selected if p in pages and Status(pages[p]["status"]) in RETRY_ON_RESUME]
+    reason = ""
+    if missing:
+        reason = f"{len(missing)} of {len(selected)} page(s) without a record ({_short(missing)})"
+    elif retry:
+        reason = f"{len(retry)} page(s) with status error, read again on resume ({_short(retry)})"
+    return DocRecords(doc_id, info, records, not reason, reason, source, doc_pages, layer)
+
+
+def _short(pages: list[int]) -> str:
+    shown = ", ".join(str(p) for p in pages[:8])
+    return "pages " + shown + (" …" if len(pages) > 8 else "")
+
+
+def document_text(records: list[dict[str, Any]]) -> tuple[str, list[tuple[int, int, int]]]:
+    """The document's text (pages in order, exactly as recorded, joined by PAGE_SEPARATOR) and
+    each page's character span in it: text[start:end] is the page's text."""
+    parts: list[str] = []
+    spans: list[tuple[int, int, int]] = []
+    pos = 0
+    for i, rec in enumerate(sorted(records, key=lambda r: int(r["page"]))):
+        if i:
+            parts.append(PAGE_SEPARATOR)
+            pos += len(PAGE_SEPARATOR)
+        text = rec.get("text") or ""
+        spans.append((int(rec["page"]), pos, pos + len(text)))
+        parts.append(text)
+        pos += len(text)
+    return "".join(parts), spans
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def safe_sha256(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        return file_sha256(path)
+    except OSError:
+        return None
+
+
+def fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
