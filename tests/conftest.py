@@ -78,6 +78,23 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeou
     )
 
 
+def cli_in_process(*args: str) -> subprocess.CompletedProcess:
+    """The real `vlmocr` command in this process (a subprocess costs a second of imports)."""
+    import contextlib
+    import io
+
+    from vlmocr.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(list(args))
+            code = 0
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+    return subprocess.CompletedProcess(["vlmocr", *args], code, out.getvalue(), err.getvalue())
+
+
 def read_records(run_dir: Path) -> list[dict]:
     lines = (run_dir / "pages.jsonl").read_text(encoding="utf-8").splitlines()
     return [json.loads(line) for line in lines if line.strip()]

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import io
 import json
-import subprocess
 import tomllib
 from pathlib import Path
 
@@ -27,23 +24,13 @@ from vlmocr.clean import (
     parse_rules,
     strip_grounding,
 )
+from conftest import cli_in_process as cli
 from vlmocr.exceptions import UsageError
 from vlmocr.record import PageRecord
 from vlmocr.store import RecordWriter
 from vlmocr.textquality import lexicon
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    from vlmocr.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-    return subprocess.CompletedProcess(["vlmocr", *args], code, out.getvalue(), err.getvalue())
 
 
 def recs(doc_id: str, texts: list[str], **extra) -> list[dict]:

@@ -3,12 +3,9 @@ bootstrap, truth layouts, and a real Tesseract run on ../shared/gt pages."""
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import io
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -28,24 +25,13 @@ from vlmocr.evaluate import (
     rate,
     score,
 )
+from conftest import cli_in_process as cli
 from vlmocr.exceptions import UsageError
 from vlmocr.metrics import cer as metrics_cer
 from vlmocr.record import PageRecord
 from vlmocr.store import RecordWriter, final_records
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    """The real `vlmocr` command in this process (a subprocess costs a second of imports)."""
-    from vlmocr.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-    return subprocess.CompletedProcess(["vlmocr", *args], code, out.getvalue(), err.getvalue())
 
 
 def write_run(run: Path, pages: list[tuple[str, int, str, str]]) -> Path:

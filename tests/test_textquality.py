@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import io
 import json
 import random
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+
+from conftest import cli_in_process as cli
 from conftest import run_cli
 
 from vlmocr.record import PageRecord
@@ -27,17 +26,6 @@ from vlmocr.textquality import (
 )
 
 
-def cli(*args: str) -> subprocess.CompletedProcess:
-    from vlmocr.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main(list(args))
-            code = 0
-        except SystemExit as exc:
-            code = int(exc.code or 0)
-    return subprocess.CompletedProcess(["vlmocr", *args], code, out.getvalue(), err.getvalue())
 
 
 def rec(text: str, doc_id: str = "d", page: int = 1, **extra) -> dict:

@@ -196,7 +196,7 @@ def _render_image(path: Path, page: int, sizing: Sizing) -> Rendered:
             frame = ImageOps.exif_transpose(img)
         except (OSError, ValueError, SyntaxError) as exc:
             raise BadInput(f"truncated or corrupt image ({exc}): {path.name} frame {page}") from None
-        src_dpi = _image_dpi(img)
+        src_dpi = image_dpi(img)
         frame = frame.convert("L") if frame.mode in ("1", "L", "I;16", "I", "F", "LA") else frame.convert("RGB")
     finally:
         img.close()
@@ -214,7 +214,8 @@ def _render_image(path: Path, page: int, sizing: Sizing) -> Rendered:
     return Rendered(frame, dpi, flags)
 
 
-def _image_dpi(img: Image.Image) -> float | None:
+def image_dpi(img: Image.Image) -> float | None:
+    """The scan resolution an image file declares (None when absent or nonsense)."""
     dpi = img.info.get("dpi")
     try:
         if dpi and float(dpi[0]) > 1:

@@ -64,7 +64,7 @@ import pypdfium2.raw as pdfium_c
 from PIL import Image
 
 from .exceptions import BadInput, UsageError
-from .render import _lock as pdfium_lock
+from .render import _lock as pdfium_lock, image_dpi
 from .render import MIN_TEXT_CHARS, count_pages, kind_of, open_pdf, text_layer, usable_text_layer
 from .sources import Document, discover
 
@@ -229,7 +229,7 @@ def _image_facts(path: Path, n: int, check: list[int]) -> tuple[list[PageFacts],
             rotation = _EXIF_ROTATION.get(orientation, 0) if i == 0 else 0
             if rotation in (90, 270):
                 w, h = h, w
-            frame_dpi = _frame_dpi(img)
+            frame_dpi = image_dpi(img)
             dpi = dpi or frame_dpi
             f.px = (w, h)
             f.rotation = rotation
@@ -240,16 +240,6 @@ def _image_facts(path: Path, n: int, check: list[int]) -> tuple[list[PageFacts],
                 f.kind = "image"
             facts.append(f)
     return facts, dpi
-
-
-def _frame_dpi(img: Image.Image) -> float | None:
-    dpi = img.info.get("dpi")
-    try:
-        if dpi and float(dpi[0]) > 1:
-            return float(dpi[0])
-    except (TypeError, ValueError, IndexError):
-        pass
-    return None
 
 
 def _shapes(facts: list[PageFacts]) -> None:

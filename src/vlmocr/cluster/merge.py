@@ -28,7 +28,7 @@ import orjson
 from ..exceptions import UsageError
 from ..outputs import write_document
 from ..record import STATUS_GROUP, Status
-from ..store import PAGES_FILE, final_records, write_json_atomic
+from ..store import PAGES_FILE, final_records, replace_dir, write_json_atomic
 
 MERGED = "merged"
 _RANK = {"ok": 0, "fallback": 0, "review": 1, "failed": 2}
@@ -143,11 +143,5 @@ def merge(run_dir: Path, out: Path | None = None, warn: Callable[[str], None] = 
                     "statuses": result.statuses},
         "duplicates": result.duplicates, "conflicts": result.conflicts,
     })
-    if out.exists():
-        old = out.with_name(f".{out.name}.{os.getpid()}.old")
-        os.replace(out, old)
-        os.replace(tmp, out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, out)
+    replace_dir(tmp, out)
     return result

@@ -30,7 +30,7 @@ import orjson
 
 from ..exceptions import UsageError
 from ..outputs import assemble_markdown
-from ..store import write_text_atomic
+from ..store import replace_dir, write_text_atomic
 from .catalog import DOCS, Catalog, is_library
 from .identify import identify_records
 from .publish import PAGES_FILE as LIB_PAGES_FILE
@@ -378,13 +378,7 @@ def export(source: list[Path] | Path, fmt: str, out: Path, layer: str | None = N
     layer_name = layer or ("as published" if any(is_library(s) for s in sources) else "raw")
     (tmp / "README.md").write_text(_HF_README.format(title=out.name, documents=result.documents,
                                                      pages=result.pages, layer=layer_name), encoding="utf-8")
-    if out.exists():
-        old = out.with_name(f".{out.name}.{os.getpid()}.old")
-        os.replace(out, old)
-        os.replace(tmp, out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, out)
+    replace_dir(tmp, out)
     result.files = [str(out / f.relative_to(tmp)) for f in files] + [str(out / "README.md")]
     return result
 
