@@ -33,24 +33,38 @@ def _root() -> None:
     """Turn documents into verified text with VLMs or embedded OCR, page by page."""
 
 
-def _register() -> None:
-    from . import run_cmd  # noqa: F401  (commands register themselves on `app`)
-    from . import profiles_cmd  # noqa: F401
-    from . import triage_cmd  # noqa: F401
-    from . import report_cmd  # noqa: F401
-    from . import slurm_cmd  # noqa: F401
-    from . import quality_cmd  # noqa: F401
-    from . import serve_cmd  # noqa: F401
-    from . import library_cmd  # noqa: F401
-    from . import describe_cmd  # noqa: F401
-    from . import models_cmd  # noqa: F401
+# Which module defines each command. Only the invoked command's module is imported: the
+# others pull in SQLite, SLURM, report and pydantic-heavy modules that would add a second to
+# every start (a 10-page run pays it in full).
+COMMAND_MODULES = {
+    "run": "run_cmd", "profiles": "profiles_cmd", "serve": "serve_cmd", "models": "models_cmd",
+    "slurm": "slurm_cmd", "merge": "slurm_cmd",
+    "evaluate": "quality_cmd", "compare": "quality_cmd", "clean": "quality_cmd",
+    "suspicious": "quality_cmd", "grid": "quality_cmd",
+    "triage": "triage_cmd", "plan": "triage_cmd", "manifest": "triage_cmd",
+    "report": "report_cmd", "describe": "describe_cmd",
+    "dedup": "library_cmd", "publish": "library_cmd", "search": "library_cmd",
+    "export": "library_cmd", "identify": "library_cmd",
+}
+
+
+def _register(argv: list[str] | None = None) -> None:
+    """Import command modules (they register themselves on `app`): the one `argv` names, or
+    all of them for help and unknown commands."""
+    import importlib
+
+    first = next((a for a in argv or [] if not a.startswith("-")), None)
+    wanted = [COMMAND_MODULES[first]] if first in COMMAND_MODULES else sorted(set(COMMAND_MODULES.values()))
+    for module in dict.fromkeys(wanted):
+        importlib.import_module(f"{__name__}.{module}")
 
 
 def main(argv: list[str] | None = None) -> int:
-    _register()
+    args = argv if argv is not None else sys.argv[1:]
+    _register(args)
     command = typer.main.get_command(app)
     try:
-        rv = command.main(args=argv if argv is not None else sys.argv[1:], prog_name="vlmocr", standalone_mode=False)
+        rv = command.main(args=args, prog_name="vlmocr", standalone_mode=False)
     except click_exceptions.UsageError as exc:
         exc.show(file=sys.stderr)
         code = ExitCode.usage

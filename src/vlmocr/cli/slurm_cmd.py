@@ -19,6 +19,7 @@ from ..cluster import slurm as sl
 from ..exceptions import ExitCode, UsageError
 from ..progress import console
 from . import app
+from . import run_cmd  # noqa: F401  (submit checks run options with run's own parser)
 
 slurm_app = typer.Typer(help="Run across a SLURM cluster: submit shards, gate them on quality, watch them.",
                         no_args_is_help=True)
