@@ -353,6 +353,11 @@ def test_cli_describes_and_markdown_carries_alt_text(run, server):
     moved[0]["blocks"][2]["bbox"] = [100, 100, 200, 200]
     assert "p1-f1.png" not in assemble_markdown(add_figures(run, moved))
     assert add_figures(run, recs[2:]) == recs[2:]  # a page without figures is left as it is
+    # Exports carry the descriptions too (links relative to the run directory).
+    out = run.parent / "export.jsonl"
+    assert run_cli("export", str(run), "--format", "jsonl", "--out", str(out)).returncode == 0
+    exported = out.read_text() if out.is_file() else "".join(p.read_text() for p in out.rglob("*.jsonl"))
+    assert f"![{DESCRIPTIONS[9001]}](figures/report/p1-f1.png)" in json.loads(exported.splitlines()[0])["text"]
 
 
 def test_relative_source_found_with_source_root(run, server, base_run):

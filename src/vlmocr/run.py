@@ -151,6 +151,8 @@ async def make_reader(cfg: RunConfig) -> PageReader:
 
         TesseractEngine(lang=cfg.lang)  # fail fast, before any page, on a missing binary/language
 
+    options["engines"] = sorted(engines)
+
     def pool() -> WorkerPool:
         return WorkerPool(cfg.workers, options)
 

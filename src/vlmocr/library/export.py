@@ -29,6 +29,7 @@ from typing import Any, Iterable, Iterator
 import orjson
 
 from ..exceptions import UsageError
+from ..figures import add_figures
 from ..outputs import assemble_markdown
 from ..store import replace_dir, write_text_atomic
 from .catalog import DOCS, Catalog, is_library
@@ -96,7 +97,9 @@ def _from_runs(paths: list[Path], layer: str, include_incomplete: bool, source_r
             "identifiers": [i.as_dict() for i in identify_records(doc.records)],
             "metadata": None,
         }
-        yield ExportDoc(doc_id, doc.records, layer, info)
+        # Figure descriptions (vlmocr describe) travel with the text, as alt text in place.
+        records = add_figures(doc.run.path, doc.records, link_prefix="")
+        yield ExportDoc(doc_id, records, layer, info)
     if skipped:
         notes.append(f"{skipped} incomplete document(s) left out (--include-incomplete to add them)")
 
