@@ -219,3 +219,12 @@ def test_config_file_and_environment_layers(tmp_path):
     cfg.write_text('engin = "textlayer"\n', encoding="utf-8")
     res = run_cli("run", str(pdf), "--out", str(tmp_path / "r2"), "--config", str(cfg))
     assert res.returncode == 3 and "unknown setting(s) engin" in res.stderr
+
+
+def test_a_long_tmpdir_does_not_stop_the_worker_pool(tmp_path):
+    # Cluster jobs get per-job TMPDIRs deep enough to overflow a Unix socket path.
+    deep = tmp_path / ("t" * 60) / ("m" * 60)
+    deep.mkdir(parents=True)
+    pdf = make_text_pdf(tmp_path / "d.pdf", [["A born-digital page, read in a pool under a deep TMPDIR."]])
+    res = run_cli("run", str(pdf), "--out", str(tmp_path / "r"), env={"TMPDIR": str(deep)})
+    assert res.returncode == 0, res.stderr

@@ -7,6 +7,7 @@ plus how many pages it wants in flight. CPU engines run in a process pool; HTTP 
 from __future__ import annotations
 
 import asyncio
+import os
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -34,6 +35,25 @@ class PageReader(Protocol):
     async def aclose(self, abandon: bool = False) -> None: ...
 
 
+def _short_socket_dir() -> None:
+    """The forkserver listens on a Unix socket under $TMPDIR, and socket paths are limited to
+    ~107 bytes. Cluster jobs get long per-job TMPDIRs (/scratch/slurm_tmpdir/job_…/…): put
+    multiprocessing's own directory under /tmp then, or the pool cannot start."""
+    import tempfile
+    from multiprocessing import process, util
+
+    if process.current_process()._config.get("tempdir") or len(tempfile.gettempdir()) <= 60:
+        return
+    if not os.access("/tmp", os.W_OK):
+        return
+    old = tempfile.tempdir
+    tempfile.tempdir = "/tmp"
+    try:
+        util.get_temp_dir()  # created now and cached for this process
+    finally:
+        tempfile.tempdir = old
+
+
 ENGINE_MODULES = {"rapidocr": ["rapidocr", "onnxruntime"], "tesseract": ["pytesseract"]}
 
 
@@ -41,6 +61,7 @@ def _context(engines: tuple[str, ...] = ()) -> multiprocessing.context.BaseConte
     # forkserver: workers never inherit the scheduler's event loop, threads or sockets. The
     # server imports the page code (and the engines' libraries) once, so every worker, and
     # every replacement after a crash, starts with them loaded instead of importing anew.
+    _short_socket_dir()
     ctx = multiprocessing.get_context("forkserver")
     preload = ["vlmocr.pagework", "vlmocr.quality", "numpy", "PIL.Image", "pypdfium2"]
     for name in engines:

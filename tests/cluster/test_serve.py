@@ -494,3 +494,24 @@ def test_port_helpers():
         assert serving.port_owned_by_group(s.getsockname()[1], os.getpgid(0)) in (True, None)
     with pytest.raises(EndpointUnavailable):
         raise serving.ForeignServer("x")
+
+
+def test_grid_serve_loads_the_model_once_for_every_cell(tmp_path, scratch):
+    from support.pagecode import make_coded_png
+
+    truth = tmp_path / "truth"
+    truth.mkdir()
+    for code in (1, 2, 3):
+        make_coded_png(truth / f"p{code}.png", code)
+        (truth / f"p{code}.txt").write_text(expected_text(code), encoding="utf-8")
+    env = fake_env(tmp_path, scratch)
+    out = tmp_path / "grid"
+    res = run_cli("grid", "--truth", str(truth), "--out", str(out), "--serve", "qwen3-vl",
+                  "--longest-side", "800,1200", "--engine", "openai", "--json", env=env)
+    assert res.returncode == 0, res.stderr
+    cells = json.loads(res.stdout)["cells"]
+    assert len(cells) == 2 and all(c["corpus"]["cer"] == 0 and c["exit_code"] == 0 for c in cells), cells
+    logs = list((out / "logs").glob("server-*.log"))
+    assert len(logs) == 1  # one server for both cells
+    rec = read_record(tmp_path)
+    assert gone(rec["pid"])

@@ -311,6 +311,7 @@ def grid_command(
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for the 95 % intervals."),
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
     config: Optional[Path] = typer.Option(None, "--config", help="TOML file with run settings shared by every cell."),
+    serve: Optional[str] = typer.Option(None, "--serve", help="Start one server for this profile, read every cell, stop it."),
     json_out: bool = typer.Option(False, "--json", help="Print the ranking as JSON on stdout."),
 ) -> int:
     """Read one sample under every combination of settings and rank the cells by CER."""
@@ -328,9 +329,20 @@ def grid_command(
             c = cell.evaluation.corpus
             console.print(f"grid: cell {i}/{n} {name}: CER {_pct(c.cer)} % [{_ci(c.cer_ci)}], {c.missing} missing")
 
-    cells = run_grid(truth, out, axes, inputs=list(paths or []), manifest=manifest,
-                     base={"endpoint": endpoint, "workers": workers}, config_file=config, sample=sample,
-                     resamples=bootstrap, seed=seed, on_cell=on_cell)
+    from ..cluster.serve import serve_for_run
+    from ..config import RunConfig
+
+    # --serve: one server for every cell (a prompt × dpi grid loads the model once); each cell's
+    # profile brings its prompt and sizing, the served model answers them all.
+    served = RunConfig(serve=serve, out=out, endpoint=endpoint, model=(model if model and "," not in model else None))
+    with serve_for_run(served):
+        base = {"endpoint": served.endpoint, "workers": workers}
+        if serve:
+            base.update(model=served.model, server_kind=served.server_kind)
+            axes["model"] = []
+            axes["profile"] = axes["profile"] or [serve]
+        cells = run_grid(truth, out, axes, inputs=list(paths or []), manifest=manifest, base=base,
+                         config_file=config, sample=sample, resamples=bootstrap, seed=seed, on_cell=on_cell)
     data = {"truth": str(truth), "out": str(out), "axes": {k: v for k, v in axes.items() if v},
             "cells": [c.as_dict() for c in cells]}
     write_json_atomic(out / "grid.json", data)

@@ -91,6 +91,42 @@ def _with_stop_grace(run_args: list[str], signal_lead: int) -> list[str]:
     return [*run_args, "--stop-grace", f"{sl.default_stop_grace(signal_lead):g}"]
 
 
+@slurm_app.command("grid", context_settings=PASS_THROUGH)
+def grid_command(
+    ctx: typer.Context,
+    out: Path = typer.Option(..., "--out", "-o", help="Run directory (the grid goes to RUN/grid)."),
+    partition: Optional[str] = typer.Option(None, help="SLURM partition."),
+    gpus_per_task: Optional[str] = typer.Option(None, help="GPUs for the job, e.g. 1 or a100:1."),
+    cpus_per_task: Optional[int] = typer.Option(None, help="CPUs for the job."),
+    time_limit: Optional[str] = typer.Option(None, "--time", help="Time limit, e.g. 2:00:00."),
+    mem: Optional[str] = typer.Option(None, help="Memory, e.g. 32G."),
+    account: Optional[str] = typer.Option(None, help="SLURM account."),
+    qos: Optional[str] = typer.Option(None, help="SLURM QOS."),
+    constraint: Optional[str] = typer.Option(None, help="SLURM node constraint."),
+    mail_user: Optional[str] = typer.Option(None, help="Mail this address when the job ends or fails."),
+    mail_type: str = typer.Option("END,FAIL", help="SLURM --mail-type."),
+    signal_lead: int = typer.Option(sl.DEFAULT_SIGNAL_LEAD, help="Seconds before the limit the batch shell gets SIGTERM."),
+    sbatch_arg: Optional[List[str]] = typer.Option(None, help="Another #SBATCH option (repeatable)."),
+    python: Optional[str] = typer.Option(None, help="Python that runs vlmocr on the node (default: this one)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Write the script; do not submit."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable result on stdout."),
+) -> int:
+    """One job reading a prompt × dpi grid against one server it starts (the model loads once).
+
+    vlmocr slurm grid --out RUN [SLURM OPTIONS] -- --truth T --serve P --profile A,B --dpi 150,200 …
+
+    Everything after the SLURM options is given to `vlmocr grid` on the node; results in RUN/grid.
+    """
+    options = _options(partition, gpus_per_task, cpus_per_task, time_limit, mem, account, qos, constraint,
+                       mail_user, mail_type, signal_lead, None, sbatch_arg)
+    result = sl.submit_grid(out, [a for a in ctx.args if a != "--"], options=options, dry_run=dry_run, python=python)
+    if json_out:
+        print(json.dumps(result))
+    else:
+        print(f"grid job {result['job_id'] or '(dry run)'}: {result['script']}")
+    return int(ExitCode.ok)
+
+
 @slurm_app.command("submit", context_settings=PASS_THROUGH)
 def submit_command(
     ctx: typer.Context,

@@ -292,7 +292,7 @@ _EXIT_MEANINGS = {
 
 def render_script(*, kind: str, run_dir: Path, python: str, shards: int | None, run_args: Sequence[str],
                   options: SlurmOptions, submit_dir: Path, commit: str | None, job_name: str,
-                  generated_at: str | None = None) -> str:
+                  generated_at: str | None = None, command: Sequence[str] | None = None) -> str:
     """The text of a self-contained sbatch script.
 
     ``kind`` "bulk" is an array (one task per shard, ``--shard $SLURM_ARRAY_TASK_ID/N`` into
@@ -300,7 +300,7 @@ def render_script(*, kind: str, run_dir: Path, python: str, shards: int | None, 
     background and forwards SIGTERM to it (bash runs traps only between commands)."""
     q = shlex.quote
     run_dir = Path(run_dir)
-    array = kind != "gate"
+    array = kind not in ("gate", "grid")
     if array and not shards:
         raise UsageError("an array job needs the number of shards")
     lines = ["#!/bin/bash"]
@@ -315,7 +315,7 @@ def render_script(*, kind: str, run_dir: Path, python: str, shards: int | None, 
         lines.append(f"#SBATCH --array={spec}")
         lines.append("#SBATCH --output=logs/%A_%a.out")
     else:
-        lines.append("#SBATCH --output=logs/gate_%j.out")
+        lines.append(f"#SBATCH --output=logs/{kind}_%j.out")
     lines.append("#SBATCH --open-mode=append")
     for directive in options.directives():
         lines.append(f"#SBATCH {directive}")
@@ -336,7 +336,7 @@ TASK="{kind}-$K"
 SHARD_JSON="$K"
 """
     else:
-        body += f"""OUT="$RUN_DIR/gate"
+        body += f"""OUT="$RUN_DIR/{kind}"
 TASK={kind}
 SHARD_JSON=null
 """
@@ -372,11 +372,15 @@ echo "== submitted from vlmocr commit $SUBMITTED_COMMIT; TMPDIR=$JOB_TMP"
 cd -- "$SUBMIT_DIR" 2>/dev/null || cd -- "$RUN_DIR" || exit 1
 task_state RUNNING null
 """.replace("MEANINGS", meanings)  # (only this literal chunk: user values never pass through replace)
-    cmd = ['"$PYTHON"', "-m", "vlmocr", "run", "--manifest", '"$MANIFEST"', "--out", '"$OUT"']
-    if array:
-        cmd += ["--shard", '"$K/$N"']
-    cmd += [q(a) for a in run_args]
-    body += f"""echo "== $(date -Is) vlmocr run{' shard $K/$N' if array else ''} -> $OUT"
+    if command is not None:
+        # Another vlmocr command in the same harness (e.g. a grid): same env, logs and signals.
+        cmd = ['"$PYTHON"', "-m", "vlmocr", *[q(a) for a in command], "--out", '"$OUT"']
+    else:
+        cmd = ['"$PYTHON"', "-m", "vlmocr", "run", "--manifest", '"$MANIFEST"', "--out", '"$OUT"']
+        if array:
+            cmd += ["--shard", '"$K/$N"']
+        cmd += [q(a) for a in run_args]
+    body += f"""echo "== $(date -Is) vlmocr {command[0] if command else 'run'}{' shard $K/$N' if array else ''} -> $OUT"
 {" ".join(cmd)} &
 pid=$!
 """
@@ -915,6 +919,34 @@ def submit_gate(run_dir: Path, *, gate_paths: Sequence[str] = (), gate_manifest:
             "gate_job": gate_id, "bulk_job": bulk.job_id,
             "truth_pages": len(matched), "submitted_at": now_iso(), "decision": None,
         })
+    return result
+
+
+def submit_grid(run_dir: Path, grid_args: Sequence[str], *, options: SlurmOptions | None = None,
+                dry_run: bool = False, python: str | None = None) -> dict[str, Any]:
+    """One job that reads a prompt × dpi (× profile) grid against ONE server it starts
+    (`vlmocr grid --serve P …`), so the model loads once for every cell. Results land in
+    RUN/grid (grid.json, one run directory per cell)."""
+    options = options or SlurmOptions()
+    run_dir = Path(run_dir).resolve()
+    if "--out" in grid_args or "-o" in grid_args:
+        raise UsageError("the grid writes to RUN/grid: give --out to `vlmocr slurm grid`, not to the grid")
+    if "--truth" not in grid_args:
+        raise UsageError("a grid needs --truth (pass the `vlmocr grid` options after --)")
+    (run_dir / SLURM_DIR / "logs").mkdir(parents=True, exist_ok=True)
+    script = run_dir / SLURM_DIR / "grid.sbatch"
+    text = render_script(kind="grid", run_dir=run_dir, python=python or sys.executable, shards=None, run_args=(),
+                         options=options, submit_dir=Path.cwd(), commit=vlmocr_commit(),
+                         job_name=job_name_for(run_dir, "grid"),
+                         command=["grid", *[os.path.abspath(a) if os.path.exists(a) else a for a in grid_args]])
+    script.write_text(text, encoding="utf-8")
+    result: dict[str, Any] = {"script": str(script), "job_id": None}
+    if not dry_run:
+        result["job_id"] = sbatch(script, [])
+        record_job(run_dir, {"kind": "grid", "job_id": result["job_id"], "array": None, "shards": None,
+                             "held": False, "dependency": None, "script": str(script.relative_to(run_dir)),
+                             "submitted_at": now_iso(), "sbatch": ["sbatch", "--parsable", script.name],
+                             "run_args": list(grid_args), "argv": sys.argv[1:], "cwd": str(Path.cwd())})
     return result
 
 
