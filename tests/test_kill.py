@@ -116,3 +116,43 @@ def test_a_second_run_on_the_same_directory_is_refused(tmp_path):
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=120)
     assert other.returncode == 6 and "in use by pid" in other.stderr
+
+
+def descendants(pid: int) -> set[int]:
+    out: set[int] = set()
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            try:
+                kids = [int(k) for k in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            for k in kids:
+                if k not in out:
+                    out.add(k)
+                    todo.append(k)
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_kill_9_leaves_no_orphaned_workers(tmp_path):
+    c = corpus(tmp_path, docs=1, pages=8)
+    run = tmp_path / "run"
+    proc = start(c, run)
+    wait_for(run, 1, proc)
+    kids = descendants(proc.pid)
+    assert kids, "the run should have worker processes"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    t0 = time.monotonic()
+    while any(alive(k) for k in kids) and time.monotonic() - t0 < 20:
+        time.sleep(0.1)
+    assert not [k for k in kids if alive(k)]

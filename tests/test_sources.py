@@ -109,3 +109,9 @@ def test_manifest_original_path_becomes_the_source(tmp_path):
     m.write_text("doc_id,path,original_path\nx,staged/0001.pdf,/archive/Müller brief.pdf\n", encoding="utf-8")
     (d,) = discover(manifest=m)
     assert d.source == "/archive/Müller brief.pdf" and d.path == tmp_path / "staged" / "0001.pdf"
+
+
+def test_a_symlink_to_itself_is_listed_not_dropped(tmp_path):
+    os.symlink(tmp_path / "self.pdf", tmp_path / "self.pdf")
+    (d,) = discover([tmp_path])
+    assert d.doc_id == "self"

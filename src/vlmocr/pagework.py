@@ -26,10 +26,33 @@ def init_worker(options: dict[str, Any]) -> None:
     """Pool initializer. Ctrl-C is the scheduler's business: workers ignore SIGINT so a
     graceful stop can let pages in flight finish."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_scheduler(options.get("scheduler_pid"))
     os.environ["OMP_THREAD_LIMIT"] = "1"  # tesseract: 10x faster with one thread per process
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     _engine_options.clear()
     _engine_options.update(options)
+
+
+def _die_with_scheduler(pid: int | None) -> None:
+    """Exit when the scheduler is gone (even by kill -9). Workers are children of the
+    forkserver, and the forkserver lives as long as any worker holds its pipe: without this
+    watch, every killed run would leave the whole family idling as orphans."""
+    import threading
+
+    if not pid:
+        return
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                os._exit(0)
+            except PermissionError:
+                pass  # alive, another user's (never ours to judge)
+
+    threading.Thread(target=watch, name="vlmocr-scheduler-watch", daemon=True).start()
 
 
 def engine(name: str) -> Any:

@@ -79,7 +79,7 @@ class WorkerPool:
 
     def __init__(self, workers: int, options: dict[str, Any]) -> None:
         self.workers = workers
-        self.options = options
+        self.options = {**options, "scheduler_pid": os.getpid()}
         self._pool = self._new_pool(workers)
         self._generation = 0
         self._quarantine_lock = asyncio.Lock()

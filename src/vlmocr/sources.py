@@ -119,7 +119,7 @@ def walk_folder(root: Path) -> Iterator[Path]:
             try:
                 is_dir = entry.is_dir(follow_symlinks=True)
             except OSError:
-                continue
+                is_dir = False  # a link to itself: listed, so it gets a bad_input record
             if is_dir:
                 yield from visit(path)
             elif path.suffix.lower() in SUPPORTED_EXTS:

@@ -1,0 +1,381 @@
+"""Bad input: a corpus of hostile documents through `vlmocr run`; every case must end with a clear
+record (bad_input naming its reason, or ok — flagged `downscaled` where the page was too big) and
+the run must complete with the right exit code (1: bad_input pages are failures). Then memory and
+speed on a 5 000-page PDF against a 50-page one (issue 10, figure 6).
+
+    python benchmarks/bench_bad_input.py            # the corpus with --engine textlayer, the
+                                                    # huge pages with --engine rapidocr --dpi 50,
+                                                    # and the 5 000 vs 50 pages comparison
+    python benchmarks/bench_bad_input.py --quick    # 500 vs 50 pages, a 12 000 px PNG
+
+The cases: corrupt PDF, truncated PDF, encrypted PDF, zero-page PDF, a 200×200-inch PDF page, a
+30 000×30 000 PNG (over the 400 MP hard limit) and a 20 000×20 000 one (at it), hostile file
+names (spaces, quotes, `$(…)`, backticks, newline, non-ASCII, a 250-byte name), a symlink loop
+and a self-referencing symlink, a dangling symlink, a truncated JPEG, and the big PDF.
+
+Peak RSS: the sum of RSS over the run's process tree, sampled every 50 ms, plus ru_maxrss of
+the run's process tree (largest single process) from wait4. Prints Markdown tables and RESULT
+lines; exits 1 when a case misbehaves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ---------------------------------------------------------------------------------------------
+# The corpus
+# ---------------------------------------------------------------------------------------------
+
+
+def text_pdf(path: Path, pages: int, size: tuple[float, float] = (595, 842), label: str = "page") -> Path:
+    """A born-digital PDF: one short text line per page (cheap to make and to read)."""
+    from reportlab.pdfgen.canvas import Canvas
+
+    c = Canvas(str(path), pagesize=size, invariant=1)
+    for n in range(1, pages + 1):
+        c.setFont("Helvetica", 12)
+        c.drawString(72, size[1] - 72, f"This is {label} {n} of {pages}, a short line of real text.")
+        c.showPage()
+    c.save()
+    return path
+
+
+def png_white(path: Path, width: int, height: int) -> Path:
+    """A white 8-bit gray PNG written row by row (Pillow would need width×height bytes)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    comp = zlib.compressobj(1)
+    row = b"\0" + b"\xff" * width
+    parts = []
+    for _ in range(height):
+        parts.append(comp.compress(row))
+    parts.append(comp.flush())
+    with path.open("wb") as fh:
+        fh.write(b"\x89PNG\r\n\x1a\n")
+        fh.write(chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)))
+        fh.write(chunk(b"IDAT", b"".join(parts)))
+        fh.write(chunk(b"IEND", b""))
+    return path
+
+
+HOSTILE_NAMES = [
+    "with  spaces .pdf",
+    "quotes ' and \" .pdf",
+    "$(touch PWNED-dollar).pdf",
+    "`touch PWNED-backtick`.pdf",
+    "new\nline.pdf",
+    "ünïcødé 文書 – ëxtra.pdf",
+    "a" * 246 + ".pdf",  # 250 bytes: over the 180-byte doc-id limit, under NAME_MAX
+    "-starts-with-dash.pdf",
+    ";rm -rf nothing;.pdf",
+]
+
+
+def make_corpus(folder: Path, huge_png: int) -> dict[str, dict[str, Any]]:
+    """Write the cases; returns {relative path: {"expect": status set, "why": …}}."""
+    import pypdfium2 as pdfium
+    from PIL import Image
+    from reportlab.pdfgen.canvas import Canvas
+
+    folder.mkdir(parents=True)
+    cases: dict[str, dict[str, Any]] = {}
+    good = text_pdf(folder / "good.pdf", 2)
+    cases["good.pdf"] = {"expect": {"ok"}, "what": "control: a 2-page text PDF"}
+
+    (folder / "corrupt.pdf").write_bytes(b"%PDF-1.7\n" + os.urandom(4096))
+    cases["corrupt.pdf"] = {"expect": {"bad_input"}, "what": "corrupt PDF (header + random bytes)"}
+
+    data = good.read_bytes()
+    (folder / "truncated.pdf").write_bytes(data[: len(data) // 2])
+    cases["truncated.pdf"] = {"expect": {"bad_input", "ok"}, "what": "PDF cut in half"}
+
+    c = Canvas(str(folder / "encrypted.pdf"), encrypt="secret-password")
+    c.drawString(72, 720, "secret")
+    c.showPage()
+    c.save()
+    cases["encrypted.pdf"] = {"expect": {"bad_input"}, "what": "encrypted PDF (user password)"}
+
+    empty = pdfium.PdfDocument.new()
+    empty.save(str(folder / "zero-pages.pdf"))
+    empty.close()
+    cases["zero-pages.pdf"] = {"expect": {"bad_input"}, "what": "zero-page PDF"}
+
+    text_pdf(folder / "huge-page.pdf", 1, size=(200 * 72, 200 * 72), label="huge page")
+    cases["huge-page.pdf"] = {"expect": {"ok"}, "what": "PDF page of 200×200 inches", "huge": True}
+
+    png_white(folder / "huge-30000.png", 30_000, 30_000)
+    cases["huge-30000.png"] = {"expect": {"bad_input"}, "what": "30 000×30 000 PNG (900 MP)", "huge": True}
+    png_white(folder / f"huge-{huge_png}.png", huge_png, huge_png)
+    cases[f"huge-{huge_png}.png"] = {
+        "expect": {"ok", "empty", "bad_input"},
+        "what": f"{huge_png:,}×{huge_png:,} PNG ({huge_png * huge_png / 1e6:.0f} MP)",
+        "huge": True,
+    }
+
+    buf = io.BytesIO()
+    Image.new("RGB", (800, 600), "white").save(buf, "JPEG", quality=90)
+    (folder / "cut-jpeg.jpg").write_bytes(buf.getvalue()[: len(buf.getvalue()) // 2])
+    # The text layer engine never decodes an image (empty, no_text_layer); an OCR engine must
+    # say bad_input.
+    cases["cut-jpeg.jpg"] = {"expect": {"bad_input", "empty"}, "ocr_expect": {"bad_input"},
+                             "what": "JPEG cut in half", "huge": True}
+
+    (folder / "not-a-pdf.pdf").write_text("just text, no PDF at all\n")
+    cases["not-a-pdf.pdf"] = {"expect": {"bad_input"}, "what": "text file named .pdf"}
+
+    (folder / "empty-file.pdf").write_bytes(b"")
+    cases["empty-file.pdf"] = {"expect": {"bad_input"}, "what": "0-byte .pdf"}
+
+    names = folder / "names"
+    names.mkdir()
+    for name in HOSTILE_NAMES:
+        shutil.copyfile(good, names / name)
+        cases[f"names/{name}"] = {"expect": {"ok"}, "what": f"hostile name {name!r}"[:60]}
+
+    loops = folder / "loops"
+    loops.mkdir()
+    shutil.copyfile(good, loops / "inside.pdf")
+    cases["loops/inside.pdf"] = {"expect": {"ok"}, "what": "a file next to the symlink loops"}
+    os.symlink("..", loops / "up")  # loops/up/loops/up/… : a directory loop
+    os.symlink("self.pdf", loops / "self.pdf")  # a link to itself (ELOOP)
+    cases["loops/self.pdf"] = {"expect": {"bad_input", None}, "what": "symlink to itself"}
+    os.symlink("nowhere.pdf", loops / "dangling.pdf")
+    cases["loops/dangling.pdf"] = {"expect": {"bad_input"}, "what": "dangling symlink"}
+    return cases
+
+
+# ---------------------------------------------------------------------------------------------
+# Running and measuring
+# ---------------------------------------------------------------------------------------------
+
+
+def _tree_rss_kb(root_pid: int) -> int:
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                stat = fh.read()
+            fields = stat[stat.rfind(")") + 2:].split()
+            pid = int(entry)
+            children.setdefault(int(fields[1]), []).append(pid)
+            rss[pid] = int(fields[21]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+        except (OSError, ValueError, IndexError):
+            continue
+    total, stack = 0, [root_pid]
+    while stack:
+        pid = stack.pop()
+        total += rss.get(pid, 0)
+        stack.extend(children.get(pid, []))
+    return total
+
+
+def run_vlmocr(args: list[str], timeout: float = 1800) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))}
+    cmd = [sys.executable, "-m", "vlmocr", "run", *args]
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    peak = [0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], _tree_rss_kb(proc.pid))
+            done.wait(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    out_chunks: list[bytes] = []
+    err_chunks: list[bytes] = []
+    readers = [
+        threading.Thread(target=lambda: out_chunks.append(proc.stdout.read()), daemon=True),  # type: ignore[union-attr]
+        threading.Thread(target=lambda: err_chunks.append(proc.stderr.read()), daemon=True),  # type: ignore[union-attr]
+    ]
+    for t in readers:
+        t.start()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.monotonic() - t0
+    done.set()
+    for t in readers:
+        t.join(timeout)
+    return {
+        "rc": proc.returncode,
+        "wall_s": wall,
+        "peak_tree_rss_mb": peak[0] / 1024,
+        "maxrss_mb": usage.ru_maxrss / 1024,
+        "stdout": b"".join(out_chunks).decode("utf-8", "replace"),
+        "stderr": b"".join(err_chunks).decode("utf-8", "replace"),
+    }
+
+
+def read_records(run: Path) -> list[dict[str, Any]]:
+    path = run / "pages.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
+
+
+def judge(cases: dict[str, dict[str, Any]], corpus: Path, run: Path, only_huge: bool = False) -> list[dict[str, Any]]:
+    recs = read_records(run)
+    by_source: dict[str, list[dict[str, Any]]] = {}
+    for r in recs:
+        src = os.path.relpath(r["source"], corpus) if os.path.isabs(r["source"]) else r["source"]
+        if src.startswith(str(corpus)):
+            src = src[len(str(corpus)) + 1:]
+        by_source.setdefault(os.path.normpath(src), []).append(r)
+    rows = []
+    for rel, case in cases.items():
+        if only_huge and not case.get("huge"):
+            continue
+        rs = by_source.get(os.path.normpath(rel), [])
+        statuses = sorted({r["status"] for r in rs})
+        flags = sorted({f for r in rs for f in (r.get("flags") or [])})
+        reasons = sorted({(r.get("error") or "")[:110] for r in rs if r.get("error")})
+        allowed = case.get("ocr_expect", case["expect"]) if only_huge else case["expect"]
+        fine = (not rs and None in allowed) or (bool(rs) and set(statuses) <= allowed)
+        if rs and "bad_input" in statuses and not reasons:
+            fine = False  # a bad_input record must say why
+        rows.append({
+            "case": rel, "what": case["what"], "records": len(rs), "pages": sorted({r["page"] for r in rs})[:3],
+            "statuses": statuses, "flags": flags, "reason": "; ".join(reasons),
+            "size": sorted({f"{r.get('width')}x{r.get('height')}" for r in rs if r.get("width")}),
+            "doc_ids": sorted({r["doc_id"] for r in rs}), "fine": fine,
+        })
+    return rows
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    out = ["| case | records | status | flags | image px | reason / doc id | verdict |", "|---|---:|---|---|---|---|---|"]
+    for r in rows:
+        note = r["reason"] or ", ".join(repr(d)[:50] for d in r["doc_ids"])
+        out.append(
+            f"| {r['what'].replace('|', '/')} | {r['records']} | {', '.join(r['statuses']) or '—'} | "
+            f"{', '.join(r['flags'])} | {', '.join(r['size'])} | {note.replace('|', '/')} | "
+            f"{'ok' if r['fine'] else '**MISBEHAVES**'} |"
+        )
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--big-pages", type=int, default=5000)
+    ap.add_argument("--small-pages", type=int, default=50)
+    ap.add_argument("--huge-png", type=int, default=20_000)
+    ap.add_argument("--no-rapidocr", action="store_true", help="skip the huge pages with rapidocr")
+    ap.add_argument("--workdir", type=Path)
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.big_pages, args.huge_png = 500, 12_000
+    tmp = None
+    if args.workdir:
+        work = args.workdir
+        shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True)
+    else:
+        tmp = tempfile.mkdtemp(prefix="vlmocr-bad-")
+        work = Path(tmp)
+    bad = False
+    try:
+        t0 = time.monotonic()
+        corpus = work / "corpus"
+        cases = make_corpus(corpus, args.huge_png)
+        print(f"corpus: {len(cases)} cases in {time.monotonic() - t0:.1f} s", file=sys.stderr)
+
+        # 1. The whole corpus with the text layer engine; then again (resume must be stable).
+        run = work / "run-textlayer"
+        res = run_vlmocr([str(corpus), "--out", str(run), "--engine", "textlayer", "--workers", "2"])
+        rows = judge(cases, corpus, run)
+        print("## textlayer\n")
+        print(f"exit {res['rc']}, {res['wall_s']:.1f} s, peak tree RSS {res['peak_tree_rss_mb']:.0f} MB\n")
+        print("`" + res["stdout"].strip().splitlines()[-1] + "`\n" if res["stdout"].strip() else "(no stdout)\n")
+        print(table(rows))
+        if res["rc"] != 1:
+            bad = True
+            print(f"MISBEHAVES exit code {res['rc']} (expected 1: bad_input pages are failures)\n{res['stderr'][-2000:]}")
+        again = run_vlmocr([str(corpus), "--out", str(run), "--engine", "textlayer", "--workers", "2"])
+        n_before = len(rows) and sum(r["records"] for r in rows)
+        n_after = sum(r["records"] for r in judge(cases, corpus, run))
+        print(f"\nRESULT rerun: exit {again['rc']}, records {n_before} → {n_after}, {again['wall_s']:.1f} s")
+        pwned = [*Path.cwd().glob("PWNED*"), *work.rglob("PWNED*")]
+        print(f"RESULT hostile names: files named PWNED* created: {len(pwned)}")
+        bad |= bool(pwned) or again["rc"] != res["rc"] or n_after != n_before
+        misbehaving = [r for r in rows if not r["fine"]]
+        bad |= bool(misbehaving)
+        print(f"RESULT textlayer corpus: {len(rows)} cases, {len(rows) - len(misbehaving)} with a clear record, "
+              f"exit {res['rc']}, peak tree RSS {res['peak_tree_rss_mb']:.0f} MB")
+
+        # 2. The huge pages with rapidocr at 50 dpi.
+        if not args.no_rapidocr:
+            huge = work / "huge"
+            huge.mkdir()
+            for rel, case in cases.items():
+                if case.get("huge"):
+                    os.link(corpus / rel, huge / rel)
+            run2 = work / "run-rapidocr"
+            res2 = run_vlmocr([str(huge), "--out", str(run2), "--engine", "rapidocr", "--dpi", "50", "--workers", "2"])
+            rows2 = judge({k: v for k, v in cases.items() if v.get("huge")}, huge, run2, only_huge=True)
+            print("\n## rapidocr --dpi 50, huge pages only\n")
+            print(f"exit {res2['rc']}, {res2['wall_s']:.1f} s, peak tree RSS {res2['peak_tree_rss_mb']:.0f} MB, "
+                  f"largest process {res2['maxrss_mb']:.0f} MB\n")
+            print(table(rows2))
+            bad |= any(not r["fine"] for r in rows2)
+            print(f"RESULT rapidocr huge pages: exit {res2['rc']}, {res2['wall_s']:.1f} s, peak tree RSS "
+                  f"{res2['peak_tree_rss_mb']:.0f} MB; flags {[r['flags'] for r in rows2]}")
+
+        # 3. Memory and speed: the big PDF alone against a small one (same pages).
+        mem_rows = []
+        for pages in (args.small_pages, args.big_pages):
+            folder = work / f"pdf{pages}"
+            folder.mkdir()
+            t = time.monotonic()
+            text_pdf(folder / f"p{pages}.pdf", pages)
+            gen = time.monotonic() - t
+            r = run_vlmocr([str(folder), "--out", str(work / f"run{pages}"), "--engine", "textlayer", "--workers", "2"])
+            recs = read_records(work / f"run{pages}")
+            okn = sum(1 for x in recs if x["status"] == "ok")
+            mem_rows.append((pages, gen, r, okn))
+        print("\n## memory and speed, textlayer, one PDF\n")
+        print("| PDF pages | generate s | exit | records ok | wall s | pages/s | peak tree RSS MB | largest process MB |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for pages, gen, r, okn in mem_rows:
+            print(f"| {pages} | {gen:.1f} | {r['rc']} | {okn} | {r['wall_s']:.1f} | {pages / r['wall_s']:.0f} | "
+                  f"{r['peak_tree_rss_mb']:.0f} | {r['maxrss_mb']:.0f} |")
+        (sp, _, sr, sok), (bp, _, br, bok) = mem_rows
+        ratio = br["peak_tree_rss_mb"] / sr["peak_tree_rss_mb"]
+        ratio_max = br["maxrss_mb"] / sr["maxrss_mb"]
+        print(f"\nRESULT memory: {bp}-page PDF peak tree RSS {br['peak_tree_rss_mb']:.0f} MB vs {sp}-page "
+              f"{sr['peak_tree_rss_mb']:.0f} MB: ×{ratio:.2f} (largest process ×{ratio_max:.2f}) "
+              f"for ×{bp / sp:.0f} pages")
+        marginal = (bp - sp) / max(br["wall_s"] - sr["wall_s"], 1e-3)
+        print(f"RESULT speed: {bp}-page PDF {bp / br['wall_s']:.0f} pages/s wall incl. start-up "
+              f"({sp}-page {sp / sr['wall_s']:.0f} pages/s); marginal {marginal:.0f} pages/s "
+              f"(extra pages / extra seconds)")
+        bad |= bok != bp or sok != sp or br["rc"] != 0 or sr["rc"] != 0
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
