@@ -122,8 +122,10 @@ def read_page(spec: dict[str, Any]) -> dict[str, Any]:
         rendered = render_page(path, page, sizing)
         flags += rendered.flags
         img = rendered.image
-        blank = is_blank(img)
-        reading: Reading = engine(reader).read(PageInput(spec["doc_id"], page, img, layer, rendered.dpi, flags))
+        same = str(rendered.same_as_file) if rendered.same_as_file else None
+        reading: Reading = engine(reader).read(PageInput(spec["doc_id"], page, img, layer, rendered.dpi, flags, same))
+        # Ink is counted only when it matters: an empty reading of a blank page is fine.
+        blank = not reading.text.strip() and is_blank(img)
         status, qflags = classify(reading.text, reading.finish_reason, blank_image=blank)
         return PageRecord(
             **base, status=status, text=reading.text, engine=reader, model=reading.model,

@@ -45,6 +45,9 @@ class Rendered:
     image: Image.Image
     dpi: float | None
     flags: list[str] = field(default_factory=list)
+    # The file itself shows exactly this image (a single-frame image file, not resized or
+    # turned): an engine with its own decoder may read the file instead of a re-encoded copy.
+    same_as_file: Path | None = None
 
 
 # ---------------------------------------------------------------- opening documents
@@ -194,6 +197,7 @@ def _render_image(path: Path, page: int, sizing: Sizing) -> Rendered:
             img.seek(page - 1)
             img.load()
             frame = ImageOps.exif_transpose(img)
+            turned = frame is not img and img.getexif().get(0x0112, 1) not in (0, 1)
         except (OSError, ValueError, SyntaxError) as exc:
             raise BadInput(f"truncated or corrupt image ({exc}): {path.name} frame {page}") from None
         src_dpi = image_dpi(img)
@@ -211,7 +215,8 @@ def _render_image(path: Path, page: int, sizing: Sizing) -> Rendered:
     if abs(target - 1.0) > 1e-3:
         frame = frame.resize((max(1, round(w * target)), max(1, round(h * target))), Image.Resampling.LANCZOS)
     dpi = round(src_dpi * target, 2) if src_dpi else None
-    return Rendered(frame, dpi, flags)
+    untouched = n == 1 and abs(target - 1.0) <= 1e-3 and not turned
+    return Rendered(frame, dpi, flags, same_as_file=path if untouched else None)
 
 
 def image_dpi(img: Image.Image) -> float | None:

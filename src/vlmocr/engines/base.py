@@ -18,6 +18,7 @@ class PageInput:
     text_layer: str | None = None
     dpi: float | None = None
     flags: list[str] = field(default_factory=list)
+    file: str | None = None  # a file showing exactly `image` (see render.Rendered.same_as_file)
 
 
 @dataclass

@@ -42,9 +42,14 @@ class TesseractEngine:
     def read(self, page: PageInput) -> Reading:
         assert page.image is not None
         dpi = int(page.dpi) if page.dpi else 300
-        # Hand tesseract a file we wrote with fast PNG compression: pytesseract's own save
-        # uses Pillow's default level and cost ~10 % of each page (bench_tesseract.py).
-        with tempfile.NamedTemporaryFile(suffix=".png", prefix="vlmocr-tess-") as tmp:
-            page.image.save(tmp.name, format="PNG", compress_level=1)
-            text = self._tess.image_to_string(tmp.name, lang=self.lang, config=f"--psm {self.psm} --dpi {dpi}")
+        config = f"--psm {self.psm} --dpi {dpi}"
+        if page.file:
+            # The file is the page: tesseract decodes it itself, exactly as the bare CLI does.
+            text = self._tess.image_to_string(page.file, lang=self.lang, config=config)
+        else:
+            # Otherwise a file written with fast PNG compression: pytesseract's own save uses
+            # Pillow's default level and cost ~10 % of each page (bench_tesseract.py).
+            with tempfile.NamedTemporaryFile(suffix=".png", prefix="vlmocr-tess-") as tmp:
+                page.image.save(tmp.name, format="PNG", compress_level=1)
+                text = self._tess.image_to_string(tmp.name, lang=self.lang, config=config)
         return Reading(text=text.strip("\n\x0c"), finish_reason="stop", model=f"tesseract:{self.lang}", revision=self.version)
