@@ -21,6 +21,7 @@ import orjson
 from ..exceptions import EndpointUnavailable
 
 API_KEY_ENV = ("VLMOCR_API_KEY", "OPENAI_API_KEY")
+POOL_SHARD = 32  # connections per httpx pool
 
 
 def api_key_from_env() -> str | None:
@@ -94,18 +95,29 @@ class OpenAIClient:
         self.backoff = backoff
         self.backoff_cap = backoff_cap
         self.stats = ClientStats()
-        self._client = httpx.AsyncClient(
-            headers=headers,
-            timeout=httpx.Timeout(timeout, connect=min(30.0, timeout)),
-            limits=httpx.Limits(max_connections=pool_size, max_keepalive_connections=pool_size),
-        )
+        # httpx's pool scans its connections on every request: with hundreds in flight the
+        # client's CPU, not the server, sets the pace (bench_saturation.py, C=256). Several
+        # small pools, taken in turn, keep each scan short.
+        shards = max(1, -(-pool_size // POOL_SHARD))
+        per = -(-pool_size // shards)
+        self._clients = [
+            httpx.AsyncClient(
+                headers=headers,
+                timeout=httpx.Timeout(timeout, connect=min(30.0, timeout)),
+                limits=httpx.Limits(max_connections=per, max_keepalive_connections=per),
+            )
+            for _ in range(shards)
+        ]
+        self._client = self._clients[0]  # preflight and metrics
+        self._turn = 0
 
     @property
     def root(self) -> str:
         return self.base[: -len("/v1")]
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        for client in self._clients:
+            await client.aclose()
 
     # ------------------------------------------------------------------ preflight
 
@@ -161,7 +173,8 @@ class OpenAIClient:
             retry_after = None
             self.stats.in_flight += 1
             try:
-                r = await self._client.post(f"{self.base}/chat/completions", content=payload)
+                self._turn = (self._turn + 1) % len(self._clients)
+                r = await self._clients[self._turn].post(f"{self.base}/chat/completions", content=payload)
             except httpx.TimeoutException as exc:
                 outcome, last = "timeout", f"request timed out ({type(exc).__name__})"
             except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
