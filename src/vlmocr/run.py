@@ -91,7 +91,6 @@ def needs_read(status: Status | None) -> bool:
 
 def versions(cfg: RunConfig) -> dict[str, str | None]:
     import PIL
-    import pypdfium2
 
     v: dict[str, str | None] = {
         "vlmocr": __version__,
@@ -486,6 +485,13 @@ class Scheduler:
             setattr(s, group, getattr(s, group) + n)
             s.records += n
 
+    def _provenance(self) -> dict[str, Any]:
+        """Versions and commit: asked once per run (a tesseract subprocess, a git call), though
+        run.json is written at the start and at the end."""
+        if not hasattr(self, "_provenance_cache"):
+            self._provenance_cache = {"versions": versions(self.cfg), "git_commit": git_commit()}
+        return self._provenance_cache
+
     def _write_run_json(self, docs: list[Document], keys: dict[str, str], started: str, summary: Summary | None) -> None:
         path = self.run_dir / "run.json"
         previous: dict[str, Any] = {}
@@ -511,8 +517,7 @@ class Scheduler:
             "key": settings_key(self.reader.key_material()),
             "keys": sorted(set(keys.values())),
             "key_material": self.reader.key_material(),
-            "versions": versions(self.cfg),
-            "git_commit": git_commit(),
+            **self._provenance(),
             "host": socket.gethostname(),
             "documents": len(docs),
             "shard": self.cfg.shard,
