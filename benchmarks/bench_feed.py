@@ -128,7 +128,7 @@ class Server:
         return self.url[: -len("/v1")] if self.url.endswith("/v1") else self.url
 
     def stats(self) -> dict[str, Any]:
-        import httpx
+        import httpx2 as httpx
 
         return httpx.get(f"{self.root}/_stats", timeout=10).json()
 

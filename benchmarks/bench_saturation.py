@@ -92,7 +92,7 @@ def limits(conc: dict[str, Any] | None) -> str:
 
 
 def reset(server: Server) -> None:
-    import httpx
+    import httpx2 as httpx
 
     httpx.post(f"{server.root}/_reset", timeout=10)
 

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
+import httpx2 as httpx
 import pytest
 from conftest import REPO, finals, run_cli
 from support.openai_server import ServerConfig, serve_in_process

@@ -53,7 +53,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import httpx
+import httpx2 as httpx
 from aiohttp import web
 from PIL import Image
 

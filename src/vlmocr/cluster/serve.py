@@ -705,7 +705,7 @@ class ServerProcess:
     def wait_ready(self, timeout: float = DEFAULT_HEALTH_TIMEOUT, *, progress_every: float = 60.0) -> None:
         """Poll ``GET /health`` until 200 from our own server; raise ServerFailed if it exits or
         the time runs out, ForeignServer if another process answers on the port."""
-        import httpx
+        import httpx2 as httpx
 
         plan = self.plan
         deadline = self.started + timeout
@@ -740,7 +740,7 @@ class ServerProcess:
                 interval = min(interval * 1.5, 2.0)
 
     def versions(self) -> dict[str, str | None]:
-        import httpx
+        import httpx2 as httpx
 
         server_version = None
         try:

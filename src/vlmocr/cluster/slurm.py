@@ -1214,7 +1214,7 @@ def print_versions() -> None:
 
     print(f"== vlmocr {__version__} commit {git_commit() or 'unknown'} ({Path(__file__).resolve().parents[1]})")
     print(f"== python {platform.python_version()} ({sys.executable}) on {socket.gethostname()} {platform.platform()}")
-    pkgs = ["pypdfium2", "pillow", "httpx", "pydantic", "rapidocr", "onnxruntime", "vllm", "sglang", "torch",
+    pkgs = ["pypdfium2", "pillow", "httpx2", "pydantic", "rapidocr", "onnxruntime", "vllm", "sglang", "torch",
             "transformers"]
     print("== " + " ".join(f"{p}={v(p)}" for p in pkgs if v(p)))
     env = {k: os.environ.get(k) for k in ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID",

@@ -1,6 +1,6 @@
 """The OpenAI-compatible chat-completions client (vLLM, SGLang, hosted APIs).
 
-One connection pool, a per-request timeout, and retries with exponential backoff and full
+One connection pool (httpx2), a per-request timeout, and retries with exponential backoff and full
 jitter for what is transient (429 honouring Retry-After, 5xx, connect/read timeouts, dropped
 connections, malformed JSON). A 400 is final for the request: it carries the server's message
 (e.g. the prompt is over the context), which the caller may answer with a smaller image."""
@@ -15,13 +15,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
+import httpx2 as httpx
 import orjson
 
 from ..exceptions import EndpointUnavailable
 
 API_KEY_ENV = ("VLMOCR_API_KEY", "OPENAI_API_KEY")
-POOL_SHARD = 32  # connections per httpx pool
 
 
 def api_key_from_env() -> str | None:
@@ -95,29 +94,21 @@ class OpenAIClient:
         self.backoff = backoff
         self.backoff_cap = backoff_cap
         self.stats = ClientStats()
-        # httpx's pool scans its connections on every request: with hundreds in flight the
-        # client's CPU, not the server, sets the pace (bench_saturation.py, C=256). Several
-        # small pools, taken in turn, keep each scan short.
-        shards = max(1, -(-pool_size // POOL_SHARD))
-        per = -(-pool_size // shards)
-        self._clients = [
-            httpx.AsyncClient(
-                headers=headers,
-                timeout=httpx.Timeout(timeout, connect=min(30.0, timeout)),
-                limits=httpx.Limits(max_connections=per, max_keepalive_connections=per),
-            )
-            for _ in range(shards)
-        ]
-        self._client = self._clients[0]  # preflight and metrics
-        self._turn = 0
+        # httpx2 (pydantic's fork of httpx): httpcore's pool rescans every connection on each
+        # request (encode/httpcore#1035), which at C = 256 made the client's CPU, not the
+        # server, set the pace (BENCHMARKS.md, saturation); httpcore2's pool does not.
+        self._client = httpx.AsyncClient(
+            headers=headers,
+            timeout=httpx.Timeout(timeout, connect=min(30.0, timeout)),
+            limits=httpx.Limits(max_connections=pool_size, max_keepalive_connections=pool_size),
+        )
 
     @property
     def root(self) -> str:
         return self.base[: -len("/v1")]
 
     async def aclose(self) -> None:
-        for client in self._clients:
-            await client.aclose()
+        await self._client.aclose()
 
     # ------------------------------------------------------------------ preflight
 
@@ -173,8 +164,7 @@ class OpenAIClient:
             retry_after = None
             self.stats.in_flight += 1
             try:
-                self._turn = (self._turn + 1) % len(self._clients)
-                r = await self._clients[self._turn].post(f"{self.base}/chat/completions", content=payload)
+                r = await self._client.post(f"{self.base}/chat/completions", content=payload)
             except httpx.TimeoutException as exc:
                 outcome, last = "timeout", f"request timed out ({type(exc).__name__})"
             except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:

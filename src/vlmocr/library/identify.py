@@ -227,7 +227,7 @@ class Crossref:
     def __init__(self, base_url: str = DEFAULT_CROSSREF, cache_dir: Path | None = None, *, delay: float = 1.0,
                  mailto: str | None = None, max_retries: int = 3, max_wait: float = 120.0, timeout: float = 30.0,
                  sleep: Callable[[float], None] = time.sleep) -> None:
-        import httpx
+        import httpx2 as httpx
 
         self.base_url = base_url.rstrip("/")
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
