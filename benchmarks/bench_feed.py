@@ -364,10 +364,12 @@ def write_profile(path: Path, *, longest_side: int, name: str = "bench-feed", co
 # ================================================================ raw render + encode
 
 def raw_task(args: tuple[str, int, int]) -> int:
-    from vlmocr.render import Sizing, encode, render_page
+    """The ceiling: vlmocr's own render + encode of a page (grey pages as one band, as sent)."""
+    from vlmocr.render import Sizing, encode, grey_if_neutral, render_page
 
     path, page, side = args
-    return len(encode(render_page(Path(path), page, Sizing(dpi=None, longest_side=side)).image, "png"))
+    img = render_page(Path(path), page, Sizing(dpi=None, longest_side=side)).image
+    return len(encode(grey_if_neutral(img), "png"))
 
 
 def prepare_task(args: tuple[str, int, int]) -> dict[str, Any]:

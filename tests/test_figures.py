@@ -358,6 +358,15 @@ def test_cli_describes_and_markdown_carries_alt_text(run, server):
     assert run_cli("export", str(run), "--format", "jsonl", "--out", str(out)).returncode == 0
     exported = out.read_text() if out.is_file() else "".join(p.read_text() for p in out.rglob("*.jsonl"))
     assert f"![{DESCRIPTIONS[9001]}](figures/report/p1-f1.png)" in json.loads(exported.splitlines()[0])["text"]
+    # ... and so does the library: its pages, its search and its exports.
+    lib = run.parent / "lib"
+    assert run_cli("publish", str(run), "--library", str(lib)).returncode == 0
+    found = run_cli("search", str(lib), "framed")  # a word only the description of p2-f1 has
+    assert found.returncode == 0 and "report" in found.stdout, found.stdout
+    out = run.parent / "lib-export.jsonl"
+    assert run_cli("export", str(lib), "--format", "jsonl", "--out", str(out)).returncode == 0
+    exported = out.read_text() if out.is_file() else "".join(p.read_text() for p in out.rglob("*.jsonl"))
+    assert f"![{DESCRIPTIONS[9001]}](figures/report/p1-f1.png)" in json.loads(exported.splitlines()[0])["text"]
 
 
 def test_relative_source_found_with_source_root(run, server, base_run):

@@ -889,7 +889,12 @@ async def _describe(run_dir: Path, opts: DescribeOptions, progress: Callable[[st
     except ValueError as exc:
         raise UsageError(f"invalid settings: {exc}") from None
     # The preflight of page reading: the endpoint answers and serves the model.
-    reader = await make_vlm_reader(cfg, lambda: WorkerPool(workers, {}))
+    pool = WorkerPool(workers, {})
+    try:
+        reader = await make_vlm_reader(cfg, pool)
+    except BaseException:
+        pool.shutdown(abandon=True)
+        raise
     writer: RecordWriter | None = None
     signals = 0
     try:

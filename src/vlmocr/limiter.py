@@ -36,6 +36,13 @@ class Limiter:
         self.in_use -= 1
         self._wake()
 
+    async def __aenter__(self) -> "Limiter":
+        await self.acquire()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.release()
+
     def set_limit(self, limit: int) -> None:
         limit = max(1, int(limit))
         if limit != self.limit:
@@ -50,6 +57,15 @@ class Limiter:
             if not fut.done():
                 fut.set_result(None)
                 free -= 1
+
+
+def render_ahead(requests: int, workers: int) -> int:
+    """Pages rendered and waiting for a request slot, beyond the requests at the server. When a
+    wave of answers arrives together, their successors are already encoded, so the server is
+    refilled at once instead of after a round of rendering (without it, K = C kept only
+    0.87-0.91 of C requests at the server: BENCHMARKS.md, saturation). Bounded so that the
+    waiting data URLs (about 1 MB each at 1288 px) stay near 100 MB."""
+    return min(96, max(2 * workers, -(-requests // 4)))
 
 
 def next_limit(limit: int, in_use: int, running: float, waiting: float, lo: int, hi: int) -> int:

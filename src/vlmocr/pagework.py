@@ -16,7 +16,8 @@ from typing import Any
 from .engines.base import PageInput, Reading
 from .exceptions import BadInput
 from .record import PageRecord, Status, now_iso
-from .render import Sizing, count_pages, encode, is_blank, render_page, text_layer, usable_text_layer
+from .render import (Sizing, count_pages, encode, grey_if_neutral, is_blank, render_page, text_layer,
+                     usable_text_layer)
 
 _engines: dict[str, Any] = {}
 _engine_options: dict[str, Any] = {}
@@ -31,6 +32,11 @@ def init_worker(options: dict[str, Any]) -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     _engine_options.clear()
     _engine_options.update(options)
+
+
+def warm() -> int:
+    """A no-op task: submitting it starts a worker process."""
+    return os.getpid()
 
 
 def _die_with_scheduler(pid: int | None) -> None:
@@ -105,19 +111,9 @@ def read_page(spec: dict[str, Any]) -> dict[str, Any]:
         flags: list[str] = []
         layer = ""
         if mode in ("auto", "textlayer"):
-            layer = text_layer(path, page)
-            usable, why = usable_text_layer(layer)
-            if mode == "textlayer" or usable:
-                reading = engine("textlayer").read(PageInput(spec["doc_id"], page, None, layer))
-                status, qflags = classify(reading.text, reading.finish_reason, blank_image=False)
-                if mode == "textlayer" and status is Status.empty:
-                    qflags.append("no_text_layer")
-                return PageRecord(
-                    **base, status=status, text=reading.text, engine="textlayer",
-                    finish_reason=reading.finish_reason, seconds=round(time.perf_counter() - t0, 4),
-                    flags=qflags + (["textlayer"] if usable else []),
-                ).to_json_dict()
-            flags.append(f"textlayer_unusable:{why}")
+            rec, layer, flags = from_text_layer(path, page, mode, base, t0)
+            if rec is not None:
+                return rec
         reader = spec["reader"] if mode == "auto" else mode
         rendered = render_page(path, page, sizing)
         flags += rendered.flags
@@ -146,6 +142,24 @@ def read_page(spec: dict[str, Any]) -> dict[str, Any]:
         ).to_json_dict()
 
 
+def from_text_layer(path: Path, page: int, mode: str, base: dict[str, Any],
+                    t0: float) -> tuple[dict[str, Any] | None, str, list[str]]:
+    """The page's record when its text layer serves it (always, for the textlayer engine;
+    when usable, for auto); otherwise no record, the layer, and the flag saying why not."""
+    layer = text_layer(path, page)
+    usable, why = usable_text_layer(layer)
+    if mode != "textlayer" and not usable:
+        return None, layer, [f"textlayer_unusable:{why}"]
+    reading = engine("textlayer").read(PageInput(base["doc_id"], page, None, layer))
+    status, qflags = classify(reading.text, reading.finish_reason, blank_image=False)
+    if mode == "textlayer" and status is Status.empty:
+        qflags.append("no_text_layer")
+    return PageRecord(
+        **base, status=status, text=reading.text, engine="textlayer", finish_reason=reading.finish_reason,
+        seconds=round(time.perf_counter() - t0, 4), flags=qflags + (["textlayer"] if usable else []),
+    ).to_json_dict(), layer, []
+
+
 def finished_at() -> str:
     return now_iso()
 
@@ -165,18 +179,11 @@ def prepare_for_http(spec: dict[str, Any]) -> dict[str, Any]:
     try:
         flags: list[str] = []
         if spec["engine"] == "auto":
-            layer = text_layer(path, page)
-            usable, why = usable_text_layer(layer)
-            if usable:
-                text = layer.strip("\n")
-                status, qflags = classify(text, "stop", blank_image=False)
-                return {"record": PageRecord(
-                    **base, status=status, text=text, engine="textlayer", finish_reason="stop",
-                    seconds=round(time.perf_counter() - t0, 4), flags=qflags + ["textlayer"],
-                ).to_json_dict()}
-            flags.append(f"textlayer_unusable:{why}")
+            rec, _, flags = from_text_layer(path, page, "auto", base, t0)
+            if rec is not None:
+                return {"record": rec}
         rendered = render_page(path, page, Sizing(**spec["sizing"]))
-        img = rendered.image
+        img = grey_if_neutral(rendered.image)
         fmt = spec.get("format", "png")
         data = encode(img, fmt, int(spec.get("quality", 90)))
         mime = "image/jpeg" if fmt in ("jpeg", "jpg") else "image/png"

@@ -54,7 +54,7 @@ def _short_socket_dir() -> None:
         tempfile.tempdir = old
 
 
-ENGINE_MODULES = {"rapidocr": ["rapidocr", "onnxruntime"], "tesseract": ["pytesseract"]}
+ENGINE_MODULES = {"rapidocr": ["rapidocr", "onnxruntime"], "tesseract": ["vlmocr.engines.tesseract"]}
 
 
 def _context(engines: tuple[str, ...] = ()) -> multiprocessing.context.BaseContext:
@@ -86,9 +86,26 @@ class WorkerPool:
 
     def _new_pool(self, n: int) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(
-            max_workers=n, mp_context=_context(tuple(self.options.get("engines", ()))),
+            max_workers=n, mp_context=_context(tuple(self.options.get("preload", ()))),
             initializer=pagework.init_worker, initargs=(self.options,),
         )
+
+    def warm(self) -> None:
+        """Start the workers in the background. A worker process starts on the first task
+        submitted for it, and submit() waits while the forkserver imports its preload (~0.5 s):
+        a thread does that wait, overlapping it with the scheduler's own start-up."""
+        import threading
+
+        pool = self._pool
+
+        def start() -> None:
+            try:
+                for _ in range(self.workers):
+                    pool.submit(pagework.warm)
+            except RuntimeError:
+                pass  # shut down before it started: nothing to warm
+
+        threading.Thread(target=start, name="vlmocr-pool-warm", daemon=True).start()
 
     async def call(self, fn, *args) -> Any:
         loop = asyncio.get_running_loop()

@@ -141,25 +141,29 @@ def git_commit() -> str | None:
 
 async def make_reader(cfg: RunConfig) -> PageReader:
     reader = cfg.reader()
-    options = {"lang": cfg.lang, "threads": 1}
-    engines = {reader, "textlayer"}
-    if reader == "openai":
-        engines = {cfg.ocr_engine, "textlayer"}  # the fallback engines
-    if "tesseract" in engines:
+    options: dict[str, Any] = {"lang": cfg.lang, "threads": 1}
+    # Engines whose libraries the forkserver imports once for every worker. The VLM reader's
+    # fallback engine is rarely needed: its first use imports it instead of every start-up.
+    options["preload"] = [] if reader == "openai" else sorted({reader, "textlayer"})
+    fallback_or_reader = cfg.ocr_engine if reader == "openai" else reader
+    if fallback_or_reader == "tesseract":
         from .engines.tesseract import TesseractEngine
 
-        TesseractEngine(lang=cfg.lang)  # fail fast, before any page, on a missing binary/language
-
-    options["engines"] = sorted(engines)
-
-    def pool() -> WorkerPool:
-        return WorkerPool(cfg.workers, options)
-
+        # Fail fast, before any page, on a missing binary/language; workers reuse the answer.
+        options["tesseract_version"] = TesseractEngine(lang=cfg.lang).version
+    # The pool starts now, in a thread: the forkserver imports the page code on the other
+    # core while this process imports the HTTP client and asks the endpoint for its models.
+    pool = WorkerPool(cfg.workers, options)
+    pool.warm()
     if reader == "openai":
         from .vlm import make_vlm_reader
 
-        return await make_vlm_reader(cfg, pool)
-    return CpuReader(cfg, pool())
+        try:
+            return await make_vlm_reader(cfg, pool)
+        except BaseException:
+            pool.shutdown(abandon=True)
+            raise
+    return CpuReader(cfg, pool)
 
 
 class Scheduler:

@@ -14,11 +14,11 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 
-from .exceptions import RunLocked
+from .exceptions import RunLocked, VlmocrError
 from .record import CODE_STATUS, STATUS_CODE, PageRecord, Status
 
 log = logging.getLogger(__name__)
@@ -194,14 +194,20 @@ class RecordWriter:
         self.close()
 
 
-class RunLock:
-    """One writer per run directory: a second `vlmocr run` on the same --out fails clearly."""
+class DirLock:
+    """One holder at a time of a directory: fcntl.flock on DIR/.lock, which names its holder
+    ("pid N on HOST") for the message a second process gets. The kernel drops the lock when
+    its holder dies, even by kill -9. A second process fails at once, or waits when asked."""
 
-    def __init__(self, run_dir: Path) -> None:
-        self.path = run_dir / ".lock"
-        self._fh = None
+    error: type[VlmocrError] = RunLocked
+    busy = "{dir} is in use by {holder}"
 
-    def acquire(self) -> None:
+    def __init__(self, directory: Path) -> None:
+        self.path = Path(directory) / ".lock"
+        self._fh: Any = None
+
+    def acquire(self, wait: bool = False, on_wait: Callable[[str], None] | None = None,
+                timeout: float | None = None) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fh = self.path.open("a+")
         try:
@@ -209,8 +215,22 @@ class RunLock:
         except BlockingIOError:
             fh.seek(0)
             holder = fh.read().strip() or "another process"
-            fh.close()
-            raise RunLocked(f"run directory {self.path.parent} is in use by {holder}") from None
+            message = self.busy.format(dir=self.path.parent, holder=holder)
+            if not wait:
+                fh.close()
+                raise self.error(message) from None
+            if on_wait is not None:
+                on_wait(f"waiting: {message}")
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if deadline is not None and time.monotonic() > deadline:
+                        fh.close()
+                        raise self.error(f"{message} (waited {timeout:g} s)") from None
+                    time.sleep(0.05)
         fh.seek(0)
         fh.truncate()
         fh.write(f"pid {os.getpid()} on {os.uname().nodename}\n")
@@ -219,9 +239,25 @@ class RunLock:
 
     def release(self) -> None:
         if self._fh is not None:
+            self._fh.seek(0)
+            self._fh.truncate()
+            self._fh.flush()
             fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
             self._fh.close()
             self._fh = None
+
+    def __enter__(self) -> "DirLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+class RunLock(DirLock):
+    """One writer per run directory: a second `vlmocr run` on the same --out fails clearly."""
+
+    busy = "run directory {dir} is in use by {holder}"
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable
 
 from .config import READER_REVISION, RunConfig
 from .engines.openai import OpenAIClient, RequestFailed, api_key_from_env, parse_metrics, queue_depth
-from .limiter import Limiter, next_limit
+from .limiter import Limiter, next_limit, render_ahead
 from .exceptions import EndpointUnavailable, UsageError
 from .pagework import classify, prepare_for_http, read_page
 from .postprocess import postprocess, split_pages
@@ -35,7 +35,10 @@ class VlmReader:
         self.server_kind = server_kind
         self.model_name = model_name
         self.pool = pool
-        self.max_in_flight = cfg.concurrency or profile.concurrency
+        # Two limits: `requests` counts requests at the server (--concurrency); the scheduler's
+        # page window (`max_in_flight`) adds the pages rendering or rendered and waiting.
+        self.requests = Limiter(cfg.concurrency or profile.concurrency)
+        self.max_in_flight = self.requests.limit + render_ahead(self.requests.limit, pool.workers)
         self.pages_per_request = cfg.pages_per_request
         if self.pages_per_request > profile.multipage.max_pages:
             raise UsageError(f"profile {profile.name} reads at most {profile.multipage.max_pages} page(s) per "
@@ -160,7 +163,8 @@ class VlmReader:
         body = build_chat_request(self.profile, [(p["image"], "") for _, p in batch], self.server_kind,
                                   self.model_name, None)
         try:
-            result = await self.client.chat(body)
+            async with self.requests:
+                result = await self.client.chat(body)
         except RequestFailed:
             result = None
         parts = split_pages(self.profile, result.text, len(batch)) if result is not None else None
@@ -213,7 +217,8 @@ class VlmReader:
         while True:
             body = build_chat_request(self.profile, [(prep["image"], "")], self.server_kind, self.model_name, overrides)
             try:
-                result = await self.client.chat(body)
+                async with self.requests:
+                    result = await self.client.chat(body)
                 break
             except RequestFailed as exc:
                 if exc.kind == "connect":
@@ -268,16 +273,19 @@ class VlmReader:
         rec["flags"] = list(rec.get("flags", [])) + ["fallback", f"fallback_reason:{why}"]
         return rec
 
-    async def control_concurrency(self, limiter: Limiter, interval: float = 0.5) -> None:
-        """Resize `limiter` from the server's queue gauges; a no-op without /metrics."""
-        self.limiter = limiter
+    async def control_concurrency(self, window: Limiter, interval: float = 0.5) -> None:
+        """Resize the request limit from the server's queue gauges, and the scheduler's page
+        `window` with it; a no-op without /metrics."""
+        self.window = window
         if not self.cfg.adaptive:
             return
         text = await self.client.metrics()
         if text is None or queue_depth(parse_metrics(text)) is None:
             return
         self.adaptive_active = True
-        hi = min(1024, max(8, limiter.limit * 8))
+        requests = self.requests
+        hi = min(1024, max(8, requests.limit * 8))
+        workers = self.pool.workers
         while True:
             await asyncio.sleep(interval)
             text = await self.client.metrics()
@@ -287,22 +295,22 @@ class VlmReader:
             running, waiting = depth
             # Requests actually at the server, not pages still rendering: when the client's own
             # CPU is the bottleneck, an idle server queue is no reason to take more pages.
-            at_server = self.client.stats.in_flight
-            limiter.set_limit(next_limit(limiter.limit, at_server, running, waiting, 1, hi))
+            requests.set_limit(next_limit(requests.limit, requests.in_use, running, waiting, 1, hi))
+            window.set_limit(requests.limit + render_ahead(requests.limit, workers))
 
     def live(self) -> str:
         s = self.client.stats
-        lim = getattr(self, "limiter", None)
         elapsed = max(time.monotonic() - self._t0, 1e-6)
-        limit = f"/{lim.limit}" if lim is not None else ""
-        return f"in flight {s.in_flight}{limit}, {s.tokens_out / elapsed:.0f} tok/s, retries {s.retries}"
+        return (f"in flight {self.requests.in_use}/{self.requests.limit}, {s.tokens_out / elapsed:.0f} tok/s, "
+                f"retries {s.retries}")
 
     def final_stats(self) -> dict[str, Any]:
         s = self.client.stats
-        lim = getattr(self, "limiter", None)
-        concurrency = {"start": self.max_in_flight, "adaptive": getattr(self, "adaptive_active", False)}
-        if lim is not None:
-            concurrency.update(final=lim.limit, min=min(lim.history), max=max(lim.history), changes=len(lim.history) - 1)
+        lim = self.requests
+        concurrency = {"start": lim.history[0], "adaptive": getattr(self, "adaptive_active", False),
+                       "final": lim.limit, "min": min(lim.history), "max": max(lim.history),
+                       "changes": len(lim.history) - 1,
+                       "render_ahead": self.max_in_flight - lim.history[0]}
         return {"http_requests": s.requests, "http_retries": s.retries, "outcomes": s.by_outcome,
                 "tokens_in": s.tokens_in, "tokens_out": s.tokens_out, "server_kind": self.server_kind,
                 "model": self.model_name, "profile": self.profile.name, "concurrency": concurrency}
@@ -312,7 +320,7 @@ class VlmReader:
         self.pool.shutdown(abandon)
 
 
-async def make_vlm_reader(cfg: RunConfig, pool_factory: Callable[[], WorkerPool]) -> VlmReader:
+async def make_vlm_reader(cfg: RunConfig, pool: WorkerPool) -> VlmReader:
     """Check the endpoint serves the model before any page is read."""
     if not cfg.endpoint:
         raise UsageError("the openai engine needs --endpoint URL (or --serve PROFILE)")
@@ -334,7 +342,7 @@ async def make_vlm_reader(cfg: RunConfig, pool_factory: Callable[[], WorkerPool]
     except BaseException:
         await client.aclose()
         raise
-    reader = VlmReader(cfg, profile, client, kind, model, pool_factory())
+    reader = VlmReader(cfg, profile, client, kind, model, pool)
     entry = next((m for m in served if m.get("id") == model), {})
     reader.max_model_len = int(entry["max_model_len"]) if isinstance(entry.get("max_model_len"), int) else None
     return reader

@@ -1,6 +1,6 @@
 """The OpenAI-compatible chat-completions client (vLLM, SGLang, hosted APIs).
 
-One connection pool (httpx2), a per-request timeout, and retries with exponential backoff and full
+One aiohttp connection pool, a per-request timeout, and retries with exponential backoff and full
 jitter for what is transient (429 honouring Retry-After, 5xx, connect/read timeouts, dropped
 connections, malformed JSON). A 400 is final for the request: it carries the server's message
 (e.g. the prompt is over the context), which the caller may answer with a smaller image."""
@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx2 as httpx
+import aiohttp
 import orjson
 
 from ..exceptions import EndpointUnavailable
@@ -94,21 +94,33 @@ class OpenAIClient:
         self.backoff = backoff
         self.backoff_cap = backoff_cap
         self.stats = ClientStats()
-        # httpx2 (pydantic's fork of httpx): httpcore's pool rescans every connection on each
-        # request (encode/httpcore#1035), which at C = 256 made the client's CPU, not the
-        # server, set the pace (BENCHMARKS.md, saturation); httpcore2's pool does not.
-        self._client = httpx.AsyncClient(
-            headers=headers,
-            timeout=httpx.Timeout(timeout, connect=min(30.0, timeout)),
-            limits=httpx.Limits(max_connections=pool_size, max_keepalive_connections=pool_size),
-        )
+        # aiohttp: its pool hands out a connection in O(1) and parses in C. httpx/httpcore (and
+        # the httpx2 fork) rescan every pooled connection with syscalls on each request
+        # (encode/httpcore#1035): 1.9-2.5 ms of client CPU per request at 256 in flight against
+        # aiohttp's 0.4, which at C = 256 made the client, not the server, set the pace
+        # (BENCHMARKS.md, saturation). Created lazily: a session belongs to a running loop.
+        self._headers = headers
+        self._pool_size = pool_size
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                headers=self._headers,
+                connector=aiohttp.TCPConnector(limit=self._pool_size, limit_per_host=self._pool_size),
+                timeout=aiohttp.ClientTimeout(total=self.timeout, connect=min(30.0, self.timeout)),
+            )
+        return self._session
 
     @property
     def root(self) -> str:
         return self.base[: -len("/v1")]
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
 
     # ------------------------------------------------------------------ preflight
 
@@ -117,19 +129,19 @@ class OpenAIClient:
         last = ""
         for attempt in range(4):
             try:
-                r = await self._client.get(f"{self.base}/models", timeout=15.0)
-            except httpx.HTTPError as exc:
+                async with self.session.get(f"{self.base}/models", timeout=aiohttp.ClientTimeout(total=15.0)) as r:
+                    status, content = r.status, await r.read()
+            except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
                 last = f"{type(exc).__name__}: {exc}"
             else:
-                if r.status_code == 200:
+                if status == 200:
                     try:
-                        data = r.json()
-                        return list(data.get("data") or [])
-                    except ValueError:
+                        return list(orjson.loads(content).get("data") or [])
+                    except (orjson.JSONDecodeError, AttributeError):
                         last = "the answer to /v1/models is not JSON"
                 else:
-                    last = f"HTTP {r.status_code}: {r.text[:300]}"
-                    if r.status_code in (401, 403, 404):
+                    last = f"HTTP {status}: {content[:300].decode('utf-8', 'replace')}"
+                    if status in (401, 403, 404):
                         break
             await asyncio.sleep(0.5 * (attempt + 1))
         raise EndpointUnavailable(f"endpoint {self.base} is unavailable ({last})")
@@ -137,10 +149,10 @@ class OpenAIClient:
     async def metrics(self) -> str | None:
         """The Prometheus text at /metrics (vLLM, SGLang), or None when there is none."""
         try:
-            r = await self._client.get(f"{self.root}/metrics", timeout=5.0)
-        except httpx.HTTPError:
+            async with self.session.get(f"{self.root}/metrics", timeout=aiohttp.ClientTimeout(total=5.0)) as r:
+                return (await r.text(errors="replace")) if r.status == 200 else None
+        except (aiohttp.ClientError, asyncio.TimeoutError):
             return None
-        return r.text if r.status_code == 200 else None
 
     # ------------------------------------------------------------------ requests
 
@@ -161,26 +173,26 @@ class OpenAIClient:
             self.stats.requests += 1
             if attempt:
                 self.stats.retries += 1
-            retry_after = None
             self.stats.in_flight += 1
+            retry_after = None
             try:
-                r = await self._client.post(f"{self.base}/chat/completions", content=payload)
-            except httpx.TimeoutException as exc:
+                async with self.session.post(f"{self.base}/chat/completions", data=payload) as r:
+                    status, content, retry_after = r.status, await r.read(), r.headers.get("retry-after")
+            except asyncio.TimeoutError as exc:
                 outcome, last = "timeout", f"request timed out ({type(exc).__name__})"
-            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
-                outcome, last = "dropped", f"connection dropped ({type(exc).__name__}: {exc})"
-            except httpx.ConnectError as exc:
+            except aiohttp.ClientConnectorError as exc:
                 outcome, last = "connect", f"cannot connect ({exc})"
+            except (aiohttp.ClientError, OSError) as exc:
+                outcome, last = "dropped", f"connection dropped ({type(exc).__name__}: {exc})"
             else:
-                status = r.status_code
                 if status == 200:
                     try:
-                        data = orjson.loads(r.content)
+                        data = orjson.loads(content)
                         choice = data["choices"][0]
                         text = choice["message"].get("content") or ""
                         usage = data.get("usage") or {}
                     except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
-                        outcome, last = "malformed", f"malformed answer: {r.content[:200]!r}"
+                        outcome, last = "malformed", f"malformed answer: {content[:200]!r}"
                     else:
                         self.stats.count("ok")
                         self.stats.in_flight -= 1
@@ -191,13 +203,12 @@ class OpenAIClient:
                                           time.monotonic() - t0)
                 elif status == 429:
                     outcome, last = "429", "rate limited (429)"
-                    retry_after = r.headers.get("retry-after")
                 elif status >= 500:
-                    outcome, last = str(status), f"server error {status}: {r.text[:200]}"
+                    outcome, last = str(status), f"server error {status}: {content[:200].decode('utf-8', 'replace')}"
                 else:
                     self.stats.count(str(status))
                     self.stats.in_flight -= 1
-                    message = _error_message(r)
+                    message = _error_message(content)
                     raise RequestFailed(
                         f"HTTP {status}: {message}", status=status,
                         overflow=status == 400 and bool(_OVERFLOW.search(message)), requests=attempt + 1,
@@ -210,11 +221,11 @@ class OpenAIClient:
                             kind=outcome)
 
 
-def _error_message(r: httpx.Response) -> str:
+def _error_message(content: bytes) -> str:
     try:
-        data = r.json()
-    except ValueError:
-        return r.text[:500]
+        data = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return content[:500].decode("utf-8", "replace")
     if isinstance(data, dict):
         err = data.get("error", data)
         if isinstance(err, dict):

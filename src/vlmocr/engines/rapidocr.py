@@ -4,7 +4,6 @@ wheel, so it reads pages with no GPU and no network."""
 from __future__ import annotations
 
 import logging
-import os
 
 import numpy as np
 

@@ -20,5 +20,5 @@ def make_cpu_engine(name: str, options: dict[str, Any]) -> Any:
     if name == "tesseract":
         from .tesseract import TesseractEngine
 
-        return TesseractEngine(lang=options.get("lang") or "eng")
+        return TesseractEngine(lang=options.get("lang") or "eng", version=options.get("tesseract_version"))
     raise ValueError(f"unknown CPU engine {name!r}")

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
+from typing import Any
 
 from ..exceptions import UsageError
 from .base import PageInput, Reading
@@ -17,16 +19,37 @@ def tesseract_available() -> bool:
     return shutil.which("tesseract") is not None
 
 
+def _pytesseract() -> Any:
+    """pytesseract, imported without pandas: it imports pandas whenever installed, for a
+    DataFrame output never asked for here, and that took 0.55 s of each run's start-up."""
+    if "pytesseract" in sys.modules or "pandas" in sys.modules:
+        import pytesseract
+        return pytesseract
+    sys.modules["pandas"] = None  # type: ignore[assignment]  # makes `import pandas` fail fast
+    try:
+        import pytesseract
+    finally:
+        del sys.modules["pandas"]
+    return pytesseract
+
+
 class TesseractEngine:
     name = "tesseract"
     needs_image = True
 
-    def __init__(self, lang: str = "eng", psm: int = 3) -> None:
-        import pytesseract
-
+    def __init__(self, lang: str = "eng", psm: int = 3, version: str | None = None) -> None:
+        """`version`: what the scheduler's check found, so that workers skip the two
+        tesseract processes (languages, version) the check costs."""
+        pytesseract = _pytesseract()
+        self._tess = pytesseract
+        self.lang = lang
+        self.psm = psm
+        os.environ["OMP_THREAD_LIMIT"] = "1"
+        if version is not None:
+            self.version = version
+            return
         if not tesseract_available():
             raise UsageError("--engine tesseract needs the tesseract binary (Debian: apt-get install tesseract-ocr)")
-        os.environ["OMP_THREAD_LIMIT"] = "1"
         have = set(pytesseract.get_languages(config=""))
         missing = [part for part in lang.split("+") if part not in have]
         if missing:
@@ -34,9 +57,6 @@ class TesseractEngine:
                 f"tesseract has no language data for {'+'.join(missing)} "
                 f"(installed: {', '.join(sorted(have))}; Debian: tesseract-ocr-<lang>)"
             )
-        self._tess = pytesseract
-        self.lang = lang
-        self.psm = psm
         self.version = str(pytesseract.get_tesseract_version())
 
     def read(self, page: PageInput) -> Reading:

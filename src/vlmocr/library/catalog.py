@@ -16,17 +16,15 @@ two different files that happen to share a doc_id never collide. `publish` is th
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import re
 import sqlite3
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..exceptions import ExitCode, UsageError, VlmocrError
+from ..store import DirLock
 
 CATALOG = "catalog.sqlite"
 LOCK = ".lock"
@@ -113,59 +111,16 @@ def is_library(path: Path) -> bool:
     return (Path(path) / CATALOG).is_file()
 
 
-class LibraryLock:
-    """One publisher at a time (fcntl.flock on LIB/.lock); a second one waits, or fails with
-    exit 6 when it may not wait. The kernel drops the lock when its holder dies."""
+class LibraryLock(DirLock):
+    """One publisher at a time (LIB/.lock); a second one waits, or fails with exit 6 when it
+    may not wait."""
 
-    def __init__(self, lib: Path) -> None:
-        self.path = Path(lib) / LOCK
-        self._fh: Any = None
+    error = LibraryLocked
+    busy = "library {dir} is being published by {holder}"
 
     def acquire(self, wait: bool = True, on_wait: Callable[[str], None] | None = None,
                 timeout: float | None = None) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fh = self.path.open("a+")
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.seek(0)
-            holder = fh.read().strip() or "another process"
-            if not wait:
-                fh.close()
-                raise LibraryLocked(f"library {self.path.parent} is being published by {holder}") from None
-            if on_wait is not None:
-                on_wait(f"waiting for the library lock (held by {holder})")
-            deadline = None if timeout is None else time.monotonic() + timeout
-            while True:
-                try:
-                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if deadline is not None and time.monotonic() > deadline:
-                        fh.close()
-                        raise LibraryLocked(f"library {self.path.parent} still locked by {holder}") from None
-                    time.sleep(0.05)
-        fh.seek(0)
-        fh.truncate()
-        fh.write(f"pid {os.getpid()} on {os.uname().nodename}\n")
-        fh.flush()
-        self._fh = fh
-
-    def release(self) -> None:
-        if self._fh is not None:
-            self._fh.seek(0)
-            self._fh.truncate()
-            self._fh.flush()
-            fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
-            self._fh.close()
-            self._fh = None
-
-    def __enter__(self) -> "LibraryLock":
-        self.acquire()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
+        super().acquire(wait=wait, on_wait=on_wait, timeout=timeout)
 
 
 @dataclass

@@ -296,6 +296,12 @@ def publish(runs: Iterable[Path | str], library: Path, *, layer: str = "raw", re
             prev = chosen.get(key)
             if prev is None or _doc_rank(doc) > _doc_rank(prev.doc):
                 chosen[key] = Candidate(doc, path, sha)
+    # Figure descriptions (vlmocr describe) go in with the text, as alt text in place, so the
+    # library's pages, its search and its exports carry them as exports from the run do.
+    from ..figures import add_figures
+
+    for c in chosen.values():
+        c.doc.records = add_figures(c.doc.run.path, c.doc.records, link_prefix="")
     missing_sources = [c for c in chosen.values() if c.sha256 is None]
     if missing_sources:
         log(f"warning: {len(missing_sources)} source file(s) not found (e.g. {missing_sources[0].doc.source!r}); "
