@@ -91,7 +91,7 @@ def machine_line() -> str:
 
     import PIL
 
-    return (f"python {platform.python_version()}, pypdfium2 {version('pypdfium2')}, httpx {version('httpx')}, "
+    return (f"python {platform.python_version()}, pypdfium2 {version('pypdfium2')}, aiohttp {version('aiohttp')}, "
             f"Pillow {PIL.__version__}, nproc {os.cpu_count()}, load avg {os.getloadavg()[0]:.2f}, "
             f"vlmocr at {git_state()}")
 
@@ -464,7 +464,7 @@ CATEGORIES = {
         ("pool: results in (pipe read + unpickle)", r"_ExecutorManagerThread"),
         ("pool: tasks out (pickle + pipe write)", r"Queue\._feed|run_in_executor|ProcessPoolExecutor\.submit"),
         ("OpenAIClient.chat own time (orjson.dumps/loads of the body)", r"^OpenAIClient\.chat \(.*\)$LEAF"),
-        ("HTTP client (httpx, httpcore, h11, anyio, socket send)", r"httpx/|httpcore/|h11/|anyio/"),
+        ("HTTP client (aiohttp, socket send)", r"aiohttp/|multidict/|yarl/"),
         ("request body build", r"build_chat_request|vlmocr/request\.py"),
         ("records: write, index, documents", r"RecordWriter|ResumeIndex|Scheduler\._finish|write_document|_record "),
         ("progress", r"RunProgress|rich/"),

@@ -317,3 +317,16 @@ def test_multi_page_groups_fit_the_served_context(tmp_path):
     assert all(r.get("status", 200) == 200 for r in log)
     recs = finals(tmp_path / "r")
     assert all(r["text"] == expected_text(p) and "multipage:2" in r["flags"] for (_, p), r in recs.items())
+
+
+def test_concurrency_counts_requests_at_the_server_while_pages_render_ahead(tmp_path):
+    """--concurrency K means K requests at the server, no more (the render-ahead window
+    holds encoded pages back), and K are reached."""
+    pdf = make_coded_pdf(tmp_path / "many.pdf", list(range(1, 41)), size=(300, 400))
+    with serve_in_process(ServerConfig(slots=64, latency=0.2)) as srv:
+        res = vlm_run(pdf, tmp_path / "r", srv.url, "--concurrency", "4", "--fixed-concurrency")
+        stats = srv.stats()
+    assert res.returncode == 0, res.stderr
+    assert stats["total"] == 40 and stats["max_present"] == 4, stats["max_present"]
+    conc = json.loads((tmp_path / "r" / "run.json").read_text())["current"]["reader"]["concurrency"]
+    assert conc["start"] == conc["final"] == 4 and conc["render_ahead"] == 4  # two per worker

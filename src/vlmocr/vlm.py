@@ -326,7 +326,7 @@ async def make_vlm_reader(cfg: RunConfig, pool: WorkerPool) -> VlmReader:
         raise UsageError("the openai engine needs --endpoint URL (or --serve PROFILE)")
     profile = load_profile(cfg.profile or "generic")
     client = OpenAIClient(cfg.endpoint, api_key=api_key_from_env(), timeout=cfg.request_timeout,
-                          max_retries=cfg.max_retries, pool_size=max(cfg.concurrency or profile.concurrency, 1))
+                          max_retries=cfg.max_retries)
     try:
         served = await client.models()
         ids = [m.get("id") for m in served]

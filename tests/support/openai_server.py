@@ -348,6 +348,8 @@ class SlotGate:
         self.slots = slots
         self.running = 0
         self.max_running = 0
+        self.present = 0  # requests inside: running or waiting for a slot
+        self.max_present = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
 
     @property
@@ -391,11 +393,16 @@ class SlotGate:
 
     @contextlib.asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
-        await self.acquire()
+        self.present += 1
+        self.max_present = max(self.max_present, self.present)
         try:
-            yield
+            await self.acquire()
+            try:
+                yield
+            finally:
+                self.release()
         finally:
-            self.release()
+            self.present -= 1
 
 
 # --------------------------------------------------------------------------------------------
@@ -442,6 +449,7 @@ class FakeVLLM:
         self.finished: Counter[str] = Counter()
         self.hanging = 0
         self.gate.max_running = self.gate.running
+        self.gate.max_present = self.gate.present
 
     def app(self) -> web.Application:
         # Data URLs of big scans exceed aiohttp's 1 MiB default body limit.
@@ -526,6 +534,7 @@ class FakeVLLM:
             "waiting": self.gate.waiting,
             "hanging": self.hanging,
             "max_running": self.gate.max_running,
+            "max_present": self.gate.max_present,  # most requests inside at once (running + waiting)
             "prompt_tokens_total": self.prompt_tokens_total,
             "generation_tokens_total": self.generation_tokens_total,
             "page_attempts": {str(p): n for p, n in self.page_attempts.items()},

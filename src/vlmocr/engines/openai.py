@@ -79,7 +79,6 @@ class OpenAIClient:
         max_retries: int = 6,
         backoff: float = 0.5,
         backoff_cap: float = 30.0,
-        pool_size: int = 64,
     ) -> None:
         self.base = endpoint.rstrip("/")
         if not self.base.endswith("/v1"):
@@ -100,7 +99,6 @@ class OpenAIClient:
         # aiohttp's 0.4, which at C = 256 made the client, not the server, set the pace
         # (BENCHMARKS.md, saturation). Created lazily: a session belongs to a running loop.
         self._headers = headers
-        self._pool_size = pool_size
         self._session: aiohttp.ClientSession | None = None
 
     @property
@@ -108,7 +106,10 @@ class OpenAIClient:
         if self._session is None:
             self._session = aiohttp.ClientSession(
                 headers=self._headers,
-                connector=aiohttp.TCPConnector(limit=self._pool_size, limit_per_host=self._pool_size),
+                # No cap of its own: the caller's request limit is the cap, and it moves (adaptive
+                # concurrency). A fixed cap below it queued requests here, out of the server's
+                # sight, and the controller read the empty server queue as room to grow.
+                connector=aiohttp.TCPConnector(limit=0, limit_per_host=0),
                 timeout=aiohttp.ClientTimeout(total=self.timeout, connect=min(30.0, self.timeout)),
             )
         return self._session
