@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from . import __version__
+from . import __version__, stopsignal
 from .config import RunConfig, settings_key
 from .exceptions import EndpointUnavailable, ExitCode, UsageError, VlmocrError
 from .outputs import add_figures, rebuild_documents, write_document
@@ -232,6 +232,9 @@ class Scheduler:
                 installed.append(sig)
             except (NotImplementedError, RuntimeError):
                 pass
+        early = stopsignal.pending()
+        if early is not None:
+            self._on_signal(early)
         t0 = time.monotonic()
         started = PageRecord.model_fields["finished_at"].default_factory()  # type: ignore[misc]
         try:

@@ -200,6 +200,7 @@ class DirLock:
     its holder dies, even by kill -9. A second process fails at once, or waits when asked."""
 
     error: type[VlmocrError] = RunLocked
+    kind = "directory"
     busy = "{dir} is in use by {holder}"
 
     def __init__(self, directory: Path) -> None:
@@ -220,7 +221,7 @@ class DirLock:
                 fh.close()
                 raise self.error(message) from None
             if on_wait is not None:
-                on_wait(f"waiting: {message}")
+                on_wait(f"waiting for the {self.kind} lock: {message}")
             deadline = None if timeout is None else time.monotonic() + timeout
             while True:
                 try:
@@ -257,6 +258,7 @@ class DirLock:
 class RunLock(DirLock):
     """One writer per run directory: a second `vlmocr run` on the same --out fails clearly."""
 
+    kind = "run"
     busy = "run directory {dir} is in use by {holder}"
 
 

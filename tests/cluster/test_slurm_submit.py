@@ -224,6 +224,45 @@ time.sleep(60)
     no_injection(tmp_path)
 
 
+def test_a_signal_before_vlmocr_starts_is_passed_on_to_record_an_interrupted_run(tmp_path):
+    """SIGTERM while the batch shell is still preparing (here: during the versions step) must
+    not end the task without a record: vlmocr starts with VLMOCR_STOP_REQUESTED=1, records an
+    interrupted run and exits 130; it is not signalled a second time."""
+    started = tmp_path / "versions.started"
+    stub = write_exe(tmp_path / "python-stub", f"""#!{sys.executable}
+import json, os, signal, sys, time
+if sys.argv[1:3] == ["-m", "vlmocr.cluster.slurm"]:
+    open({str(started)!r}, "w").close()
+    time.sleep(1.5)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, lambda *_: open(os.environ["STUB_OUT"] + ".term", "w").write("TERM"))
+json.dump({{"stop": os.environ.get("VLMOCR_STOP_REQUESTED")}}, open(os.environ["STUB_OUT"], "w"))
+time.sleep(0.5)
+sys.exit(130 if os.environ.get("VLMOCR_STOP_REQUESTED") == "1" else 0)
+""")
+    run = tmp_path / "run"
+    (run / "staged").mkdir(parents=True)
+    (run / "slurm").mkdir()
+    text = sl.render_script(kind="bulk", run_dir=run, python=str(stub), shards=2, run_args=[],
+                            options=sl.SlurmOptions(), submit_dir=tmp_path, commit="abc", job_name="t")
+    script = write_exe(run / "slurm" / "bulk.sbatch", text)
+    out = tmp_path / "stub.json"
+    proc = subprocess.Popen(["bash", str(script)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env={**os.environ, "SLURM_ARRAY_TASK_ID": "1", "SLURM_JOB_ID": "78",
+                                            "STUB_OUT": str(out), "TMPDIR": str(tmp_path)})
+    deadline = time.monotonic() + 20
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    log, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 130, log
+    assert "signalled before vlmocr started" in log and "vlmocr exited 130: interrupted" in log
+    assert json.loads(out.read_text()) == {"stop": "1"}
+    assert not (tmp_path / "stub.json.term").exists()
+    task = json.loads((run / "slurm" / "tasks" / "bulk-1.json").read_text())
+    assert (task["state"], task["exit_code"]) == ("FINISHED", 130)
+
+
 def test_submit_records_jobs_and_skips_complete_shards(tmp_path):
     """With a stand-in sbatch: the command submitted, jobs.json, and a resubmission that leaves
     out a shard already complete under the same command."""

@@ -363,8 +363,10 @@ task_state() {  # $1 state, $2 exit code (or null): RUN/slurm/tasks/$TASK.json, 
     "$(hostname | tr -cd 'A-Za-z0-9._-')" "$1" "$2" "$(date -u +%Y-%m-%dT%H:%M:%S+00:00)" > "$f.$$.tmp" && mv -f -- "$f.$$.tmp" "$f"
 }
 exit_meaning() { case "$1" in MEANINGS *) echo "see vlmocr's exit codes" ;; esac; }
-# A signal before vlmocr runs: nothing to finish, stop as an interrupted run would.
-trap 'echo "== $(date -Is) signalled before vlmocr started: exit 130"; task_state FINISHED 130; exit 130' TERM INT
+# A signal before vlmocr runs: vlmocr still starts, to record an interrupted run (run.json,
+# exit 130) without reading a page, as it would for a signal a minute later.
+early=0
+trap 'echo "== $(date -Is) signalled before vlmocr started: it will record an interrupted run"; early=1' TERM INT
 
 echo "== vlmocr $TASK: job ${SLURM_JOB_ID:-?} (array ${SLURM_ARRAY_JOB_ID:--} task ${SLURM_ARRAY_TASK_ID:--}) on $(hostname) at $(date -Is)"
 echo "== submitted from vlmocr commit $SUBMITTED_COMMIT; TMPDIR=$JOB_TMP"
@@ -381,7 +383,8 @@ task_state RUNNING null
             cmd += ["--shard", '"$K/$N"']
         cmd += [q(a) for a in run_args]
     body += f"""echo "== $(date -Is) vlmocr {command[0] if command else 'run'}{' shard $K/$N' if array else ''} -> $OUT"
-{" ".join(cmd)} &
+launched=$early
+VLMOCR_STOP_REQUESTED=$launched {" ".join(cmd)} &
 pid=$!
 """
     body += r"""# SIGTERM (--signal=B:TERM@lead before the time limit, or scancel --signal=TERM --batch) reaches
@@ -389,6 +392,8 @@ pid=$!
 on_term() { echo "== $(date -Is) SIGTERM: forwarding to vlmocr (pid $pid)"; kill -TERM "$pid" 2>/dev/null; }
 trap on_term TERM
 trap 'kill -INT "$pid" 2>/dev/null' INT
+# Signalled between the launch and the trap above: vlmocr did not get it from its environment.
+if [ "$early" = 1 ] && [ "$launched" = 0 ]; then on_term; fi
 while :; do
   wait "$pid"; rc=$?
   kill -0 "$pid" 2>/dev/null || break

@@ -116,6 +116,7 @@ class LibraryLock(DirLock):
     may not wait."""
 
     error = LibraryLocked
+    kind = "library"
     busy = "library {dir} is being published by {holder}"
 
     def acquire(self, wait: bool = True, on_wait: Callable[[str], None] | None = None,

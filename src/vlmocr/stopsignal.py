@@ -1,0 +1,37 @@
+"""A stop asked for before the run listens for it.
+
+`vlmocr run` installs its graceful SIGTERM/SIGINT handlers once the event loop runs, after
+Python has imported its modules and asked the endpoint for its models: a second or more. A
+signal in that window (SLURM's --signal=B:TERM@lead can come seconds after a job starts)
+would kill the process with no run.json. `listen_early()` notes such a signal instead, and
+the batch shell, signalled before it launched vlmocr at all, passes it on in the
+environment; the scheduler then stops before the first page and records an interrupted run
+(exit 130), exactly as for a signal a minute later."""
+
+from __future__ import annotations
+
+import os
+import signal
+from types import FrameType
+
+ENV = "VLMOCR_STOP_REQUESTED"  # "1": the batch shell was signalled before vlmocr started
+_noted: list[int] = []
+
+
+def _note(signum: int, frame: FrameType | None) -> None:
+    _noted.append(signum)
+
+
+def listen_early() -> None:
+    """Note SIGTERM/SIGINT from now until the scheduler's own handlers replace these."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _note)
+
+
+def pending() -> int | None:
+    """The signal that asked this process to stop before it could act on it, if any."""
+    if _noted:
+        return _noted[0]
+    if os.environ.get(ENV) == "1":
+        return int(signal.SIGTERM)
+    return None
