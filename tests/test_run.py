@@ -228,3 +228,34 @@ def test_a_long_tmpdir_does_not_stop_the_worker_pool(tmp_path):
     pdf = make_text_pdf(tmp_path / "d.pdf", [["A born-digital page, read in a pool under a deep TMPDIR."]])
     res = run_cli("run", str(pdf), "--out", str(tmp_path / "r"), env={"TMPDIR": str(deep)})
     assert res.returncode == 0, res.stderr
+
+
+def test_a_finished_run_resumes_without_starting_a_worker(tmp_path):
+    """Nothing left to do: the CPU reader's pool is never started (no forkserver, no workers:
+    the resume stays at its ~0.4 s floor, BENCHMARKS.md "Resume")."""
+    import asyncio
+
+    from vlmocr.config import RunConfig
+    from vlmocr.run import Scheduler, make_reader
+
+    src = tmp_path / "in"
+    src.mkdir()
+    make_text_pdf(src / "a.pdf", [["page one text"], ["page two text"]])
+    cfg = RunConfig(inputs=[str(src)], out=tmp_path / "run", engine="textlayer", workers=2)
+    started: list[int] = []  # worker processes alive when each run closed its reader
+
+    async def factory(c):
+        reader = await make_reader(c)
+        close = reader.aclose
+
+        async def aclose(**kw):
+            started.append(len(reader.pool._pool._processes or {}))
+            await close(**kw)
+
+        reader.aclose = aclose
+        return reader
+
+    first = asyncio.run(Scheduler(cfg, reader_factory=factory).run())
+    again = asyncio.run(Scheduler(cfg, reader_factory=factory).run())
+    assert (first.read_now, again.read_now, again.ok) == (2, 0, 2)
+    assert started[0] > 0 and started[1] == 0
