@@ -60,3 +60,40 @@ def test_second_writer_is_refused(tmp_path):
         RunLock(tmp_path).acquire()
     a.release()
     RunLock(tmp_path).acquire()
+
+
+def test_resume_reads_heads_and_agrees_with_a_full_parse(tmp_path):
+    """resume_fields parses each record only up to its text, yet yields what a full parse
+    yields for resume: texts holding quotes and `,"text":`, an older field order (attempt after
+    the text), a record in another order and a torn last line."""
+    from vlmocr.store import iter_records, resume_fields
+
+    path = tmp_path / "pages.jsonl"
+    w = RecordWriter(path)
+    tricky = 'He said ,"text": "no", \\ and }\n{"key":"x"}'
+    for page, (status, attempt, text) in enumerate(
+            [(Status.ok, 1, tricky), (Status.loop, 1, "a" * 5000), (Status.ok, 2, "ü" * 300)], 1):
+        w.append(PageRecord(doc_id="d", source="d.pdf", page=page, key="k", status=status,
+                            attempt=attempt, text=text))
+    w.close()
+    old = {"schema": 1, "doc_id": "old", "source": "o.pdf", "page": 1, "doc_pages": 1, "key": "k",
+           "status": "ok", "text": "written before attempt moved", "engine": "x", "attempt": 3}
+    other = {"fields": {"text": "nested", "attempt": 9}, "doc_id": "other", "page": 2, "key": "k",
+             "status": "review", "attempt": 4, "text": "t"}
+    with path.open("ab") as fh:
+        fh.write(json.dumps(old).encode() + b"\n" + json.dumps(other).encode() + b"\n")
+        fh.write(b'{"schema":1,"doc_id":"torn","source":"t","page":1,"doc_pages":1,"key":"k","status":"ok","attempt":1,"text":"cut')
+    first_line = path.read_bytes().split(b"\n", 1)[0]
+    assert first_line.index(b'"attempt"') < first_line.index(b'"text"')  # the order resume relies on
+
+    def view(recs):
+        return [(r["doc_id"], r["page"], r["key"], r["status"], r.get("attempt", 1)) for r in recs]
+
+    heads = list(resume_fields(path))
+    assert view(heads) == view(iter_records(path)) == [
+        ("d", 1, "k", "ok", 1), ("d", 2, "k", "loop", 1), ("d", 3, "k", "ok", 2),
+        ("old", 1, "k", "ok", 3), ("other", 2, "k", "review", 4)]
+    assert "text" not in heads[0] and heads[3]["text"]  # a head, then an old record parsed whole
+    idx = ResumeIndex.load(path, {"k"})
+    assert idx.get("k", "d").attempts_of(3) == 2 and idx.get("k", "old").attempts_of(1) == 3
+    assert idx.get("k", "torn") is None

@@ -64,6 +64,8 @@ class PageRecord(BaseModel):
     doc_pages: int | None = None  # pages in the document, so resume need not open it
     key: str
     status: Status
+    # Before the text: resume reads a record only up to here (store.resume_fields).
+    attempt: int = 1
     text: str = ""
     engine: str = ""
     model: str | None = None
@@ -71,7 +73,6 @@ class PageRecord(BaseModel):
     prompt_id: str | None = None
     dpi: float | None = None
     finish_reason: str | None = None
-    attempt: int = 1
     tokens_in: int | None = None
     tokens_out: int | None = None
     seconds: float = 0.0
