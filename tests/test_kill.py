@@ -107,7 +107,8 @@ def test_sigterm_stops_cleanly_with_130_and_resumes(tmp_path):
     check_complete(run, {(f"doc{d}", p) for d in range(2) for p in range(1, 9)})
 
 
-@pytest.mark.parametrize("how", ["signal during start-up", "stop requested by the batch shell"])
+@pytest.mark.parametrize("how", ["signal during start-up", "signal during start-up, console script",
+                                 "stop requested by the batch shell"])
 def test_a_stop_before_the_first_page_still_records_an_interrupted_run(tmp_path, how):
     """SIGTERM while Python imports and the pool starts (SLURM's early signal) or passed on by
     the batch shell in VLMOCR_STOP_REQUESTED: exit 130, run.json says interrupted, no page read,
@@ -115,12 +116,13 @@ def test_a_stop_before_the_first_page_still_records_an_interrupted_run(tmp_path,
     c = corpus(tmp_path, docs=1, pages=3)
     run = tmp_path / "run"
     env = {**os.environ, "VLMOCR_STOP_REQUESTED": "1" if how.startswith("stop") else "0"}
+    exe = [str(Path(sys.executable).parent / "vlmocr")] if how.endswith("console script") else [sys.executable, "-m", "vlmocr"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "vlmocr", "run", str(c), "--out", str(run), "--workers", "1", "--dpi", "72"],
+        [*exe, "run", str(c), "--out", str(run), "--workers", "1", "--dpi", "72"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )
     if how.startswith("signal"):
-        time.sleep(0.15)  # inside the imports: long before the event loop's handlers exist
+        time.sleep(0.6 if "console" in how else 0.15)  # in the imports, before the loop's handlers
         proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err

@@ -13,9 +13,11 @@ from __future__ import annotations
 import os
 import signal
 from types import FrameType
+from typing import Any
 
 ENV = "VLMOCR_STOP_REQUESTED"  # "1": the batch shell was signalled before vlmocr started
 _noted: list[int] = []
+_previous: dict[int, Any] = {}
 
 
 def _note(signum: int, frame: FrameType | None) -> None:
@@ -25,7 +27,22 @@ def _note(signum: int, frame: FrameType | None) -> None:
 def listen_early() -> None:
     """Note SIGTERM/SIGINT from now until the scheduler's own handlers replace these."""
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, _note)
+        if signal.getsignal(sig) is not _note:
+            try:
+                previous = signal.signal(sig, _note)
+            except ValueError:
+                return  # not the main thread (vlmocr called as a library): nothing to keep
+            _previous[sig] = previous
+
+
+def stop_listening() -> None:
+    """Put back the handlers listen_early replaced, where they are still ours (a command
+    that ended before its scheduler ran, or vlmocr called as a library)."""
+    for sig, handler in list(_previous.items()):
+        if signal.getsignal(sig) is _note:
+            signal.signal(sig, handler)
+        del _previous[sig]
+    _noted.clear()
 
 
 def pending() -> int | None:

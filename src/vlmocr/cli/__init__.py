@@ -61,6 +61,12 @@ def _register(argv: list[str] | None = None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = argv if argv is not None else sys.argv[1:]
+    if args[:1] == ["run"]:
+        # A stop asked for during start-up is kept, not fatal (stopsignal.py); `python -m
+        # vlmocr` has done this already, before importing the CLI.
+        from ..stopsignal import listen_early
+
+        listen_early()
     _register(args)
     command = typer.main.get_command(app)
     try:
@@ -80,4 +86,9 @@ def main(argv: list[str] | None = None) -> int:
         code = ExitCode.interrupted
     else:
         code = rv if isinstance(rv, int) else ExitCode.ok
+    finally:
+        if args[:1] == ["run"]:
+            from ..stopsignal import stop_listening
+
+            stop_listening()
     sys.exit(int(code))
