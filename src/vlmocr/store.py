@@ -61,12 +61,16 @@ def repair_torn_tail(path: Path) -> int:
         return size - cut
 
 
-def iter_records(path: Path, *, strict: bool = False) -> Iterator[dict[str, Any]]:
-    """Every parseable record in file order. A bad line is logged and skipped (or raised)."""
+def iter_records(path: Path, *, strict: bool = False, heads: bool = False) -> Iterator[dict[str, Any]]:
+    """Every parseable record in file order. A bad line is logged and skipped (or raised).
+    With `heads`, each record only as far as `_head` reads it (what resume needs)."""
     if not path.exists():
         return
     with path.open("rb") as fh:
         for n, line in enumerate(fh, 1):
+            if heads and (head := _head(line)) is not None:
+                yield head
+                continue
             if not line.strip():
                 continue
             try:
@@ -87,38 +91,28 @@ _TEXT_KEY = b',"text":'
 _RESUME_FIELDS = ("doc_id", "page", "key", "status", "attempt")
 
 
-def resume_fields(path: Path) -> Iterator[dict[str, Any]]:
-    """Like iter_records, for resume: each record parsed only up to its text.
+def _head(line: bytes) -> dict[str, Any] | None:
+    """A record parsed only up to its text, or None when the line must be parsed whole.
 
     Records are written with doc_id, page, doc_pages, key, status and attempt before the
     text (record.PageRecord's field order), and the text is most of a line: parsing the head
     alone makes resuming 100 000 pages of real text several times faster. A quote inside a
     string value is escaped, so the first `,"text":` is the top-level key; a head that does
-    not parse as a whole object, lacks a field, or a line that is not complete (torn) is parsed
-    in full, exactly as iter_records would."""
-    if not path.exists():
-        return
-    with path.open("rb") as fh:
-        for n, line in enumerate(fh, 1):
-            cut = line.find(_TEXT_KEY)
-            if cut > 0 and line.endswith(b"}\n"):
-                try:
-                    head = orjson.loads(line[:cut] + b"}")
-                except orjson.JSONDecodeError:
-                    head = None
-                if isinstance(head, dict) and all(k in head for k in _RESUME_FIELDS):
-                    yield head
-                    continue
-            if not line.strip():
-                continue
-            try:
-                rec = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                if line.endswith(b"\n"):
-                    log.warning("%s:%d: skipping a line that is not JSON", path, n)
-                continue
-            if isinstance(rec, dict):
-                yield rec
+    not parse as a whole object, lacks a field, or a line that is not complete (torn) is left
+    to the full parse."""
+    cut = line.find(_TEXT_KEY)
+    if cut <= 0 or not line.endswith(b"}\n"):
+        return None
+    try:
+        head = orjson.loads(line[:cut] + b"}")
+    except orjson.JSONDecodeError:
+        return None
+    return head if isinstance(head, dict) and all(k in head for k in _RESUME_FIELDS) else None
+
+
+def resume_fields(path: Path) -> Iterator[dict[str, Any]]:
+    """Like iter_records, for resume: each record parsed only up to its text (`_head`)."""
+    return iter_records(path, heads=True)
 
 
 def final_records(path: Path, keys: set[str] | None = None, docs: set[str] | None = None) -> dict[tuple[str, int], dict]:
