@@ -3,10 +3,11 @@
 `vlmocr run` installs its graceful SIGTERM/SIGINT handlers once the event loop runs, after
 Python has imported its modules and asked the endpoint for its models: a second or more. A
 signal in that window (SLURM's --signal=B:TERM@lead can come seconds after a job starts)
-would kill the process with no run.json. `listen_early()` notes such a signal instead, and
-the batch shell, signalled before it launched vlmocr at all, passes it on in the
-environment; the scheduler then stops before the first page and records an interrupted run
-(exit 130), exactly as for a signal a minute later."""
+would kill the process with no run.json. `listen_early()` notes such a signal instead. The
+batch shell, signalled before vlmocr has a handler at all (before it launched it, or while
+Python itself starts), writes the file named by VLMOCR_STOP_FILE instead of signalling. Either
+way the scheduler stops before the first page and records an interrupted run (exit 130),
+exactly as for a signal a minute later."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import signal
 from types import FrameType
 from typing import Any
 
-ENV = "VLMOCR_STOP_REQUESTED"  # "1": the batch shell was signalled before vlmocr started
+ENV = "VLMOCR_STOP_FILE"  # a path: if the file exists, a stop was asked for before vlmocr listened
 _noted: list[int] = []
 _previous: dict[int, Any] = {}
 
@@ -49,6 +50,7 @@ def pending() -> int | None:
     """The signal that asked this process to stop before it could act on it, if any."""
     if _noted:
         return _noted[0]
-    if os.environ.get(ENV) == "1":
+    path = os.environ.get(ENV)
+    if path and os.path.exists(path):
         return int(signal.SIGTERM)
     return None

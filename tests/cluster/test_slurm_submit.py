@@ -224,21 +224,29 @@ time.sleep(60)
     no_injection(tmp_path)
 
 
-def test_a_signal_before_vlmocr_starts_is_passed_on_to_record_an_interrupted_run(tmp_path):
-    """SIGTERM while the batch shell is still preparing (here: during the versions step) must
-    not end the task without a record: vlmocr starts with VLMOCR_STOP_REQUESTED=1, records an
-    interrupted run and exits 130; it is not signalled a second time."""
-    started = tmp_path / "versions.started"
+@pytest.mark.parametrize("when", ["while the shell prepares", "while Python starts"])
+def test_a_signal_before_vlmocr_listens_is_passed_on_to_record_an_interrupted_run(tmp_path, when):
+    """SIGTERM while the batch shell is still preparing (here: during the versions step), or
+    after it launched vlmocr but before Python has a handler (a signal then would kill it), must
+    not end the task without a record: the shell writes VLMOCR_STOP_FILE instead of signalling,
+    vlmocr reads it, records an interrupted run and exits 130; it is never signalled."""
+    started = tmp_path / "started"
     stub = write_exe(tmp_path / "python-stub", f"""#!{sys.executable}
 import json, os, signal, sys, time
+preparing = {when == "while the shell prepares"!r}
 if sys.argv[1:3] == ["-m", "vlmocr.cluster.slurm"]:
-    open({str(started)!r}, "w").close()
-    time.sleep(1.5)
+    if preparing:
+        open({str(started)!r}, "w").close()
+        time.sleep(1.5)
     sys.exit(0)
+if not preparing:
+    open({str(started)!r}, "w").close()
+    time.sleep(1.5)  # Python's start-up: no SIGTERM handler yet, a signal now would kill this
 signal.signal(signal.SIGTERM, lambda *_: open(os.environ["STUB_OUT"] + ".term", "w").write("TERM"))
-json.dump({{"stop": os.environ.get("VLMOCR_STOP_REQUESTED")}}, open(os.environ["STUB_OUT"], "w"))
+stop = os.path.exists(os.environ["VLMOCR_STOP_FILE"])
+json.dump({{"stop": stop}}, open(os.environ["STUB_OUT"], "w"))
 time.sleep(0.5)
-sys.exit(130 if os.environ.get("VLMOCR_STOP_REQUESTED") == "1" else 0)
+sys.exit(130 if stop else 0)
 """)
     run = tmp_path / "run"
     (run / "staged").mkdir(parents=True)
@@ -256,8 +264,9 @@ sys.exit(130 if os.environ.get("VLMOCR_STOP_REQUESTED") == "1" else 0)
     proc.send_signal(signal.SIGTERM)
     log, _ = proc.communicate(timeout=20)
     assert proc.returncode == 130, log
-    assert "signalled before vlmocr started" in log and "vlmocr exited 130: interrupted" in log
-    assert json.loads(out.read_text()) == {"stop": "1"}
+    said = "signalled before vlmocr started" if when == "while the shell prepares" else "it will read the stop request"
+    assert said in log and "vlmocr exited 130: interrupted" in log
+    assert json.loads(out.read_text()) == {"stop": True}
     assert not (tmp_path / "stub.json.term").exists()
     task = json.loads((run / "slurm" / "tasks" / "bulk-1.json").read_text())
     assert (task["state"], task["exit_code"]) == ("FINISHED", 130)

@@ -365,8 +365,10 @@ task_state() {  # $1 state, $2 exit code (or null): RUN/slurm/tasks/$TASK.json, 
 exit_meaning() { case "$1" in MEANINGS *) echo "see vlmocr's exit codes" ;; esac; }
 # A signal before vlmocr runs: vlmocr still starts, to record an interrupted run (run.json,
 # exit 130) without reading a page, as it would for a signal a minute later.
-early=0
-trap 'echo "== $(date -Is) signalled before vlmocr started: it will record an interrupted run"; early=1' TERM INT
+# The request is a file (VLMOCR_STOP_FILE), not a signal alone: a signal that reaches Python
+# before `vlmocr run` has its handler would kill it with no record.
+export VLMOCR_STOP_FILE="$JOB_TMP/stop-requested"
+trap 'echo "== $(date -Is) signalled before vlmocr started: it will record an interrupted run"; : > "$VLMOCR_STOP_FILE"' TERM INT
 
 echo "== vlmocr $TASK: job ${SLURM_JOB_ID:-?} (array ${SLURM_ARRAY_JOB_ID:--} task ${SLURM_ARRAY_TASK_ID:--}) on $(hostname) at $(date -Is)"
 echo "== submitted from vlmocr commit $SUBMITTED_COMMIT; TMPDIR=$JOB_TMP"
@@ -383,17 +385,29 @@ task_state RUNNING null
             cmd += ["--shard", '"$K/$N"']
         cmd += [q(a) for a in run_args]
     body += f"""echo "== $(date -Is) vlmocr {command[0] if command else 'run'}{' shard $K/$N' if array else ''} -> $OUT"
-launched=$early
-VLMOCR_STOP_REQUESTED=$launched {" ".join(cmd)} &
+{" ".join(cmd)} &
 pid=$!
+reads_stop_file={1 if command is None else 0}
 """
     body += r"""# SIGTERM (--signal=B:TERM@lead before the time limit, or scancel --signal=TERM --batch) reaches
 # only this shell: forward it. vlmocr stops taking pages, finishes those in flight and exits 130.
-on_term() { echo "== $(date -Is) SIGTERM: forwarding to vlmocr (pid $pid)"; kill -TERM "$pid" 2>/dev/null; }
+catches_term() {  # does process $1 handle SIGTERM yet? (bit 15 of SigCgt; unknown: assume so)
+  local m; m=$(sed -n 's/^SigCgt:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null)
+  [ -z "$m" ] && return 0
+  (( (16#$m >> 14) & 1 ))
+}
+on_term() {
+  : > "$VLMOCR_STOP_FILE"
+  # Python still starting (before vlmocr's handler) would die of the signal: the file is enough,
+  # `vlmocr run` reads it once its handler is in place. Written first, checked second: no gap.
+  if [ "$reads_stop_file" = 1 ] && ! catches_term "$pid"; then
+    echo "== $(date -Is) SIGTERM: vlmocr (pid $pid) is starting; it will read the stop request"
+  else
+    echo "== $(date -Is) SIGTERM: forwarding to vlmocr (pid $pid)"; kill -TERM "$pid" 2>/dev/null
+  fi
+}
 trap on_term TERM
 trap 'kill -INT "$pid" 2>/dev/null' INT
-# Signalled between the launch and the trap above: vlmocr did not get it from its environment.
-if [ "$early" = 1 ] && [ "$launched" = 0 ]; then on_term; fi
 while :; do
   wait "$pid"; rc=$?
   kill -0 "$pid" 2>/dev/null || break
