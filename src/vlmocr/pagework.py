@@ -93,6 +93,12 @@ def classify(text: str, finish_reason: str | None, blank_image: bool) -> tuple[S
     return Status(status), list(flags)
 
 
+def _record_base(spec: dict[str, Any]) -> dict[str, Any]:
+    """The fields every record of this page carries, whatever becomes of it."""
+    return dict(doc_id=spec["doc_id"], source=spec["source"], page=int(spec["page"]),
+                doc_pages=spec.get("doc_pages"), key=spec["key"], attempt=int(spec.get("attempt", 1)))
+
+
 def read_page(spec: dict[str, Any]) -> dict[str, Any]:
     """Read one page with a CPU engine; always returns a record (never raises for bad input).
 
@@ -101,10 +107,7 @@ def read_page(spec: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     path = Path(spec["path"])
     page = int(spec["page"])
-    base: dict[str, Any] = dict(
-        doc_id=spec["doc_id"], source=spec["source"], page=page, doc_pages=spec.get("doc_pages"),
-        key=spec["key"], attempt=int(spec.get("attempt", 1)),
-    )
+    base = _record_base(spec)
     sizing = Sizing(**spec["sizing"])
     mode = spec["engine"]
     try:
@@ -172,10 +175,7 @@ def prepare_for_http(spec: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     path = Path(spec["path"])
     page = int(spec["page"])
-    base: dict[str, Any] = dict(
-        doc_id=spec["doc_id"], source=spec["source"], page=page, doc_pages=spec.get("doc_pages"),
-        key=spec["key"], attempt=int(spec.get("attempt", 1)),
-    )
+    base = _record_base(spec)
     try:
         flags: list[str] = []
         if spec["engine"] == "auto":
