@@ -97,3 +97,35 @@ def test_resume_reads_heads_and_agrees_with_a_full_parse(tmp_path):
     idx = ResumeIndex.load(path, {"k"})
     assert idx.get("k", "d").attempts_of(3) == 2 and idx.get("k", "old").attempts_of(1) == 3
     assert idx.get("k", "torn") is None
+
+
+def test_a_record_damaged_after_writing_is_read_again_not_counted_done(tmp_path):
+    """Each line carries the CRC-32 of what precedes it. A line whose head still parses but
+    whose text was damaged (a stray byte, a bad hand edit) fails its check, is parsed whole,
+    is skipped as not JSON, and its page is owed again; a hand edit that leaves valid JSON is
+    kept (its stale check only costs the fast path). Readers never see the check."""
+    from vlmocr.store import CHECK_KEY, iter_records, resume_fields
+
+    path = tmp_path / "pages.jsonl"
+    with RecordWriter(path) as w:
+        for page in (1, 2, 3):
+            w.append(PageRecord(doc_id="d", source="d.pdf", page=page, doc_pages=3, key="k",
+                                status=Status.ok, text=f"page {page} text"))
+    lines = path.read_bytes().splitlines(keepends=True)
+    assert all(line.endswith(b'"}\n') and b',"crc32":"' in line for line in lines)
+    lines[1] = lines[1].replace(b'"page 2 text"', b'"page \\q2 text"')  # \q: no longer JSON
+    lines[2] = lines[2].replace(b'"page 3 text"', b'"page 3 edited"')  # still JSON
+    path.write_bytes(b"".join(lines))
+
+    assert [r["page"] for r in resume_fields(path)] == [1, 3]
+    idx = ResumeIndex.load(path, {"k"})
+    state = idx.get("k", "d")
+    assert [state.status(p) for p in (1, 2, 3)] == [Status.ok, None, Status.ok]
+    full = list(iter_records(path))
+    assert [r["text"] for r in full] == ["page 1 text", "page 3 edited"]
+    assert not any(CHECK_KEY in r for r in full)
+    # Written again (as publish or a merge may do), a record gets a fresh check, not two.
+    with RecordWriter(path) as w:
+        w.append(full[0])
+    last = path.read_bytes().splitlines()[-1]
+    assert last.count(b'"crc32"') == 1 and list(resume_fields(path))[-1]["page"] == 1
