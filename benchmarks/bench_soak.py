@@ -6,7 +6,7 @@ Then the invariants every page record must keep (issue 10, figure 5):
 * zero pages lost: every (doc, page) has a final record;
 * none duplicated: each page has exactly one record with status ok/fallback, and its records'
   attempt numbers are 1..n without gaps or repeats;
-* every line of pages.jsonl parses;
+* every line of pages.jsonl parses and passes its CRC-32 check (`store.line_intact`);
 * every ok page's text equals ``expected_text(code)`` of the code drawn on it;
 * every exit code seen is explainable: -9 for the kills, 0 or 2 for the last run, and 1 (pages
   in error/refused: resubmit) or 5 (endpoint judged unavailable) only on intermediate resumes.
@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from support.pagecode import expected_text, make_coded_pdf
+from vlmocr.store import line_intact
 
 SERVER = ROOT / "tests" / "support" / "openai_server.py"
 # Every fault kind, each at a rate within 1–10 %. At most one fault fires per request (the first
@@ -176,6 +177,9 @@ def verify(run: Path, expected: dict[tuple[str, int], int], res: SoakResult) -> 
             recs.append(json.loads(line))
         except ValueError:
             res.violations.append(f"line {n} does not parse: {line[:80]!r}")
+            continue
+        if not line_intact(line + b"\n"):
+            res.violations.append(f"line {n} fails its CRC-32 check: {line[:80]!r}")
     if raw and not raw.endswith(b"\n"):
         res.violations.append("pages.jsonl does not end with a newline")
     res.records = len(recs)

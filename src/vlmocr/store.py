@@ -105,7 +105,7 @@ def checked_line(data: dict[str, Any]) -> bytes:
     return b"%s%s%08x\"}\n" % (body, _CHECK_OPEN, zlib.crc32(body))
 
 
-def _intact(line: bytes) -> bool:
+def line_intact(line: bytes) -> bool:
     """Does the line end with a CRC-32 that matches what precedes it?"""
     n = len(line) - _CHECK_LEN
     return (n > 0 and line.startswith(_CHECK_OPEN, n) and line.endswith(b'"}\n')
@@ -122,13 +122,13 @@ def _head(line: bytes) -> dict[str, Any] | None:
     Records are written with doc_id, page, doc_pages, key, status and attempt before the
     text (record.PageRecord's field order), and the text is most of a line: parsing the head
     alone makes resuming 100 000 pages of real text several times faster. The head alone is
-    trusted only when the line's CRC-32 matches (`_intact`): a line torn, edited or damaged
+    trusted only when the line's CRC-32 matches (`line_intact`): a line torn, edited or damaged
     after it was written, or written before lines carried a check, is parsed whole, so a
     broken record counts as missing (its page is read again) instead of as done. A quote
     inside a string value is escaped, so the first `,"text":` is the top-level key; a head
     that does not parse as a whole object or lacks a field is also left to the full parse."""
     cut = line.find(_TEXT_KEY)
-    if cut <= 0 or not _intact(line):
+    if cut <= 0 or not line_intact(line):
         return None
     try:
         head = orjson.loads(line[:cut] + b"}")
