@@ -96,11 +96,13 @@ def cli_in_process(*args: str) -> subprocess.CompletedProcess:
 
 
 def read_records(run_dir: Path) -> list[dict]:
-    """The records of RUN/pages.jsonl as written, without each line's check (store.CHECK_KEY)."""
+    """The records of RUN/pages.jsonl as written, without each line's check."""
+    from vlmocr.store import CHECK_KEY
+
     lines = (run_dir / "pages.jsonl").read_text(encoding="utf-8").splitlines()
     records = [json.loads(line) for line in lines if line.strip()]
     for rec in records:
-        rec.pop("crc32", None)
+        rec.pop(CHECK_KEY, None)
     return records
 
 
