@@ -99,33 +99,113 @@ def test_resume_reads_heads_and_agrees_with_a_full_parse(tmp_path):
     assert idx.get("k", "torn") is None
 
 
-def test_a_record_damaged_after_writing_is_read_again_not_counted_done(tmp_path):
-    """Each line carries the CRC-32 of what precedes it. A line whose head still parses but
-    whose text was damaged (a stray byte, a bad hand edit) fails its check, is parsed whole,
-    is skipped as not JSON, and its page is owed again; a hand edit that leaves valid JSON is
-    kept (its stale check only costs the fast path). Readers never see the check."""
-    from vlmocr.store import CHECK_KEY, iter_records, resume_fields
+def test_a_record_damaged_after_writing_is_read_again_not_counted_done(tmp_path, caplog):
+    """Each line carries the CRC-32 of what precedes it. A line that fails its check is not
+    trusted by any reader, whether it still parses (a flipped byte, a hand edit, a damaged
+    check name) or not: it is skipped with a warning naming file:line, its page is owed again,
+    and a record written later for the page is the one that counts. Lines from before the
+    check, and a last line that lost only its newline, are still read. Readers never see the
+    check."""
+    from vlmocr.store import CHECK_KEY, final_records, iter_records, resume_fields
 
     path = tmp_path / "pages.jsonl"
     with RecordWriter(path) as w:
-        for page in (1, 2, 3):
-            w.append(PageRecord(doc_id="d", source="d.pdf", page=page, doc_pages=3, key="k",
+        for page in (1, 2, 3, 4, 5):
+            w.append(PageRecord(doc_id="d", source="d.pdf", page=page, doc_pages=6, key="k",
                                 status=Status.ok, text=f"page {page} text"))
     lines = path.read_bytes().splitlines(keepends=True)
     assert all(line.endswith(b'"}\n') and b',"crc32":"' in line for line in lines)
     lines[1] = lines[1].replace(b'"page 2 text"', b'"page \\q2 text"')  # \q: no longer JSON
-    lines[2] = lines[2].replace(b'"page 3 text"', b'"page 3 edited"')  # still JSON
-    path.write_bytes(b"".join(lines))
+    lines[2] = lines[2].replace(b'"page 3 text"', b'"page 3 tdxt"')  # one flipped bit, still JSON
+    lines[3] = lines[3].replace(b'"crc32"', b'"crc33"')  # the check's own name damaged
+    legacy = {"schema": 1, "doc_id": "d", "source": "d.pdf", "page": 6, "doc_pages": 6, "key": "k",
+              "status": "ok", "attempt": 1, "text": "page 6 from before the check", "engine": "x"}
+    path.write_bytes(b"".join(lines) + json.dumps(legacy).encode() + b"\n")
 
-    assert [r["page"] for r in resume_fields(path)] == [1, 3]
-    idx = ResumeIndex.load(path, {"k"})
-    state = idx.get("k", "d")
-    assert [state.status(p) for p in (1, 2, 3)] == [Status.ok, None, Status.ok]
+    with caplog.at_level("WARNING", logger="vlmocr.store"):
+        assert [r["page"] for r in resume_fields(path)] == [1, 5, 6]
+    assert [m for m in caplog.messages if "CRC-32" in m] == [
+        f"{path}:3: skipping a line that does not match its CRC-32 (damaged or edited after it was written)",
+        f"{path}:4: skipping a line that does not match its CRC-32 (damaged or edited after it was written)"]
+    assert any(f"{path}:2: skipping a line that is not JSON" == m for m in caplog.messages)
+    state = ResumeIndex.load(path, {"k"}).get("k", "d")
+    assert [state.status(p) for p in range(1, 7)] == [Status.ok, None, None, None, Status.ok, Status.ok]
     full = list(iter_records(path))
-    assert [r["text"] for r in full] == ["page 1 text", "page 3 edited"]
+    assert [r["text"] for r in full] == ["page 1 text", "page 5 text", "page 6 from before the check"]
     assert not any(CHECK_KEY in r for r in full)
+    flipped = tmp_path / "flipped.jsonl"
+    flipped.write_bytes(lines[0] + lines[2])
+    with pytest.raises(ValueError, match=r"flipped.jsonl:2: the line does not match its CRC-32"):
+        list(iter_records(flipped, strict=True))
+
+    # The page read again: its new record counts, the damaged one never does.
+    with RecordWriter(path) as w:
+        w.append(PageRecord(doc_id="d", source="d.pdf", page=3, doc_pages=6, key="k", status=Status.ok,
+                            attempt=2, text="page 3 text"))
+    assert final_records(path)[("d", 3)]["text"] == "page 3 text"
+    assert ResumeIndex.load(path, {"k"}).get("k", "d").attempts_of(3) == 2
     # Written again (as publish or a merge may do), a record gets a fresh check, not two.
     with RecordWriter(path) as w:
         w.append(full[0])
     last = path.read_bytes().splitlines()[-1]
     assert last.count(b'"crc32"') == 1 and list(resume_fields(path))[-1]["page"] == 1
+    # A whole last line that lost only its newline still matches its check.
+    path.write_bytes(path.read_bytes()[:-1])
+    assert [r["page"] for r in iter_records(path)][-1] == 1
+
+
+def _run_pngs(tmp_path, out, *pngs):
+    from conftest import run_cli
+
+    res = run_cli("run", *map(str, pngs), "--out", str(out), "--engine", "rapidocr", "--workers", "1", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    return res
+
+
+def _export_txt(tmp_path, run_dir, name):
+    from conftest import run_cli
+
+    out = tmp_path / name
+    res = run_cli("export", str(run_dir), "--format", "txt", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    return res, {p.stem: p.read_text(encoding="utf-8") for p in sorted(out.glob("*.txt"))}
+
+
+def test_a_flipped_byte_in_a_real_runs_text_is_read_again_and_never_exported(tmp_path):
+    """A real run (RapidOCR on two generated PNGs); one byte inside the text of one record is
+    flipped on disk, leaving valid JSON. Export leaves the damaged text out, and resume reads
+    that page again; the export after it holds the text as read, not the damaged one."""
+    from conftest import read_records, text_image
+
+    pngs = []
+    for name, lines in (("a", ["Hello world", "second line"]), ("b", ["Other page", "more text"])):
+        text_image(lines, (600, 300)).save(tmp_path / f"{name}.png")
+        pngs.append(tmp_path / f"{name}.png")
+    run_dir = tmp_path / "run"
+    _run_pngs(tmp_path, run_dir, *pngs)
+    good = {r["doc_id"]: r["text"] for r in read_records(run_dir)}
+    assert "Hello" in good["a"] and "Other" in good["b"]
+
+    pages = run_dir / "pages.jsonl"
+    raw = pages.read_bytes()
+    first_end = raw.index(b"\n") + 1
+    line = raw[:first_end]
+    assert b'"doc_id":"a"' in line
+    at = line.index(b'"text":"') + len(b'"text":"')
+    line = line[:at] + bytes([line[at] ^ 0x20]) + line[at + 1:]  # H -> h: one byte, still JSON
+    damaged = json.loads(line)["text"]
+    assert damaged != good["a"] and damaged.lower() == good["a"].lower()
+    pages.write_bytes(line + raw[first_end:])
+
+    res, exported = _export_txt(tmp_path, run_dir, "before")
+    assert f"{pages}:1: skipping a line that does not match its CRC-32" in res.stderr
+    assert damaged not in "".join(exported.values())
+
+    res = _run_pngs(tmp_path, run_dir, *pngs)
+    assert "records=2 ok=2" in res.stdout.splitlines()[-1]
+    records = read_records(run_dir)
+    assert len(records) == 3 and records[-1]["doc_id"] == "a" and records[-1]["text"] == good["a"]
+
+    _, exported = _export_txt(tmp_path, run_dir, "after")
+    assert exported["a"].strip() == good["a"] and exported["b"].strip() == good["b"]
+    assert damaged not in "".join(exported.values())

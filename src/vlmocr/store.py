@@ -63,7 +63,9 @@ def repair_torn_tail(path: Path) -> int:
 
 
 def iter_records(path: Path, *, strict: bool = False, heads: bool = False) -> Iterator[dict[str, Any]]:
-    """Every parseable record in file order. A bad line is logged and skipped (or raised).
+    """Every parseable record whose check matches, in file order. A bad line (not JSON, or
+    failing its CRC-32) is logged with its file:line and skipped (or raised), so the page it
+    stood for counts as unread and a record written later for it is the one that counts.
     With `heads`, each record only as far as `_head` reads it (what resume needs)."""
     if not path.exists():
         return
@@ -84,9 +86,16 @@ def iter_records(path: Path, *, strict: bool = False, heads: bool = False) -> It
                     continue
                 log.warning("%s:%d: skipping a line that is not JSON", path, n)
                 continue
-            if isinstance(rec, dict):
-                rec.pop(CHECK_KEY, None)
-                yield rec
+            if not isinstance(rec, dict):
+                continue
+            if _check_fails(line, rec):
+                if strict:
+                    raise ValueError(f"{path}:{n}: the line does not match its CRC-32")
+                log.warning("%s:%d: skipping a line that does not match its CRC-32 (damaged or edited "
+                            "after it was written)", path, n)
+                continue
+            rec.pop(CHECK_KEY, None)
+            yield rec
 
 
 # Every line RecordWriter writes ends with the CRC-32 of the bytes before it:
@@ -110,6 +119,16 @@ def line_intact(line: bytes) -> bool:
     n = len(line) - _CHECK_LEN
     return (n > 0 and line.startswith(_CHECK_OPEN, n) and line.endswith(b'"}\n')
             and b"%08x" % zlib.crc32(memoryview(line)[:n]) == line[-11:-3])
+
+
+def _check_fails(line: bytes, rec: dict[str, Any]) -> bool:
+    """Does a parsed line carry a check that does not match? A line written before lines
+    carried one has none and is trusted as before. A check whose own name was damaged still
+    counts as a check: the member at the check's place has the check's shape."""
+    n = len(line.rstrip(b"\n")) + 1 - _CHECK_LEN
+    claims = CHECK_KEY in rec or (n > 0 and line.startswith(b',"', n) and line.startswith(b'":"', n + 7))
+    # A last line that lost only its newline is still whole when its check matches.
+    return claims and not line_intact(line if line.endswith(b"\n") else line + b"\n")
 
 
 _TEXT_KEY = b',"text":'
