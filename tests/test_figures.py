@@ -40,6 +40,7 @@ from vlmocr.figures import (
 )
 from vlmocr.outputs import assemble_markdown
 from vlmocr.profiles import prompt_id
+from vlmocr.store import checked_line
 
 PAGE_W, PAGE_H = 612.0, 792.0  # US letter, points
 DPI = 200.0
@@ -372,7 +373,7 @@ def test_cli_describes_and_markdown_carries_alt_text(run, server):
 def test_relative_source_found_with_source_root(run, server, base_run):
     # Records name the source as given (here a bare file name), and the run's inputs are gone.
     lines = [json.loads(line) for line in (run / "pages.jsonl").read_text().splitlines()]
-    (run / "pages.jsonl").write_text("".join(json.dumps({**r, "source": "report.pdf"}) + "\n" for r in lines))
+    (run / "pages.jsonl").write_bytes(b"".join(checked_line({**r, "source": "report.pdf"}) for r in lines))
     info = json.loads((run / "run.json").read_text())
     info["settings"]["inputs"] = [str(run / "gone.pdf")]
     (run / "run.json").write_text(json.dumps(info))

@@ -17,6 +17,7 @@ from vlmocr.library import Catalog, LibraryLock, library_holds, skip_held
 from vlmocr.library.publish import publish
 from vlmocr.library.runs import PAGE_SEPARATOR
 from vlmocr.sources import discover
+from vlmocr.store import checked_line
 
 from .helpers import (catalog_rows, drop_records, finals_by_doc, make_doc, publish_cli, snapshot,
                       textlayer_run)
@@ -127,7 +128,7 @@ def test_error_pages_and_unreadable_documents_are_not_complete(corpus, tmp_path)
             r["status"], r["text"] = "error", ""  # read again on resume: not final
     recs.append({**recs[0], "doc_id": "broken", "source": "/nonexistent/broken.pdf", "page": 0, "doc_pages": None,
                  "status": "bad_input", "text": "", "error": "corrupt or not a PDF"})
-    (run / "pages.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    (run / "pages.jsonl").write_bytes(b"".join(checked_line(r) for r in recs))  # as the writer would
     result = publish([run], tmp_path / "lib")
     actions = {o.doc_id: (o.action, o.detail) for o in result.outcomes}
     assert actions["book"][0] == "incomplete" and "status error" in actions["book"][1]
@@ -144,7 +145,7 @@ def test_better_version_replaces_worse_is_kept_and_layer_clean(corpus, tmp_path)
     for r in recs:
         if r["doc_id"] == "notes":
             r["status"], r["text"] = "empty", ""
-    (worse / "pages.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    (worse / "pages.jsonl").write_bytes(b"".join(checked_line(r) for r in recs))  # as the writer would
     first = publish([worse], lib)
     assert {o.doc_id: o.action for o in first.outcomes}["notes"] == "published"
     folder = next((lib / "docs").glob("notes--*"))
