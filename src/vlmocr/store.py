@@ -7,10 +7,15 @@ few hundred kilobytes."""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import fcntl
 import json
 import logging
 import os
+import re
+import shutil
+import signal
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -19,7 +24,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 
-from .exceptions import RunLocked, VlmocrError
+from .exceptions import RunLocked, UsageError, VlmocrError
 from .record import CODE_STATUS, STATUS_CODE, PageRecord, Status
 
 log = logging.getLogger(__name__)
@@ -346,18 +351,172 @@ def write_json_atomic(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-def replace_dir(tmp: Path, out: Path) -> None:
-    """Move a finished directory into place; an older one is swapped out, then removed, so
-    readers see the old or the new tree, never a mixture."""
-    import shutil
+# ------------------------------------------------------------------------------ output folders
+#
+# export, merge and report replace what they wrote before, and nothing else: the folder they
+# write must be new, empty, or one they made (OUTPUT_MARKER inside names the command). A build
+# goes into a hidden sibling `.<name>.<pid>.tmp` whose marker is flock'ed while it is written,
+# so the next build into the same place can tell a killed build's leftovers from a live one's.
 
-    if out.exists():
+OUTPUT_MARKER = ".vlmocr-output"
+KILL_AT_ENV = "VLMOCR_KILL_AT"
+
+
+def kill_point(name: str) -> None:
+    """Fault injection for tests: SIGKILL this very process at the named moment
+    (VLMOCR_KILL_AT=name), to prove what a real crash there leaves behind and how it is repaired."""
+    if os.environ.get(KILL_AT_ENV) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _output_kind(folder: Path) -> str | None:
+    try:
+        return (folder / OUTPUT_MARKER).read_text(encoding="utf-8").split("\n", 1)[0].strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _is_empty_dir(folder: Path) -> bool:
+    with os.scandir(folder) as entries:
+        return next(entries, None) is None
+
+
+def check_output_dir(out: Path, kind: str, legacy: Callable[[Path], bool] | None = None) -> None:
+    """Refuse (exit 3) an `out` that `kind` may not replace: anything but a new or empty folder
+    or one `kind` made itself (its marker; `legacy` recognises one made before markers)."""
+    out = Path(out)
+    if out.is_symlink():
+        raise UsageError(f"--out {out} is a symbolic link; give a new or empty folder")
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise UsageError(f"--out {out} exists and is not a folder; give a new or empty folder")
+    made = _output_kind(out)
+    if made == kind or (made is None and (_is_empty_dir(out) or (legacy is not None and legacy(out)))):
+        return
+    why = f"it was made by vlmocr {made}" if made else f"vlmocr {kind} did not make it (no {OUTPUT_MARKER})"
+    raise UsageError(f"--out {out}: not replacing a folder that is not empty and {why}; give a new or empty folder")
+
+
+def _hold_marker(folder: Path, kind: str) -> int:
+    """Write `kind` into the folder's marker and keep it flock'ed (the caller closes the fd)."""
+    fd = os.open(folder / OUTPUT_MARKER, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.write(fd, f"{kind}\n".encode())
+    return fd
+
+
+def remove_abandoned(out: Path) -> list[str]:
+    """Remove the hidden siblings (`.<name>.<pid>.tmp|old`) that builds into `out` killed
+    mid-way left; a sibling whose marker a live build holds, or that is not ours, stays."""
+    out = Path(os.path.abspath(out))
+    pattern = re.compile(rf"\.{re.escape(out.name)}\.\d+\.(?:tmp|old)")
+    removed: list[str] = []
+    try:
+        entries = [e for e in os.scandir(out.parent) if pattern.fullmatch(e.name)]
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.is_dir(follow_symlinks=False):
+            continue
+        path = Path(entry.path)
+        try:
+            if _is_empty_dir(path):  # killed between mkdir and its marker
+                path.rmdir()
+                removed.append(entry.name)
+                continue
+            fd = os.open(path / OUTPUT_MARKER, os.O_RDONLY)
+        except OSError:
+            continue  # no marker: not a folder we made
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue  # a build at work
+        try:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(entry.name)
+        finally:
+            os.close(fd)
+    return removed
+
+
+class OutputBuild:
+    """Build the folder `out` beside it and swap it in whole (`replace_dir`): readers see the
+    old tree or the new one, and a killed build leaves only a hidden sibling that the next build
+    into `out` removes (`remove_abandoned`). Refuses an `out` it may not replace at once, before
+    any work (`check_output_dir`)."""
+
+    def __init__(self, out: Path, kind: str, legacy: Callable[[Path], bool] | None = None) -> None:
+        self.out = Path(os.path.abspath(out))
+        self.kind = kind
+        self.legacy = legacy
+        self.path = self.out.with_name(f".{self.out.name}.{os.getpid()}.tmp")
+        self._fd = -1
+        self._done = False
+
+    def __enter__(self) -> "OutputBuild":
+        check_output_dir(self.out, self.kind, self.legacy)
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        remove_abandoned(self.out)
+        self.path.mkdir()
+        self._fd = _hold_marker(self.path, self.kind)
+        return self
+
+    def commit(self) -> None:
+        replace_dir(self.path, self.out, self.kind, self.legacy)
+        self._done = True
+
+    def __exit__(self, *exc: object) -> None:
+        if not self._done:
+            shutil.rmtree(self.path, ignore_errors=True)
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+_RENAME_EXCHANGE = 2
+_libc: Any = None
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically (Linux renameat2); False when the system cannot."""
+    global _libc
+    if _libc is None:
+        try:
+            _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+            _libc.renameat2  # noqa: B018 (probe)
+        except (OSError, AttributeError):
+            _libc = False
+    if not _libc:
+        return False
+    at_fdcwd = -100
+    rc = _libc.renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE)
+    if rc != 0:
+        err = ctypes.get_errno()
+        if err in (22, 38, 95):  # EINVAL, ENOSYS, EOPNOTSUPP: the filesystem cannot exchange
+            return False
+        raise OSError(err, os.strerror(err), str(a))
+    return True
+
+
+def replace_dir(tmp: Path, out: Path, kind: str, legacy: Callable[[Path], bool] | None = None) -> None:
+    """Move the finished folder `tmp` to `out` — only a new or empty `out`, or one `kind` made
+    (`check_output_dir`, checked again here: a build takes a while). An older `out` is swapped
+    with the new one in one step where the filesystem can, then removed, so readers see the old
+    or the new tree, never a mixture."""
+    check_output_dir(out, kind, legacy)
+    if _output_kind(tmp) != kind:
+        (tmp / OUTPUT_MARKER).write_text(f"{kind}\n", encoding="utf-8")
+    if not out.exists():
+        os.replace(tmp, out)
+    elif exchange(tmp, out):
+        shutil.rmtree(tmp, ignore_errors=True)  # now the old tree
+    else:
         old = out.with_name(f".{out.name}.{os.getpid()}.old")
         os.replace(out, old)
         os.replace(tmp, out)
         shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, out)
 
 
 def write_text_atomic(path: Path, text: str) -> None:

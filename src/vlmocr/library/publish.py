@@ -20,11 +20,10 @@ LIB/.lock (fcntl) and so run one after the other; readers never wait."""
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import hashlib
 import json
 import os
+import re
 import shutil
 from collections import Counter
 from dataclasses import dataclass, field
@@ -36,7 +35,7 @@ import orjson
 from ..exceptions import ExitCode, UsageError
 from ..outputs import assemble_markdown
 from ..record import now_iso
-from ..store import write_text_atomic
+from ..store import exchange, kill_point, write_text_atomic
 from .catalog import CACHE, CATALOG, DOCS, LOCK, STAGING, Catalog, LibraryLock
 from .identify import Crossref, Identifier, LookupError_, identify_records
 from .runs import DocRecords, document_text, fsync_dir, original_name, read_run, resolve_source, run_dirs, safe_sha256
@@ -203,31 +202,6 @@ def build(c: Candidate, text_sha256: str | None) -> Built:
     return Built(row, files, page_rows, texts, idents)
 
 
-_RENAME_EXCHANGE = 2
-_libc: Any = None
-
-
-def exchange(a: Path, b: Path) -> bool:
-    """Swap two paths atomically (Linux renameat2); False when the system cannot."""
-    global _libc
-    if _libc is None:
-        try:
-            _libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-            _libc.renameat2  # noqa: B018 (probe)
-        except (OSError, AttributeError):
-            _libc = False
-    if not _libc:
-        return False
-    at_fdcwd = -100
-    rc = _libc.renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE)
-    if rc != 0:
-        err = ctypes.get_errno()
-        if err in (22, 38, 95):  # EINVAL, ENOSYS, EOPNOTSUPP: the filesystem cannot exchange
-            return False
-        raise OSError(err, os.strerror(err), str(a))
-    return True
-
-
 def _write_folder(folder: Path, files: dict[str, bytes]) -> None:
     folder.mkdir(parents=True)
     for name, data in files.items():
@@ -369,17 +343,25 @@ def _not_complete(doc_id: str, docs: list[DocRecords], by_doc: dict[str, set[str
 
 def _recover(library: Path, cat: Catalog) -> list[str]:
     """Tidy what a publisher killed mid-way left behind (we hold the lock: nobody else is at work).
-    Staged folders are dropped; a folder under docs/ that the catalog does not list (killed
-    between the rename and the commit) is removed, so it is published again in full."""
+    A folder swapped into docs/ whose catalog transaction never committed is swapped back for
+    the version the catalog holds (`_restore_committed`); then staged folders are dropped, and a
+    folder under docs/ that the catalog does not list (killed between the rename and the commit
+    of a first publication) is removed, so it is published again in full."""
     repaired: list[str] = []
     staging = library / STAGING
-    if staging.is_dir():
-        for leftover in staging.iterdir():
-            if leftover.is_dir() and not leftover.is_symlink():
-                shutil.rmtree(leftover, ignore_errors=True)
-            else:
-                leftover.unlink(missing_ok=True)
-            repaired.append(f"removed leftover staging/{leftover.name}")
+    leftovers = sorted(staging.iterdir()) if staging.is_dir() else []
+    for leftover in leftovers:
+        note = _restore_committed(library, cat, leftover)
+        if note:
+            repaired.append(note)
+    for leftover in leftovers:
+        if not os.path.lexists(leftover):
+            continue
+        if leftover.is_dir() and not leftover.is_symlink():
+            shutil.rmtree(leftover, ignore_errors=True)
+        else:
+            leftover.unlink(missing_ok=True)
+        repaired.append(f"removed leftover staging/{leftover.name}")
     docs = library / DOCS
     if docs.is_dir():
         known = {r[0] for r in cat.db.execute("SELECT lib_id FROM documents")}
@@ -388,6 +370,41 @@ def _recover(library: Path, cat: Catalog) -> list[str]:
                 shutil.rmtree(entry.path, ignore_errors=True)
                 repaired.append(f"removed docs/{entry.name} (not in the catalog)")
     return repaired
+
+
+_STAGED_NAME = re.compile(r"(?P<lib_id>.+--.+)\.\d+(?:\.old)?")  # staging/<lib_id>.<pid>[.old]
+
+
+def folder_digest(folder: Path) -> str | None:
+    """The content digest (`content_digest`) of a published folder, from its files; None when
+    it is missing or unreadable."""
+    try:
+        layer = json.loads((folder / META_FILE).read_text(encoding="utf-8"))["layer"]
+        data = (folder / PAGES_FILE).read_bytes()
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return hashlib.sha256(data + b"\0" + str(layer).encode()).hexdigest()
+
+
+def _restore_committed(library: Path, cat: Catalog, leftover: Path) -> str | None:
+    """A publisher killed after swapping a new version into docs/<lib_id> but before its catalog
+    transaction committed leaves the folder holding a version the catalog, its search index and
+    every later comparison know nothing of, and the version they do know in staging/. Swap that
+    one back. Returns what was done, or None when the folder already agrees with the catalog."""
+    m = _STAGED_NAME.fullmatch(leftover.name)
+    if m is None or not leftover.is_dir() or leftover.is_symlink():
+        return None
+    row = cat.get(m["lib_id"])
+    if row is None:
+        return None
+    folder = library / DOCS / m["lib_id"]
+    if folder_digest(folder) == row["content_sha256"] or folder_digest(leftover) != row["content_sha256"]:
+        return None
+    displaced = _install(leftover, folder)  # where the uncommitted version went
+    fsync_dir(library / DOCS)
+    if displaced is not None:
+        shutil.rmtree(displaced, ignore_errors=True)
+    return f"restored docs/{m['lib_id']} to the version in the catalog (a publisher was killed before committing)"
 
 
 def _publish_one(c: Candidate, library: Path, cat: Catalog, replace: bool) -> Outcome:
@@ -431,6 +448,7 @@ def _publish_one(c: Candidate, library: Path, cat: Catalog, replace: bool) -> Ou
         cat.put_document(built.row, built.page_rows, built.texts, built.identifiers)
         old = _install(staged, folder)
         fsync_dir(library / DOCS)
+        kill_point("publish-installed")  # the window `_restore_committed` repairs
         cat.commit()
     except BaseException:
         cat.rollback()
