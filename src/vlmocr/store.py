@@ -455,8 +455,11 @@ class OutputBuild:
         self._fd = -1
         self._done = False
 
-    def __enter__(self) -> "OutputBuild":
+    def check(self) -> None:
         check_output_dir(self.out, self.kind, self.legacy)
+
+    def __enter__(self) -> "OutputBuild":
+        self.check()
         self.out.parent.mkdir(parents=True, exist_ok=True)
         remove_abandoned(self.out)
         self.path.mkdir()

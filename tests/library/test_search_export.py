@@ -116,7 +116,8 @@ def test_export_hf_read_back_by_datasets(published, tmp_path, monkeypatch):
     proc = run_cli("export", str(published["lib"]), "--format", "hf", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
-        "README.md", "documents/train-00000-of-00001.parquet", "pages/train-00000-of-00001.parquet"]
+        ".vlmocr-output", "README.md", "documents/train-00000-of-00001.parquet",
+        "pages/train-00000-of-00001.parquet"]  # the marker: a later export may replace this folder
     finals = published["finals"]
     # Offline, and nothing written outside tmp_path (read when datasets is first imported).
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

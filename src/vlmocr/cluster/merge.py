@@ -17,8 +17,6 @@ with different text, a warning names the page. The shard directories are never c
 
 from __future__ import annotations
 
-import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -28,7 +26,7 @@ import orjson
 from ..exceptions import UsageError
 from ..outputs import write_document
 from ..record import STATUS_GROUP, Status
-from ..store import PAGES_FILE, final_records, replace_dir, write_json_atomic
+from ..store import PAGES_FILE, OutputBuild, final_records, write_json_atomic
 
 MERGED = "merged"
 _RANK = {"ok": 0, "fallback": 0, "review": 1, "failed": 2}
@@ -81,6 +79,8 @@ def merge(run_dir: Path, out: Path | None = None, warn: Callable[[str], None] = 
     if not shards:
         raise UsageError(f"{run_dir}: no shard run directories with records (RUN/shards/*/pages.jsonl)")
     out = Path(out) if out is not None else run_dir / MERGED
+    build = OutputBuild(out, MERGED, legacy=_merged_before_markers)
+    build.check()  # refuse a folder merge may not replace before reading any shard
     originals = _originals(run_dir)
     result = MergeResult(out=out, shards=[p.name for p in shards])
     chosen: dict[tuple[str, int], dict[str, Any]] = {}
@@ -107,12 +107,24 @@ def merge(run_dir: Path, out: Path | None = None, warn: Callable[[str], None] = 
                     continue
             chosen[page_id] = rec
             where[page_id] = shard.name
-    # Write into a fresh directory and swap it in: a reader never sees half a merge, and
-    # documents that left the run do not linger.
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
+    # Write into a fresh directory and swap it in: a reader never sees half a merge, documents
+    # that left the run do not linger, and only a folder merge made itself is ever replaced.
+    with build:
+        _write_merged(build.path, shards, chosen, where, originals, result)
+        build.commit()
+    return result
+
+
+def _merged_before_markers(folder: Path) -> bool:
+    """A RUN/merged written before merge marked its folders: its run.json says what it merged."""
+    try:
+        return "merged_from" in orjson.loads((folder / "run.json").read_bytes())
+    except (OSError, orjson.JSONDecodeError, TypeError):
+        return False
+
+
+def _write_merged(tmp: Path, shards: list[Path], chosen: dict[tuple[str, int], dict[str, Any]],
+                  where: dict[tuple[str, int], str], originals: dict[str, str], result: MergeResult) -> None:
     by_doc: dict[str, list[dict[str, Any]]] = {}
     with (tmp / PAGES_FILE).open("wb") as fh:
         for (doc_id, page) in sorted(chosen):
@@ -143,5 +155,3 @@ def merge(run_dir: Path, out: Path | None = None, warn: Callable[[str], None] = 
                     "statuses": result.statuses},
         "duplicates": result.duplicates, "conflicts": result.conflicts,
     })
-    replace_dir(tmp, out)
-    return result

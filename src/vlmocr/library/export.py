@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -31,13 +30,14 @@ import orjson
 from ..exceptions import UsageError
 from ..figures import add_figures
 from ..outputs import assemble_markdown
-from ..store import replace_dir, write_text_atomic
+from ..store import OutputBuild, kill_point
 from .catalog import DOCS, Catalog, is_library
 from .identify import identify_records
 from .publish import PAGES_FILE as LIB_PAGES_FILE
 from .runs import DocRecords, document_text, original_name, read_run, run_dirs
 
 FORMATS = ("md", "txt", "jsonl", "parquet", "hf")
+EXPORT = "export"  # what the marker of a folder `export` made says (store.OUTPUT_MARKER)
 ROWS_PER_FILE = 50_000  # pages per Parquet file in an hf export (documents: the same count of rows)
 
 
@@ -329,61 +329,90 @@ def _unique_names(docs: list[ExportDoc]) -> None:
 def export(source: list[Path] | Path, fmt: str, out: Path, layer: str | None = None, *,
            include_incomplete: bool = False, source_roots: Iterable[Path] = (), clean_rules: Path | None = None,
            rows_per_file: int = ROWS_PER_FILE) -> ExportResult:
+    """Write the export into a hidden folder beside `out` and swap it in whole (`OutputBuild`):
+    only a new or empty `out`, or an earlier export, is ever replaced."""
     if fmt not in FORMATS:
         raise UsageError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")
     sources = [Path(source)] if isinstance(source, (str, Path)) else [Path(p) for p in source]
     out = Path(out)
     result = ExportResult(out=out, format=fmt)
     docs = export_documents(sources, layer, include_incomplete, source_roots, clean_rules, result.notes)
+    one_file = fmt == "jsonl" and out.suffix.lower() in (".jsonl", ".ndjson")
+    with (_FileBuild if one_file else OutputBuild)(out, EXPORT) as build:
+        written = _write(docs, fmt, build.path, out.name if one_file else None, layer, sources, rows_per_file, result)
+        kill_point("export-written")
+        build.commit()
+    result.files = [str(out) if one_file else str(out / p.relative_to(build.path)) for p in written]
+    return result
+
+
+class _FileBuild(OutputBuild):
+    """``--format jsonl --out X.jsonl``: the file is written in a hidden folder beside it and
+    renamed over X.jsonl, which must be new, empty or an earlier export (`_check_export_file`)."""
+
+    def check(self) -> None:
+        _check_export_file(self.out)
+
+    def commit(self) -> None:
+        self.check()
+        os.replace(self.path / self.out.name, self.out)  # the folder itself is left to __exit__
+
+
+def _check_export_file(path: Path) -> None:
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise UsageError(f"--out {path} exists and is not a file; give a new .jsonl file name")
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with path.open("rb") as fh:
+        first = fh.readline(1 << 24)
+    try:
+        row = orjson.loads(first)
+    except orjson.JSONDecodeError:
+        row = None
+    if not (isinstance(row, dict) and "doc_id" in row and "page_spans" in row):
+        raise UsageError(f"--out {path}: not replacing a file that is not an earlier export; give a new file name")
+
+
+def _write(docs: Iterable[ExportDoc], fmt: str, folder: Path, file_name: str | None, layer: str | None,
+           sources: list[Path], rows_per_file: int, result: ExportResult) -> list[Path]:
+    """Write every format into `folder` (a fresh one); returns the files written."""
     if fmt in ("md", "txt"):
         listed = list(docs)
         _unique_names(listed)
-        out.mkdir(parents=True, exist_ok=True)
+        files = []
         for d in listed:
-            path = out / f"{d.name}.{fmt}"
-            write_text_atomic(path, assemble_markdown(d.records) if fmt == "md" else d.text_and_spans()[0])
-            result.files.append(str(path))
+            path = folder / f"{d.name}.{fmt}"
+            path.write_text(assemble_markdown(d.records) if fmt == "md" else d.text_and_spans()[0], encoding="utf-8")
+            files.append(path)
             result.documents += 1
             result.pages += len(d.records)
-        return result
+        return files
     if fmt == "jsonl":
-        path = out if out.suffix.lower() in (".jsonl", ".ndjson") else out / "documents.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        with tmp.open("wb") as fh:
+        path = folder / (file_name or "documents.jsonl")
+        with path.open("wb") as fh:
             for d in docs:
                 fh.write(orjson.dumps(document_row(d)) + b"\n")
                 result.documents += 1
                 result.pages += len(d.records)
-        os.replace(tmp, path)
-        result.files.append(str(path))
-        return result
+        return [path]
     doc_schema, page_schema = _schemas()
     if fmt == "parquet":
-        out.mkdir(parents=True, exist_ok=True)
-        tmp_docs = _ParquetSink(out, doc_schema, f".documents.parquet.{os.getpid()}.tmp")
-        tmp_pages = _ParquetSink(out, page_schema, f".pages.parquet.{os.getpid()}.tmp")
-        _fill(docs, tmp_docs, tmp_pages, result)
-        for sink, name in ((tmp_docs, "documents.parquet"), (tmp_pages, "pages.parquet")):
-            os.replace(sink.close()[0], out / name)
-            result.files.append(str(out / name))
-        return result
-    # hf: build the whole folder beside the target, then swap it in.
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    (tmp / "documents").mkdir(parents=True)
-    (tmp / "pages").mkdir()
-    sink_docs = _ParquetSink(tmp / "documents", doc_schema, None, rows_per_file)
-    sink_pages = _ParquetSink(tmp / "pages", page_schema, None, rows_per_file)
+        sink_docs = _ParquetSink(folder, doc_schema, "documents.parquet")
+        sink_pages = _ParquetSink(folder, page_schema, "pages.parquet")
+        _fill(docs, sink_docs, sink_pages, result)
+        return sink_docs.close() + sink_pages.close()
+    # hf: a dataset folder.
+    (folder / "documents").mkdir()
+    (folder / "pages").mkdir()
+    sink_docs = _ParquetSink(folder / "documents", doc_schema, None, rows_per_file)
+    sink_pages = _ParquetSink(folder / "pages", page_schema, None, rows_per_file)
     _fill(docs, sink_docs, sink_pages, result)
     files = sink_docs.close() + sink_pages.close()
     layer_name = layer or ("as published" if any(is_library(s) for s in sources) else "raw")
-    (tmp / "README.md").write_text(_HF_README.format(title=out.name, documents=result.documents,
-                                                     pages=result.pages, layer=layer_name), encoding="utf-8")
-    replace_dir(tmp, out)
-    result.files = [str(out / f.relative_to(tmp)) for f in files] + [str(out / "README.md")]
-    return result
+    readme = folder / "README.md"
+    readme.write_text(_HF_README.format(title=Path(os.path.abspath(result.out)).name, documents=result.documents, pages=result.pages,
+                                        layer=layer_name), encoding="utf-8")
+    return files + [readme]
 
 
 def _fill(docs: Iterable[ExportDoc], sink_docs: _ParquetSink, sink_pages: _ParquetSink, result: ExportResult) -> None:
