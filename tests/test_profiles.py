@@ -186,3 +186,27 @@ def test_retry_sampling_keys_are_checked(tmp_path: Path) -> None:
     path = write(tmp_path, "r", MINIMAL.format(name="r") + "[retry]\nsampling = { top_q = 0.9 }\n")
     with pytest.raises(UsageError, match="top_q"):
         load_profile(path)
+
+
+@pytest.mark.parametrize(("toml", "problem"), [
+    ('model = "org/m\\ntouch x"\n', "model 'org/m\\ntouch x' contains a control character"),
+    ('revision = "abc\\u001b[2J"\n', "revision 'abc\\x1b[2J' contains a control character"),
+    ('[serve.vllm]\nenv = { "A=1; touch x; B" = "1" }\n', "serve.vllm.env: 'A=1; touch x; B' is not an environment variable name"),
+    ('[serve.vllm]\nenv = { VAR = "a\\nb" }\n', "serve.vllm.env.VAR 'a\\nb' contains a control character"),
+    ('[serve.sglang]\nargs = ["--x", "1\\r2"]\n', "serve.sglang.args '1\\r2' contains a control character"),
+])
+def test_names_with_control_characters_are_refused_in_one_line(tmp_path: Path, toml: str, problem: str) -> None:
+    """What a profile names goes into server command lines, environments and the script `serve
+    --print` shows: a newline or escape there, or an environment name that is not one, is
+    refused with one line naming the file."""
+    path = write(tmp_path, "hostile", MINIMAL.format(name="hostile") + toml)
+    with pytest.raises(UsageError) as err:
+        load_profile(path)
+    assert str(err.value) == f"profile {path}: {problem}" and err.value.exit_code == ExitCode.usage
+
+
+def test_a_name_ending_in_a_newline_is_not_a_name() -> None:
+    with pytest.raises(ValueError, match="use lowercase letters"):
+        Profile(name="generic\n", prompt="Read the page.")
+    with pytest.raises(ValueError, match="contains a control character"):
+        Profile(name="generic", prompt="Read the page.", model="org/m\n")

@@ -244,6 +244,64 @@ def test_print_shows_environment_and_command_without_running(tmp_path, scratch):
     assert not (tmp_path / "record.json").exists()  # nothing ran
 
 
+def run_printed(script: str, where: Path) -> None:
+    """Run a printed script with bash, as someone piping `--print` to a shell would."""
+    where.mkdir(exist_ok=True)
+    subprocess.run(["bash", "-c", script], cwd=where, capture_output=True, text=True, timeout=60)
+
+
+def test_print_quotes_every_value_even_in_comments(tmp_path, scratch):
+    """The script `--print` shows runs exactly its command, whatever the values in it: a TMPDIR
+    (hence the args file's path) or a plan's model holding a newline and a command stays in its
+    comment, and the command still runs as printed."""
+    hostile = scratch / "a\ntouch injected;#"
+    hostile.mkdir()
+    notes_it_ran = "sh -c 'printf %s \"$HF_HUB_OFFLINE\" > ran' sh"
+    env = fake_env(tmp_path, scratch, TMPDIR=str(hostile), VLMOCR_VLLM_BIN=notes_it_ran)
+    res = run_cli("serve", "qwen3-vl", "--print", env=env)
+    assert res.returncode == 0, res.stderr
+    work = tmp_path / "work"
+    run_printed(res.stdout, work)
+    assert not (work / "injected").exists()
+    assert (work / "ran").read_text() == "1"  # the command ran, with the printed environment
+    first, second = res.stdout.splitlines()[:2]
+    assert first.startswith("# vlmocr serve qwen3-vl: vllm") and second.startswith("# args file ") and "\\n" in second
+
+    plan = serving.plan_server("qwen3-vl", environ=fake_env(tmp_path, scratch, VLMOCR_VLLM_BIN="true"))
+    forged = serving.ServePlan(**{**plan.__dict__, "model": "x\ntouch injected #", "profile": "p\rtouch injected"})
+    script = forged.shell_script()
+    assert all(line.startswith(("#", "export ")) for line in script.splitlines()[:-1])
+    run_printed(script, work)
+    assert not (work / "injected").exists()
+
+
+@pytest.mark.parametrize(("args", "profile_toml", "refused"), [
+    (["--model-path", "x\ntouch injected #"], None, "--model-path 'x\\ntouch injected #': control characters"),
+    (["--served-model-name", "n\ntouch injected #"], None, "--served-model-name"),
+    (["--revision", "r\ttouch injected"], None, "--revision"),
+    (["--host", "127.0.0.1\ntouch injected"], None, "--host"),
+    (["--log", "l\ntouch injected"], None, "--log"),
+    (["--target", "hf-jobs", "--model-path", "org/x\ntouch injected"], None, "--model-path"),
+    ([], 'model = "x\\ntouch injected #"', "model 'x\\ntouch injected #' contains a control character"),
+    ([], 'model = "org/m"\n[serve.vllm]\nenv = {"A=1; touch injected; B" = "x"}', "is not an environment variable name"),
+    ([], 'model = "org/m"\n[serve.vllm]\nargs = ["--x", "1\\ntouch injected"]', "serve.vllm.args"),
+])
+def test_control_characters_in_names_and_paths_are_refused(tmp_path, scratch, args, profile_toml, refused):
+    """A newline (or another control character) in a name or path given on the command line or
+    in a profile is refused with one line and exit 3, before anything is printed; and whatever
+    was printed does nothing but its command when run."""
+    profile = "qwen3-vl"
+    if profile_toml is not None:
+        profile = str(tmp_path / "hostile.toml")
+        Path(profile).write_text(f'name = "hostile"\nprompt = "Read the page."\n{profile_toml}\n', encoding="utf-8")
+    env = fake_env(tmp_path, scratch, VLMOCR_VLLM_BIN="true")
+    res = run_cli("serve", profile, "--print", *args, env=env)
+    run_printed(res.stdout, tmp_path / "work")
+    assert not (tmp_path / "work" / "injected").exists()
+    assert res.returncode == ExitCode.usage, res.stdout
+    assert res.stdout == "" and len(res.stderr.strip().splitlines()) == 1 and refused in res.stderr, res.stderr
+
+
 def test_hf_jobs_command(tmp_path, scratch):
     env = fake_env(tmp_path, scratch)
     res = run_cli("serve", "unlimited-ocr", "--target", "hf-jobs", "--flavor", "a10g-largex2", "--timeout", "3h",

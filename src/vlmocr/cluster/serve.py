@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from .. import __version__
 from ..exceptions import EndpointUnavailable, UsageError
-from ..profiles import Profile, load_profile
+from ..profiles import Profile, has_control_characters, load_profile
 
 if TYPE_CHECKING:
     from ..config import RunConfig
@@ -330,13 +330,16 @@ class ServePlan:
         return shlex.join(self.argv)
 
     def shell_script(self) -> str:
-        """What ``--print`` shows: the environment as ``export`` lines, then the command."""
-        lines = [(f"# vlmocr serve {self.profile}: {self.server}, model {self.model}, "
-                  f"tensor parallel {self.tensor_parallel}, url {self.url}")]
+        """What ``--print`` shows: the environment as ``export`` lines, then the command.
+        Someone may pipe it to a shell, so every value is quoted, in the comments too."""
+        q = shlex.quote
+        comments = [(f"vlmocr serve {q(self.profile)}: {self.server}, model {q(self.model)}, "
+                     f"tensor parallel {self.tensor_parallel}, url {q(self.url)}")]
         if self.args_file is not None and self.args_text is not None:
-            lines.append(f"# args file {self.args_file}:")
-            lines += [f"#   {line}" for line in self.args_text.splitlines() if not line.startswith("#")]
-        lines += [f"export {k}={shlex.quote(v)}" for k, v in self.env.items()]
+            comments.append(f"args file {q(str(self.args_file))}:")
+            comments += [f"  {line}" for line in self.args_text.splitlines() if not line.startswith("#")]
+        lines = [_comment(text) for text in comments]
+        lines += [f"export {k}={q(v)}" for k, v in self.env.items()]
         lines.append(self.command_line())
         return "\n".join(lines) + "\n"
 
@@ -352,6 +355,24 @@ class ServePlan:
         argv[i + 1] = str(port)
         plan = ServePlan(**{**self.__dict__, "argv": argv, "port": port})
         return plan
+
+
+def _comment(text: str) -> str:
+    """A shell comment line: a control character shown escaped, so no value can end the
+    comment and put a command on a line of its own."""
+    return "# " + "".join(c.encode("unicode_escape").decode("ascii") if has_control_characters(c) else c
+                          for c in text)
+
+
+def _refuse_control_characters(named: Mapping[str, object]) -> None:
+    """Names and paths go into command lines, logs and the ``--print`` script: one with a
+    newline or another control character is refused (exit 3) before anything is written."""
+    for what, value in named.items():
+        if value is None:
+            continue
+        text = os.fspath(value) if isinstance(value, os.PathLike) else str(value)
+        if has_control_characters(text):
+            raise UsageError(f"{what} {text!r}: control characters are not allowed in names and paths")
 
 
 def _served_name_default(profile: Profile, model: str) -> str:
@@ -388,12 +409,15 @@ def plan_server(
     if not model:
         raise UsageError(f"profile {prof.name} names no model: give --model-path DIR_OR_REPO")
     rev = revision or prof.revision or None
+    name = served_name or _served_name_default(prof, model)
+    _refuse_control_characters({"--model-path" if model_path else f"profile {prof.name}: model": model,
+                                "--revision": rev, "--served-model-name": name, "--host": host,
+                                "--log": log, "workdir": workdir})
     if rev and os.path.isdir(model):
         # A local model directory must be the pinned commit it claims (vlmocr models fetch).
         from ..models import check_model_dir
 
         check_model_dir(model, rev)
-    name = served_name or _served_name_default(prof, model)
     spec = prof.serve.get(server)  # type: ignore[call-overload]
     spec_args = list(spec.args) if spec else []
     json_args = dict(spec.json_args) if spec else {}
@@ -490,6 +514,9 @@ def hf_jobs_command(
         raise UsageError(f"{model} is a local path; a Hugging Face job needs a repo id (--model-path ORG/NAME)")
     rev = revision or prof.revision or None
     name = served_name or _served_name_default(prof, model)
+    _refuse_control_characters({"--model-path" if model_path else f"profile {prof.name}: model": model,
+                                "--revision": rev, "--served-model-name": name, "--image": image,
+                                "--flavor": flavor, "--timeout": timeout})
     the_port = port or HF_JOBS_PORT
     extra = [str(a) for a in extra_args]
     _check_extra_args(server, extra, uses_config=False)

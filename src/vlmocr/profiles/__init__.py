@@ -14,6 +14,8 @@ import json
 import os
 import re
 import tomllib
+import unicodedata
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
@@ -26,7 +28,35 @@ SERVER_KINDS: tuple[str, ...] = get_args(ServerKind)
 LaunchKind = Literal["vllm", "sglang"]
 ENV_PROFILE_PATH = "VLMOCR_PROFILE_PATH"
 
-_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def has_control_characters(text: str) -> bool:
+    """Newlines, tabs, escapes and the like: they let a value shown in a script or a log line
+    end that line and start another."""
+    return any(unicodedata.category(c) == "Cc" for c in text)
+
+
+def unsafe_name(data: Mapping[str, Any]) -> str | None:
+    """Why a profile's names are unsafe to print in a script or to start a server with (its
+    name, model, revision, server flags and environment), or None when they are fine."""
+    named: list[tuple[str, Any]] = [(key, data.get(key)) for key in ("name", "model", "revision")]
+    serve = data.get("serve")
+    for kind, spec in (serve.items() if isinstance(serve, Mapping) else ()):
+        if not isinstance(spec, Mapping):
+            continue
+        env = spec.get("env")
+        for var, value in (env.items() if isinstance(env, Mapping) else ()):
+            if not _ENV_NAME_RE.fullmatch(str(var)):
+                return f"serve.{kind}.env: {str(var)!r} is not an environment variable name"
+            named.append((f"serve.{kind}.env.{var}", value))
+        args = spec.get("args")
+        named += [(f"serve.{kind}.args", arg) for arg in (args if isinstance(args, list) else ())]
+    for what, value in named:
+        if isinstance(value, str) and has_control_characters(value):
+            return f"{what} {value!r} contains a control character"
+    return None
 
 
 class _Strict(BaseModel):
@@ -181,8 +211,11 @@ class Profile(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> Profile:
-        if not _NAME_RE.match(self.name):
+        if not _NAME_RE.fullmatch(self.name):
             raise ValueError(f"name {self.name!r}: use lowercase letters, digits, '.', '_' or '-'")
+        problem = unsafe_name(self.model_dump(include={"model", "revision", "serve"}))
+        if problem:
+            raise ValueError(problem)
         prompts = [self.prompt, *self.prompt_by_server.values()]
         if self.image_only and any(prompts):
             raise ValueError("image_only profiles must not have a prompt")
@@ -237,6 +270,9 @@ def _read(path: Path, *, require_stem_name: bool) -> Profile:
     except tomllib.TOMLDecodeError as e:
         raise UsageError(f"profile {path}: not valid TOML: {e}") from e
     data.setdefault("name", path.stem)
+    # Checked before the model so the message is one line, not pydantic's report.
+    if problem := unsafe_name(data):
+        raise UsageError(f"profile {path}: {problem}")
     # Profiles in a search directory are found by file name, so the two must agree.
     if require_stem_name and data["name"] != path.stem:
         raise UsageError(f"profile {path}: name {data['name']!r} does not match the file name {path.stem!r}")
@@ -287,9 +323,11 @@ __all__ = [
     "Sampling",
     "ServeSpec",
     "ServerKind",
+    "has_control_characters",
     "list_profiles",
     "load_profile",
     "profile_dir",
     "profile_search_path",
     "prompt_id",
+    "unsafe_name",
 ]
