@@ -29,6 +29,7 @@ from ..record import STATUS_GROUP, Status
 from ..store import PAGES_FILE, OutputBuild, final_records, write_json_atomic
 
 MERGED = "merged"
+MERGE = "merge"  # what the marker of a folder `merge` made says (store.OUTPUT_MARKER)
 _RANK = {"ok": 0, "fallback": 0, "review": 1, "failed": 2}
 
 
@@ -79,7 +80,7 @@ def merge(run_dir: Path, out: Path | None = None, warn: Callable[[str], None] = 
     if not shards:
         raise UsageError(f"{run_dir}: no shard run directories with records (RUN/shards/*/pages.jsonl)")
     out = Path(out) if out is not None else run_dir / MERGED
-    build = OutputBuild(out, MERGED, legacy=_merged_before_markers)
+    build = OutputBuild(out, MERGE, legacy=_merged_before_markers)
     build.check()  # refuse a folder merge may not replace before reading any shard
     originals = _originals(run_dir)
     result = MergeResult(out=out, shards=[p.name for p in shards])

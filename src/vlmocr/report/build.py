@@ -49,7 +49,7 @@ from rapidfuzz.distance import Levenshtein
 from ..exceptions import UsageError
 from ..metrics import char_errors
 from ..record import Status
-from ..store import PAGES_FILE, final_records, iter_records, write_text_atomic
+from ..store import OUTPUT_MARKER, PAGES_FILE, check_output_dir, final_records, iter_records, write_text_atomic
 from . import svg
 
 # Every status but ok puts a page in the review queue; so does a CER above the threshold.
@@ -381,15 +381,27 @@ def _asset(name: str) -> bytes:
     return resources.files("vlmocr.report").joinpath("static", name).read_bytes()
 
 
+REPORT = "report"  # what the marker of a folder `report` made says (store.OUTPUT_MARKER)
+
+
+def _report_before_markers(folder: Path) -> bool:
+    """A report written before reports marked their folders: its index and its data's meta."""
+    try:
+        meta = (folder / DATA_DIR / "meta.js").read_bytes()
+    except OSError:
+        return False
+    return meta.startswith(b'vlmocrData("meta",') and (folder / "index.html").is_file()
+
+
 def _prepare_out(out: Path) -> None:
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} exists and is not a folder")
-    out.mkdir(parents=True, exist_ok=True)
-    data = out / DATA_DIR
-    if data.exists() and not (data / "meta.js").is_file() and any(data.iterdir()):
-        raise UsageError(f"{data} exists and is not a vlmocr report's data folder; choose another --out")
+    """The report overwrites its files and replaces data/ and thumbnails in `out`: only a new or
+    empty folder, or one a report made, may be given."""
     if (out / PAGES_FILE).exists():
         raise UsageError(f"--out {out} is a run directory; write the report elsewhere (e.g. {out / 'report'})")
+    check_output_dir(out, REPORT, legacy=_report_before_markers)
+    out.mkdir(parents=True, exist_ok=True)
+    if not (out / OUTPUT_MARKER).exists():
+        (out / OUTPUT_MARKER).write_text(f"{REPORT}\n", encoding="utf-8")
 
 
 # ------------------------------------------------------------------------------ the report
