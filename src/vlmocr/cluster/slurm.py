@@ -299,12 +299,17 @@ def render_script(*, kind: str, run_dir: Path, python: str, shards: int | None, 
     RUN/shards/K); "gate" is a single task into RUN/gate. The batch shell runs vlmocr in the
     background and forwards SIGTERM to it (bash runs traps only between commands)."""
     q = shlex.quote
+    verb = command[0] if command else "run"
+    # Both go into the script unquoted (names of files, a comment, an echo): plain words only.
+    for what, word in (("job kind", kind), ("vlmocr command", verb)):
+        if not re.fullmatch(r"[a-z][a-z-]*", word):
+            raise UsageError(f"{what} {word!r}: expected a plain lowercase word")
     run_dir = Path(run_dir)
     array = kind not in ("gate", "grid")
     if array and not shards:
         raise UsageError("an array job needs the number of shards")
     lines = ["#!/bin/bash"]
-    lines.append(f"# vlmocr {kind} job, written by `vlmocr slurm` at {generated_at or now_iso()}")
+    lines.append(f"# vlmocr {kind} job, written by `vlmocr slurm` at {_comment_safe(generated_at or now_iso())}")
     lines.append(f"# (vlmocr from commit {_comment_safe(commit or 'unknown')}).")
     lines.append("# Self-contained: the documents come only from the staged manifest (ASCII symlink names),")
     lines.append("# every value below is shell-quoted. To resubmit (it resumes), run the same")
@@ -384,7 +389,7 @@ task_state RUNNING null
         if array:
             cmd += ["--shard", '"$K/$N"']
         cmd += [q(a) for a in run_args]
-    body += f"""echo "== $(date -Is) vlmocr {command[0] if command else 'run'}{' shard $K/$N' if array else ''} -> $OUT"
+    body += f"""echo "== $(date -Is) vlmocr {verb}{' shard $K/$N' if array else ''} -> $OUT"
 {" ".join(cmd)} &
 pid=$!
 reads_stop_file={1 if command is None else 0}
