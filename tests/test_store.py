@@ -209,3 +209,43 @@ def test_a_flipped_byte_in_a_real_runs_text_is_read_again_and_never_exported(tmp
     _, exported = _export_txt(tmp_path, run_dir, "after")
     assert exported["a"].strip() == good["a"] and exported["b"].strip() == good["b"]
     assert damaged not in "".join(exported.values())
+
+
+# ------------------------------------------------------------------------------ replace_dir
+
+
+def test_replace_dir_replaces_only_a_new_empty_or_own_folder(tmp_path):
+    from vlmocr.exceptions import UsageError
+    from vlmocr.store import OUTPUT_MARKER, replace_dir
+
+    def built(text: str):
+        tmp = tmp_path / f".out.{text}.tmp"
+        tmp.mkdir()
+        (tmp / "file.txt").write_text(text)
+        return tmp
+
+    out = tmp_path / "out"
+    out.mkdir()  # empty: fine
+    replace_dir(built("one"), out, "export")
+    assert (out / "file.txt").read_text() == "one" and (out / OUTPUT_MARKER).read_text() == "export\n"
+    replace_dir(built("two"), out, "export")  # its own: replaced whole, nothing left beside it
+    assert (out / "file.txt").read_text() == "two"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    with pytest.raises(UsageError, match="made by vlmocr export"):
+        replace_dir(built("three"), out, "merge")  # another command's folder
+    assert (out / "file.txt").read_text() == "two"
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "notes.txt").write_text("mine")
+    with pytest.raises(UsageError, match="new or empty folder"):
+        replace_dir(built("four"), theirs, "export")
+    a_file = tmp_path / "a_file"
+    a_file.write_text("mine")
+    with pytest.raises(UsageError, match="not a folder"):
+        replace_dir(built("five"), a_file, "export")
+    link = tmp_path / "link"
+    link.symlink_to(out)
+    with pytest.raises(UsageError, match="symbolic link"):
+        replace_dir(built("six"), link, "export")
+    assert (theirs / "notes.txt").read_text() == "mine" and a_file.read_text() == "mine"
+    assert (out / "file.txt").read_text() == "two"
