@@ -130,10 +130,13 @@ def _check_fails(line: bytes, rec: dict[str, Any]) -> bool:
     """Does a parsed line carry a check that does not match? A line written before lines
     carried one has none and is trusted as before. A check whose own name was damaged still
     counts as a check: the member at the check's place has the check's shape."""
-    n = len(line.rstrip(b"\n")) + 1 - _CHECK_LEN
-    claims = CHECK_KEY in rec or (n > 0 and line.startswith(b',"', n) and line.startswith(b'":"', n + 7))
+    whole = line.endswith(b"\n")
+    if CHECK_KEY not in rec:
+        n = len(line) + (0 if whole else 1) - _CHECK_LEN
+        if not (n > 0 and line.startswith(b',"', n) and line.startswith(b'":"', n + 7)):
+            return False
     # A last line that lost only its newline is still whole when its check matches.
-    return claims and not line_intact(line if line.endswith(b"\n") else line + b"\n")
+    return not line_intact(line if whole else line + b"\n")
 
 
 _TEXT_KEY = b',"text":'
