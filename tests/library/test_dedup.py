@@ -104,3 +104,20 @@ def test_text_digest_needs_a_usable_text_layer(tmp_path):
     assert digest and pages == 2
     (tmp_path / "img.png").write_bytes(b"")
     assert text_digest(tmp_path / "img.png") == (None, None, "not a PDF")
+
+
+def test_a_fifo_in_the_tree_is_unreadable_not_a_hang(tmp_path):
+    """Opening a FIFO for reading blocks until a writer comes: dedup must not wait for one."""
+    import os
+
+    src = tmp_path / "src"
+    make_doc(src, "a.pdf", 1, 1)
+    os.mkfifo(src / "pipe.pdf")
+    out = tmp_path / "new.csv"
+    proc = run_cli("dedup", str(src), "--manifest-out", str(out), "--json", timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["doc_id"]: r for r in json.loads(proc.stdout)["rows"]}
+    assert rows["a"]["status"] == "new"
+    assert rows["pipe"]["status"] == "unreadable" and "not a regular file" in rows["pipe"]["detail"]
+    assert "unreadable pipe" in " ".join(proc.stderr.split())
+    assert [r["doc_id"] for r in csv.DictReader(out.open())] == ["a"]

@@ -9,9 +9,11 @@ complete: it has no pages to publish."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -258,8 +260,13 @@ def document_text(records: list[dict[str, Any]]) -> tuple[str, list[tuple[int, i
 
 
 def file_sha256(path: Path) -> str:
+    """The file's sha256. Anything but a regular file (a FIFO, a device) raises OSError instead
+    of blocking on open or reading forever; O_NONBLOCK changes nothing for a regular file."""
     h = hashlib.sha256()
-    with Path(path).open("rb") as fh:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
