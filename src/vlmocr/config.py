@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .exceptions import UsageError
+from .redact import public_url
 from .render import DEFAULT_DPI, DEFAULT_MAX_PIXELS, Sizing
 
 EngineName = Literal["auto", "textlayer", "rapidocr", "tesseract", "openai"]
@@ -22,6 +23,7 @@ EngineName = Literal["auto", "textlayer", "rapidocr", "tesseract", "openai"]
 # Bump when a change in vlmocr itself alters what an engine reads for the same settings
 # (e.g. a new text-layer rule), so old records are not mistaken for current ones.
 READER_REVISION = 1
+MAX_WORKERS = 512
 
 
 class RunConfig(BaseModel):
@@ -35,27 +37,29 @@ class RunConfig(BaseModel):
     lang: str = "eng"  # tesseract languages, e.g. "deu+eng"
     dpi: float | None = None
     longest_side: int | None = None
-    max_pixels: int = DEFAULT_MAX_PIXELS
-    workers: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1))
-    concurrency: int | None = None
+    max_pixels: int = Field(default=DEFAULT_MAX_PIXELS, ge=4096)
+    # Each worker holds an engine (RapidOCR ~0.7 GB) and a page image: beyond a few hundred the
+    # machine, not the setting, decides, and a typo (--workers 10000) should not fork-bomb it.
+    workers: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), ge=1, le=MAX_WORKERS)
+    concurrency: int | None = Field(default=None, ge=1, le=4096)
     shard: str | None = None
     force: bool = False
     json_summary: bool = False
-    stop_grace: float = 60.0  # seconds in-flight pages may finish after SIGTERM
+    stop_grace: float = Field(default=60.0, ge=0)  # seconds in-flight pages may finish after SIGTERM
     # VLM endpoint settings (used by the openai engine)
     endpoint: str | None = None
     model: str | None = None
     profile: str | None = None
     serve: str | None = None
     server_kind: Literal["auto", "vllm", "sglang", "openai"] = "auto"  # auto: from /v1/models owned_by
-    request_timeout: float = 300.0  # seconds per HTTP request (a long page at 8k tokens takes minutes)
-    max_retries: int = 6  # HTTP retries per request (429, 5xx, timeouts, dropped, malformed)
+    request_timeout: float = Field(default=300.0, gt=0)  # seconds per HTTP request (a long page at 8k tokens takes minutes)
+    max_retries: int = Field(default=6, ge=0, le=100)  # HTTP retries per request (429, 5xx, timeouts, dropped, malformed)
     no_retry: bool = False  # first pass only: review pages stay for a later --retry-only
     retry_only: bool = False  # only the retry ladder over review pages
     library: Path | None = None  # skip documents this library already holds (not in the key)
     pages_per_request: int = Field(default=1, ge=1, le=64)  # profiles with multi-page support
     adaptive: bool = True  # size concurrency from the server's /metrics queue gauges when exported
-    max_fallback: float = 0.2  # a document with a larger share of fallback pages is marked
+    max_fallback: float = Field(default=0.2, ge=0, le=1)  # a document with a larger share of fallback pages is marked
 
     @field_validator("dpi")
     @classmethod
@@ -69,13 +73,6 @@ class RunConfig(BaseModel):
     def _longest(cls, v: int | None) -> int | None:
         if v is not None and not 64 <= v <= 20000:
             raise ValueError("longest side must be within 64..20000 px")
-        return v
-
-    @field_validator("workers")
-    @classmethod
-    def _workers(cls, v: int) -> int:
-        if v < 1:
-            raise ValueError("workers must be at least 1")
         return v
 
     @model_validator(mode="after")
@@ -114,8 +111,12 @@ class RunConfig(BaseModel):
         return settings_key(self.key_material(doc_dpi))
 
     def public_dict(self) -> dict[str, Any]:
-        """What run.json records: never secrets (API keys are not part of this model)."""
-        return self.model_dump(mode="json")
+        """What run.json records: never secrets (API keys are not part of this model; a user
+        and password inside the endpoint URL are taken out)."""
+        data = self.model_dump(mode="json")
+        if data.get("endpoint"):
+            data["endpoint"] = public_url(data["endpoint"])
+        return data
 
 
 def settings_key(material: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ class ExitCode(IntEnum):
     unavailable = 5  # the endpoint is unreachable or does not serve the model
     locked = 6  # another process holds the run directory
     internal = 7  # a bug: please report it
+    storage = 8  # the run directory cannot be written (disk full, read-only): fix it, resubmit
     interrupted = 130  # SIGINT/SIGTERM: stopped taking pages; resubmit to resume
 
 
@@ -38,6 +39,12 @@ class EndpointUnavailable(VlmocrError):
 
 class RunLocked(VlmocrError):
     exit_code = ExitCode.locked
+
+
+class StoreFailed(VlmocrError):
+    """A record could not be written: reading on would only throw the results away."""
+
+    exit_code = ExitCode.storage
 
 
 class BadInput(Exception):

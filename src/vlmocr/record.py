@@ -6,9 +6,13 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 SCHEMA = 1
+# A page's text is a few thousand characters; a dense newspaper page some tens of thousands.
+# More than this is an engine or a server gone wrong (an endless answer), and storing it whole
+# would make every reader of pages.jsonl pay for it: it is cut, flagged and sent to review.
+MAX_TEXT_CHARS = 1_000_000
 
 
 class Status(str, Enum):
@@ -84,6 +88,15 @@ class PageRecord(BaseModel):
     blocks: list[Block] | None = None
     fields: dict[str, Any] | None = None  # structured output, e.g. olmOCR front matter
     finished_at: str = Field(default_factory=lambda: now_iso())
+
+    @model_validator(mode="after")
+    def _bounded_text(self) -> "PageRecord":
+        if len(self.text) > MAX_TEXT_CHARS:
+            self.flags = [*self.flags, f"text_cut:{len(self.text)}"]
+            self.text = self.text[:MAX_TEXT_CHARS]
+            if self.status in (Status.ok, Status.fallback):
+                self.status = Status.truncated
+        return self
 
     def to_json_dict(self) -> dict[str, Any]:
         # Every schema field is present (null when unknown) so consumers never guess; the

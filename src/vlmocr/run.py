@@ -21,11 +21,12 @@ from typing import Any, Awaitable, Callable
 
 from . import __version__, stopsignal
 from .config import RunConfig, settings_key
-from .exceptions import EndpointUnavailable, ExitCode, UsageError, VlmocrError
+from .exceptions import EndpointUnavailable, ExitCode, StoreFailed, UsageError, VlmocrError
 from .outputs import add_figures, rebuild_documents, write_document
 from .limiter import Limiter
 from .progress import RunProgress
 from .readers import CpuReader, PageReader, WorkerPool
+from .redact import public_argv
 from .record import RETRY_ON_RESUME, PageRecord, Status
 from .sources import Document, discover, parse_shard, shard_of
 from .store import PAGES_FILE, DocState, RecordWriter, ResumeIndex, RunLock, write_json_atomic
@@ -247,8 +248,10 @@ class Scheduler:
             try:
                 self._write_run_json(docs, keys, started, None)
                 self.writer = RecordWriter(pages_path)
-            except BaseException:
+            except BaseException as exc:
                 await self.reader.aclose()
+                if isinstance(exc, OSError):
+                    raise StoreFailed(f"cannot write the run directory {self.run_dir}: {exc.strerror or exc}") from None
                 raise
             if self.writer.repaired:
                 self.progress.note(f"[yellow]repaired a torn last line in {pages_path} ({self.writer.repaired} bytes)")
@@ -257,14 +260,28 @@ class Scheduler:
                 await self._schedule(docs, keys)
             finally:
                 await self.reader.aclose(abandon=self.abandon.is_set())
-                self.writer.close()
+                try:
+                    self.writer.close()
+                except OSError as exc:  # the last fsync: the disk filled since the last write
+                    self._store_failed(exc)
                 self.progress.stop()
             self.summary.interrupted = self.stop.is_set() and self.fatal is None
-            self.summary.unavailable = self.fatal is not None
+            self.summary.unavailable = isinstance(self.fatal, EndpointUnavailable)
             self.summary.seconds = time.monotonic() - t0
+            if isinstance(self.fatal, StoreFailed):
+                # Nothing more is written but run.json, if it fits: the records on disk are
+                # intact (a torn last line is repaired on resume) and the rest is read then.
+                self._tally(docs, keys)
+                try:
+                    self._write_run_json(docs, keys, started, self.summary)
+                except OSError:
+                    pass
+                raise self.fatal
             self._assemble(docs, keys)
             self._tally(docs, keys)
             self._write_run_json(docs, keys, started, self.summary)
+            if self.fatal is not None and not isinstance(self.fatal, EndpointUnavailable):
+                raise self.fatal
         finally:
             for sig in installed:
                 loop.remove_signal_handler(sig)
@@ -310,11 +327,34 @@ class Scheduler:
             self.progress.note(f"[red]{exc}: taking no more pages")
         self.stop.set()
 
+    def _store_failed(self, exc: OSError) -> None:
+        """A record could not be written (disk full, read-only, I/O error): stop at once. Pages
+        in flight are abandoned, for their records could not be written either."""
+        if not isinstance(self.fatal, StoreFailed):
+            self.fatal = None
+            self._fatal(StoreFailed(f"cannot write {self.run_dir / PAGES_FILE}: {exc.strerror or exc}; "
+                                    f"free space (or fix the file system) and resubmit: the run resumes"))
+        self.abandon.set()
+
+    def _failed_records(self, spec: dict[str, Any], exc: BaseException) -> None:
+        """Every page of `spec` ends with a record naming why it failed, whatever went wrong in
+        the reader (a bug, an answer of an unforeseen shape): `error`, so a resubmit retries it."""
+        reason = f"{type(exc).__name__}: {exc}"[:2000]
+        for page, attempt in zip(spec.get("pages") or [spec["page"]], spec.get("attempts") or [spec["attempt"]]):
+            self._finish(PageRecord(
+                doc_id=spec["doc_id"], source=spec["source"], page=int(page), doc_pages=spec.get("doc_pages"),
+                key=spec["key"], attempt=int(attempt), status=Status.error, engine=self.cfg.reader(),
+                error=f"internal error while reading: {reason}", flags=["internal_error"],
+            ).to_json_dict())
+
     async def _read_one(self, spec: dict[str, Any]) -> None:
         try:
             out = await self.reader.process(spec)
         except EndpointUnavailable as exc:
             self._fatal(exc)
+            return
+        except Exception as exc:
+            self._failed_records(spec, exc)
             return
         for rec in out if isinstance(out, list) else [out]:
             self._finish(rec)
@@ -325,10 +365,18 @@ class Scheduler:
                                      "attempt": int(rec["attempt"]) + 1})
 
     async def _ladder_one(self, spec: dict[str, Any]) -> None:
+        attempts = [int(spec["attempt"])]
+
+        def emit(rec: dict[str, Any]) -> None:
+            attempts.append(int(rec["attempt"]) + 1)
+            self._finish(rec)
+
         try:
-            await self.reader.ladder(spec, self._finish, self.stop.is_set)
+            await self.reader.ladder(spec, emit, self.stop.is_set)
         except EndpointUnavailable as exc:
             self._fatal(exc)
+        except Exception as exc:
+            self._failed_records({**spec, "attempt": attempts[-1]}, exc)
 
     async def _drain(self, jobs, work) -> None:
         """Run `work(job)` for every job with a bounded number in flight; on abandon, cancel."""
@@ -338,6 +386,11 @@ class Scheduler:
         async def one(spec: dict[str, Any]) -> None:
             try:
                 await work(spec)
+            except Exception as exc:
+                # Never "Task exception was never retrieved": a fault outside the page's own
+                # handling (a bug) stops the run and is raised once the pages in flight end.
+                self._fatal(VlmocrError(f"internal error while reading {spec['doc_id']} page "
+                                        f"{spec.get('page')}: {type(exc).__name__}: {exc}"))
             finally:
                 sem.release()
 
@@ -425,7 +478,13 @@ class Scheduler:
 
     def _finish(self, rec: dict[str, Any]) -> None:
         """The single point where a finished page becomes durable."""
-        self.writer.append(rec)
+        if isinstance(self.fatal, StoreFailed):
+            return  # not durable, so not done: read again on resume
+        try:
+            self.writer.append(rec)
+        except OSError as exc:
+            self._store_failed(exc)
+            return
         self.index.add(rec)
         self.summary.read_now += 1
         self.progress.advance(rec["status"])
@@ -513,7 +572,7 @@ class Scheduler:
                 previous = {}
         history = list(previous.get("history", []))
         entry = {"started_at": started, "host": socket.gethostname(), "pid": os.getpid(),
-                 "argv": sys.argv[1:], "key": settings_key(self.reader.key_material())}
+                 "argv": public_argv(sys.argv[1:]), "key": settings_key(self.reader.key_material())}
         if hasattr(self.reader, "final_stats"):
             entry["reader"] = self.reader.final_stats()
         if summary is not None:

@@ -11,7 +11,7 @@ import time
 from typing import Any, Callable
 
 from .config import READER_REVISION, RunConfig
-from .engines.openai import OpenAIClient, RequestFailed, api_key_from_env, parse_metrics, queue_depth
+from .engines.openai import OpenAIClient, RequestFailed, api_key_from_env, parse_metrics, public_url, queue_depth
 from .limiter import Limiter, next_limit, render_ahead
 from .exceptions import EndpointUnavailable, UsageError
 from .pagework import classify, prepare_for_http, read_page
@@ -329,13 +329,14 @@ async def make_vlm_reader(cfg: RunConfig, pool: WorkerPool) -> VlmReader:
                           max_retries=cfg.max_retries)
     try:
         served = await client.models()
-        ids = [m.get("id") for m in served]
+        endpoint = public_url(cfg.endpoint)
+        ids = [m["id"] for m in served]
         model = cfg.model or (profile.model if profile.model in ids else None) or (ids[0] if len(ids) == 1 else None)
         if model is None:
             raise EndpointUnavailable(
-                f"{cfg.endpoint} serves {', '.join(map(str, ids)) or 'no model'}; name one with --model")
+                f"{endpoint} serves {', '.join(ids) or 'no model'}; name one with --model")
         if model not in ids:
-            raise EndpointUnavailable(f"{cfg.endpoint} does not serve model {model!r} (it serves: {', '.join(map(str, ids))})")
+            raise EndpointUnavailable(f"{endpoint} does not serve model {model!r} (it serves: {', '.join(ids)})")
         owner = next((str(m.get("owned_by", "")) for m in served if m.get("id") == model), "")
         kind = cfg.server_kind if cfg.server_kind != "auto" else (
             "vllm" if "vllm" in owner.lower() else "sglang" if "sglang" in owner.lower() else "openai")

@@ -17,10 +17,28 @@ from typing import Any
 
 import aiohttp
 import orjson
+from yarl import URL
 
-from ..exceptions import EndpointUnavailable
+from ..exceptions import EndpointUnavailable, UsageError
+from ..redact import public_url  # noqa: F401  (re-exported for the readers)
 
 API_KEY_ENV = ("VLMOCR_API_KEY", "OPENAI_API_KEY")
+
+# Every answer is read with a size limit: a server (or a proxy in front of it) that sends a
+# 2 GB body or an endless chunked stream would otherwise take the client's memory, once per
+# request in flight. A chat answer is bounded by what its max_tokens allows: a token is a few
+# characters, JSON may escape each as \uXXXX, and logprobs add ~100 bytes a token.
+CHAT_BYTES_PER_TOKEN = 256
+CHAT_BYTES_BASE = 1 << 20
+CHAT_DEFAULT_MAX_TOKENS = 32768  # when the request names none (the server's default applies)
+SMALL_BODY_LIMIT = 4 << 20  # /v1/models, /metrics, /health
+ERROR_BODY_LIMIT = 64 << 10  # an error page: only its first few hundred bytes are shown
+# After a request times out the server is probed (/health): no answer within a few seconds means
+# the endpoint is hung, and the run stops (exit 5) instead of spending the timeout on every page.
+# A server whose probe answers but whose engine is stuck shows as this many different requests
+# timing out in a row with no answer between them.
+HUNG_AFTER_TIMEOUTS = 8
+PROBE_TIMEOUT_S = 10.0
 
 
 def api_key_from_env() -> str | None:
@@ -29,6 +47,90 @@ def api_key_from_env() -> str | None:
         if value:
             return value
     return None
+
+
+class BodyTooLarge(Exception):
+    """The server sent more than the limit: the answer is not read further."""
+
+
+async def read_bounded(response: aiohttp.ClientResponse, limit: int, *, cut: bool = False) -> bytes:
+    """The body, read chunk by chunk up to `limit` bytes. Past it: BodyTooLarge, or with `cut`
+    the first `limit` bytes (enough for an error message), the rest never read."""
+    declared = response.content_length
+    if declared is not None and declared > limit and not cut:
+        raise BodyTooLarge(f"the answer declares {declared} bytes, over the limit of {limit}")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.content.iter_chunked(1 << 16):
+        size += len(chunk)
+        if size > limit:
+            if cut:
+                chunks.append(chunk[: limit - (size - len(chunk))])
+                break
+            raise BodyTooLarge(f"the answer is over the limit of {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def chat_body_limit(body: dict[str, Any]) -> int:
+    tokens = body.get("max_tokens") or body.get("max_completion_tokens") or CHAT_DEFAULT_MAX_TOKENS
+    try:
+        tokens = max(1, int(tokens))
+    except (TypeError, ValueError):
+        tokens = CHAT_DEFAULT_MAX_TOKENS
+    return CHAT_BYTES_BASE + tokens * CHAT_BYTES_PER_TOKEN
+
+
+class _Malformed(Exception):
+    pass
+
+
+def parse_chat_answer(content: bytes) -> tuple[str, str | None, int | None, int | None]:
+    """(text, finish_reason, prompt tokens, completion tokens) of a chat-completions answer, or
+    _Malformed naming what is wrong: a field of the wrong type is as unusable as broken JSON."""
+    try:
+        data = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        raise _Malformed(f"not JSON: {content[:200]!r}") from None
+    if not isinstance(data, dict):
+        raise _Malformed(f"not a JSON object: {content[:200]!r}")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise _Malformed("'choices' is not a non-empty list of objects")
+    choice = choices[0]
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        raise _Malformed("'choices[0].message' is not an object")
+    text = message.get("content")
+    if text is not None and not isinstance(text, str):
+        raise _Malformed(f"'message.content' is {type(text).__name__}, not a string")
+    finish = choice.get("finish_reason")
+    if finish is not None and not isinstance(finish, str):
+        raise _Malformed(f"'finish_reason' is {type(finish).__name__}, not a string")
+    usage = data.get("usage")
+    if usage is not None and not isinstance(usage, dict):
+        raise _Malformed(f"'usage' is {type(usage).__name__}, not an object")
+    usage = usage or {}
+    counts = []
+    for name in ("prompt_tokens", "completion_tokens"):
+        value = usage.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise _Malformed(f"'usage.{name}' is not a count: {str(value)[:50]!r}")
+        counts.append(value)
+    return text or "", finish, counts[0], counts[1]
+
+
+def parse_models(content: bytes) -> list[dict[str, Any]]:
+    """The model entries of a /v1/models answer; ValueError naming what is wrong."""
+    try:
+        data = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        raise ValueError("the answer to /v1/models is not JSON") from None
+    entries = data.get("data") if isinstance(data, dict) else None
+    if not isinstance(entries, list) or not all(isinstance(m, dict) and isinstance(m.get("id"), str)
+                                                for m in entries):
+        raise ValueError("the answer to /v1/models is not a list of models with string ids ('data')")
+    return entries
 
 
 @dataclass
@@ -80,14 +182,28 @@ class OpenAIClient:
         backoff: float = 0.5,
         backoff_cap: float = 30.0,
     ) -> None:
-        self.base = endpoint.rstrip("/")
+        parsed = URL(endpoint.rstrip("/"))
+        key = api_key or api_key_from_env()
+        headers = {"Content-Type": "application/json"}
+        url_password = parsed.password
+        if parsed.user is not None or parsed.password is not None:
+            # Credentials in the URL (a proxy with basic auth) go into the header, never into
+            # messages or run.json; aiohttp refuses them beside an Authorization header.
+            if key:
+                raise UsageError("the endpoint URL carries a user and password and VLMOCR_API_KEY/OPENAI_API_KEY "
+                                 "is set: give the credentials one way")
+            headers["Authorization"] = aiohttp.BasicAuth(parsed.user or "", parsed.password or "").encode()
+            parsed = parsed.with_user(None)
+        self.base = str(parsed)
         if not self.base.endswith("/v1"):
             # Accept http://host:8000 as well as http://host:8000/v1.
             self.base = self.base + "/v1"
-        headers = {"Content-Type": "application/json"}
-        key = api_key or api_key_from_env()
         if key:
             headers["Authorization"] = f"Bearer {key}"  # never logged: only in this header
+        # Secrets a server might echo back (an error page quoting the header, a "debug" answer):
+        # taken out of anything that reaches a record or a message.
+        self._secrets = [v for v in (key, url_password) if v and len(v) >= 4]
+        self._timeouts_in_row = 0
         self.timeout = timeout
         self.max_retries = max_retries
         self.backoff = backoff
@@ -123,6 +239,13 @@ class OpenAIClient:
             await self._session.close()
             self._session = None
 
+    def redact(self, text: str) -> str:
+        """`text` without the API key or URL password, should the server have echoed one."""
+        for secret in self._secrets:
+            if secret in text:
+                text = text.replace(secret, "[redacted]")
+        return text
+
     # ------------------------------------------------------------------ preflight
 
     async def models(self) -> list[dict[str, Any]]:
@@ -131,17 +254,22 @@ class OpenAIClient:
         for attempt in range(4):
             try:
                 async with self.session.get(f"{self.base}/models", timeout=aiohttp.ClientTimeout(total=15.0)) as r:
-                    status, content = r.status, await r.read()
+                    status = r.status
+                    content = await read_bounded(r, SMALL_BODY_LIMIT, cut=status != 200)
+            except BodyTooLarge as exc:
+                last = f"/v1/models: {exc}"
+                break  # a server that answers so is not starting up: asking again will not help
             except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
                 last = f"{type(exc).__name__}: {exc}"
             else:
                 if status == 200:
                     try:
-                        return list(orjson.loads(content).get("data") or [])
-                    except (orjson.JSONDecodeError, AttributeError):
-                        last = "the answer to /v1/models is not JSON"
+                        return parse_models(content)
+                    except ValueError as exc:
+                        last = str(exc)
+                        break
                 else:
-                    last = f"HTTP {status}: {content[:300].decode('utf-8', 'replace')}"
+                    last = f"HTTP {status}: {self.redact(content[:300].decode('utf-8', 'replace'))}"
                     if status in (401, 403, 404):
                         break
             await asyncio.sleep(0.5 * (attempt + 1))
@@ -151,9 +279,25 @@ class OpenAIClient:
         """The Prometheus text at /metrics (vLLM, SGLang), or None when there is none."""
         try:
             async with self.session.get(f"{self.root}/metrics", timeout=aiohttp.ClientTimeout(total=5.0)) as r:
-                return (await r.text(errors="replace")) if r.status == 200 else None
-        except (aiohttp.ClientError, asyncio.TimeoutError):
+                if r.status != 200:
+                    return None
+                return (await read_bounded(r, SMALL_BODY_LIMIT)).decode("utf-8", "replace")
+        except (aiohttp.ClientError, asyncio.TimeoutError, BodyTooLarge):
             return None
+
+    async def alive(self) -> bool:
+        """Does the server answer at all, within a few seconds? /health (vLLM, SGLang), else
+        /v1/models (hosted APIs have no /health). Any HTTP answer counts: a hung server gives none."""
+        probe = aiohttp.ClientTimeout(total=min(PROBE_TIMEOUT_S, self.timeout))
+        for url in (f"{self.root}/health", f"{self.base}/models"):
+            try:
+                async with self.session.get(url, timeout=probe) as r:
+                    await read_bounded(r, ERROR_BODY_LIMIT, cut=True)
+                    if r.status != 404:
+                        return r.status < 500
+            except (aiohttp.ClientError, asyncio.TimeoutError):
+                return False
+        return True
 
     # ------------------------------------------------------------------ requests
 
@@ -166,10 +310,19 @@ class OpenAIClient:
         # Full jitter: spreads a burst of clients that all saw the same 429.
         return random.uniform(0, min(self.backoff_cap, self.backoff * 2**attempt))
 
+    async def _hung(self) -> bool:
+        """After a timeout: is the endpoint hung (rather than this request slow)? Yes when the
+        server does not answer a health probe either, or many requests in a row timed out with no
+        answer between them. A page that is merely slow on a live server is not."""
+        return self._timeouts_in_row >= HUNG_AFTER_TIMEOUTS or not await self.alive()
+
     async def chat(self, body: dict[str, Any]) -> ChatResult:
         payload = orjson.dumps(body)
+        limit = chat_body_limit(body)
         t0 = time.monotonic()
         last = ""
+        outcome = "none"
+        timed_out_before = False  # a retry of the same request counts once toward "in a row"
         for attempt in range(self.max_retries + 1):
             self.stats.requests += 1
             if attempt:
@@ -178,9 +331,28 @@ class OpenAIClient:
             retry_after = None
             try:
                 async with self.session.post(f"{self.base}/chat/completions", data=payload) as r:
-                    status, content, retry_after = r.status, await r.read(), r.headers.get("retry-after")
+                    status, retry_after = r.status, r.headers.get("retry-after")
+                    self._timeouts_in_row = 0  # the server answers
+                    content = await read_bounded(r, limit, cut=status != 200)
+            except BodyTooLarge as exc:
+                # Final for this request: a server that sends this much once will again.
+                self.stats.count("oversized")
+                self.stats.in_flight -= 1
+                raise RequestFailed(f"answer too large: {exc} (limit from max_tokens)", requests=attempt + 1,
+                                    kind="oversized") from None
             except asyncio.TimeoutError as exc:
-                outcome, last = "timeout", f"request timed out ({type(exc).__name__})"
+                outcome, last = "timeout", f"request timed out after {self.timeout:g} s ({type(exc).__name__})"
+                if not timed_out_before:
+                    self._timeouts_in_row += 1
+                    timed_out_before = True
+                if await self._hung():
+                    self.stats.count(outcome)
+                    self.stats.in_flight -= 1
+                    raise EndpointUnavailable(
+                        f"endpoint {self.base} accepts requests but does not answer ({self._timeouts_in_row} "
+                        f"request(s) in a row timed out after {self.timeout:g} s and no health probe answered, "
+                        f"or too many in a row); raise --request-timeout if its pages are only slow"
+                    ) from None
             except aiohttp.ClientConnectorError as exc:
                 outcome, last = "connect", f"cannot connect ({exc})"
             except (aiohttp.ClientError, OSError) as exc:
@@ -188,28 +360,28 @@ class OpenAIClient:
             else:
                 if status == 200:
                     try:
-                        data = orjson.loads(content)
-                        choice = data["choices"][0]
-                        text = choice["message"].get("content") or ""
-                        usage = data.get("usage") or {}
-                    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, AttributeError):
-                        outcome, last = "malformed", f"malformed answer: {content[:200]!r}"
+                        text, finish, tin, tout = parse_chat_answer(content)
+                    except _Malformed as exc:
+                        outcome, last = "malformed", f"malformed answer: {self.redact(str(exc))}"
                     else:
                         self.stats.count("ok")
                         self.stats.in_flight -= 1
-                        tin, tout = usage.get("prompt_tokens"), usage.get("completion_tokens")
                         self.stats.tokens_in += tin or 0
                         self.stats.tokens_out += tout or 0
-                        return ChatResult(text, choice.get("finish_reason"), tin, tout, attempt + 1,
-                                          time.monotonic() - t0)
+                        return ChatResult(self.redact(text), finish, tin, tout, attempt + 1, time.monotonic() - t0)
                 elif status == 429:
                     outcome, last = "429", "rate limited (429)"
                 elif status >= 500:
-                    outcome, last = str(status), f"server error {status}: {content[:200].decode('utf-8', 'replace')}"
+                    outcome, last = str(status), \
+                        f"server error {status}: {self.redact(content[:200].decode('utf-8', 'replace'))}"
                 else:
                     self.stats.count(str(status))
                     self.stats.in_flight -= 1
-                    message = _error_message(content)
+                    message = self.redact(_error_message(content))
+                    if status in (401, 403):
+                        # The key is wrong for every page alike: the run stops, not each page.
+                        raise EndpointUnavailable(f"endpoint {self.base} refused the request (HTTP {status}): "
+                                                  f"{message}")
                     raise RequestFailed(
                         f"HTTP {status}: {message}", status=status,
                         overflow=status == 400 and bool(_OVERFLOW.search(message)), requests=attempt + 1,
