@@ -748,6 +748,10 @@ class _Describer:
                 try:
                     result = await self.client.chat(body)
                     break
+                except EndpointUnavailable as exc:  # hung, or the key refused: no record, the run stops
+                    self.fatal = exc
+                    self.stop.set()
+                    return None
                 except RequestFailed as exc:
                     if exc.kind == "connect":
                         # Nobody answers: no record (a resubmit describes it); the run stops.
