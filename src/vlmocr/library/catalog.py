@@ -103,6 +103,32 @@ DOC_COLUMNS = (
 JSON_COLUMNS = ("statuses", "engines", "provenance", "metadata")
 
 
+# FTS5 work grows with the terms OR'd together, and a short prefix (a*) stands for a large share
+# of the vocabulary: over 4 000 pages of random words, 10 one-letter prefixes OR'd took 0.6 s,
+# 100 took 11 s and 300 a minute (and 3 000, minutes on end). A query is bounded before SQLite
+# sees it.
+MAX_QUERY_CHARS = 1000
+MAX_QUERY_TERMS = 64
+MAX_PREFIX_TERMS = 8
+MAX_SEARCH_LIMIT = 10_000
+_TERM = re.compile(r"\w+\*?")
+_OPERATORS = frozenset({"AND", "OR", "NOT", "NEAR"})
+
+
+def check_query(query: str, limit: int = 20) -> None:
+    """Refuse (exit 3, one line) a search that would keep SQLite busy for minutes."""
+    if not 1 <= limit <= MAX_SEARCH_LIMIT:
+        raise UsageError(f"--limit {limit}: choose 1…{MAX_SEARCH_LIMIT}")
+    if len(query) > MAX_QUERY_CHARS:
+        raise UsageError(f"search query of {len(query)} characters: at most {MAX_QUERY_CHARS}")
+    terms = [t for t in _TERM.findall(query) if t not in _OPERATORS]
+    if len(terms) > MAX_QUERY_TERMS:
+        raise UsageError(f"search query of {len(terms)} terms: at most {MAX_QUERY_TERMS}")
+    prefixes = sum(1 for t in terms if t.endswith("*"))
+    if prefixes > MAX_PREFIX_TERMS:
+        raise UsageError(f"search query with {prefixes} prefix terms (word*): at most {MAX_PREFIX_TERMS}")
+
+
 class LibraryLocked(VlmocrError):
     exit_code = ExitCode.locked
 
@@ -229,6 +255,7 @@ class Catalog:
         return by_doc, by_sha, by_text
 
     def search(self, query: str, limit: int = 20) -> list[SearchHit]:
+        check_query(query, limit)
         sql = (
             "SELECT f.lib_id, f.page, snippet(pages_fts, 0, '[', ']', '…', 16) AS snip, bm25(pages_fts) AS score, "
             "d.doc_id, d.path, p.status FROM pages_fts f JOIN documents d ON d.lib_id = f.lib_id "
