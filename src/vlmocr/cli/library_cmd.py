@@ -119,7 +119,8 @@ def search_command(
 def export_command(
     source: List[Path] = typer.Argument(..., help="A library, or run directories."),
     fmt: str = typer.Option(..., "--format", help="md | txt | jsonl | parquet | hf"),
-    out: Path = typer.Option(..., "--out", "-o", help="Folder (or a .jsonl file for --format jsonl)."),
+    out: Path = typer.Option(..., "--out", "-o", help="A new or empty folder, or an earlier export (replaced whole); "
+                             "a .jsonl file for --format jsonl."),
     layer: Optional[str] = typer.Option(None, "--layer", help="raw | clean (default: raw for runs, as published for a library)."),
     rules: Optional[Path] = typer.Option(None, "--rules", help="Cleaning rules (TOML) for --layer clean."),
     include_incomplete: bool = typer.Option(False, "--include-incomplete", help="From runs: also documents with pages missing."),
