@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .exceptions import UsageError
+from .sources import is_reserved_name, neutralise_cell, unprintable_path
 from .store import write_text_atomic
 from .triage import read_rows
 
@@ -88,20 +89,29 @@ def ascii_name(doc_id: str) -> str:
 
 
 def stage_names(entries: list[Entry]) -> dict[str, str]:
-    """doc_id → staged file name; unique even on case-insensitive file systems, and decided in
-    doc_id order so a name does not depend on the priority order."""
+    """doc_id → staged file name; unique even on case-insensitive file systems, never a name
+    Windows reserves (CON.pdf), and decided in doc_id order so a name does not depend on the
+    priority order."""
     names: dict[str, str] = {}
     taken: set[str] = set()
     for e in sorted(entries, key=lambda e: e.doc_id):
         suffix = Path(e.path).suffix.lower()
         suffix = suffix if re.fullmatch(r"\.[a-z0-9]{1,8}", suffix) else ""
         stem = ascii_name(e.doc_id)
+        if is_reserved_name(stem):
+            stem += "_"
         name = stem + suffix
         if name.lower() in taken:
             name = f"{stem}-{hashlib.sha256(e.doc_id.encode('utf-8')).hexdigest()[:10]}{suffix}"
         taken.add(name.lower())
         names[e.doc_id] = name
     return names
+
+
+def _cells(*values: str | int) -> list[str | int]:
+    """A CSV row whose text cells a spreadsheet shows as text, never runs as formulas
+    (`vlmocr run --manifest` reads them back as they were)."""
+    return [neutralise_cell(v) if isinstance(v, str) else v for v in values]
 
 
 def _link(target: str, link: Path) -> None:
@@ -188,7 +198,8 @@ def build_manifest(triage_csv: Path, out: Path, priority_file: Path | None = Non
         names = stage_names(entries)
         for e in entries:
             link = stage / names[e.doc_id]
-            _link(os.path.abspath(e.path), link)
+            # a non-UTF-8 name is spelled \xNN in the triage CSV: link the file itself
+            _link(os.path.abspath(unprintable_path(e.path) or e.path), link)
             paths[e.doc_id] = os.path.abspath(link)
         report.staged = len(entries)
         report.stage_dir = str(stage)
@@ -197,7 +208,7 @@ def build_manifest(triage_csv: Path, out: Path, priority_file: Path | None = Non
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["doc_id", "path", "priority"])
     for rank, e in enumerate(entries, 1):
-        w.writerow([e.doc_id, paths[e.doc_id], rank])
+        w.writerow(_cells(e.doc_id, paths[e.doc_id], rank))
         report.pages += e.pages
     report.docs = len(entries)
     write_text_atomic(Path(out), buf.getvalue())
@@ -207,13 +218,13 @@ def build_manifest(triage_csv: Path, out: Path, priority_file: Path | None = Non
         w = csv.writer(buf, lineterminator="\n")
         w.writerow(["doc_id", "path", "original_path"])
         for e in entries:
-            w.writerow([e.doc_id, paths[e.doc_id], e.path])
+            w.writerow(_cells(e.doc_id, paths[e.doc_id], e.path))
         write_text_atomic(originals, buf.getvalue())
         report.originals = str(originals)
     if skipped_out is not None:
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=["doc_id", "path", "why", "detail"], lineterminator="\n")
         w.writeheader()
-        w.writerows(report.skipped)
+        w.writerows({k: neutralise_cell(v) for k, v in s.items()} for s in report.skipped)
         write_text_atomic(Path(skipped_out), buf.getvalue())
     return report

@@ -16,6 +16,7 @@ from typing import Any
 from .engines.base import PageInput, Reading
 from .exceptions import BadInput
 from .record import PageRecord, Status, now_iso
+from .sources import printable
 from .render import (Sizing, count_pages, encode, grey_if_neutral, is_blank, render_page, text_layer,
                      usable_text_layer)
 
@@ -140,7 +141,8 @@ def read_page(spec: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:  # an engine bug or resource failure: retried on resubmit
         return PageRecord(
             **base, status=Status.error, engine=mode,
-            error=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"[:2000],
+            # printable: a message quoting a non-UTF-8 file name would not fit in a record
+            error=printable(f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"[:2000]),
             seconds=round(time.perf_counter() - t0, 4),
         ).to_json_dict()
 

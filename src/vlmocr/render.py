@@ -6,22 +6,44 @@ scheduler turns that into a `bad_input` record and goes on with the other pages.
 from __future__ import annotations
 
 import io
+import os
 import re
+import tempfile
 import threading
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Iterator
 
 import pypdfium2 as pdfium
-from PIL import Image, ImageOps
+from PIL import ExifTags, Image, ImageOps
 
 from .exceptions import BadInput
-from .sources import IMAGE_EXTS, PDF_EXTS
+from .sources import IMAGE_EXTS, PDF_EXTS, printable
 
 DEFAULT_DPI = 200.0
 DEFAULT_MAX_PIXELS = 25_000_000  # ≈ A3 at 300 dpi; an A0 poster is scaled down to this
-HARD_MAX_IMAGE_PIXELS = 400_000_000  # larger image files are refused instead of decoded
+HARD_MAX_IMAGE_PIXELS = 400_000_000  # larger image frames are refused instead of decoded
+# A page longer than this many times its width (a 0.001 × 14400 pt PDF page, a 1 × 40000 px
+# strip) is no document page: OCR engines fail on it every time (RapidOCR scales its short
+# side to 0 px beyond ~1:125; Qwen-VL processors refuse beyond 1:200).
+MAX_ASPECT = 100
+# Pages a document may have (env VLMOCR_MAX_DOC_PAGES): a damaged or hostile page tree that
+# claims a million pages must not become a million records. Real volumes stay far below.
+DEFAULT_MAX_DOC_PAGES = 50_000
+# A frame whose decoded pixels take more than this waits for the other workers' large frames:
+# PNG and TIFF cannot be decoded at a reduced size, so each worker decoding a 400 MP scan at
+# once would multiply 1.6 GB by the number of workers.
+LARGE_DECODE_BYTES = 256 << 20
+# A multi-frame file stays open between pages (so page k does not re-walk k frames) with its
+# last frame decoded: only while that frame is small.
+KEEP_DECODED_BYTES = 64 << 20
+# Downscaling first averages blocks of pixels (Image.reduce), then resamples with LANCZOS from
+# at most this many times the target size: Pillow's documented point where the result is
+# indistinguishable from LANCZOS alone, at a fraction of the memory and time.
+REDUCING_GAP = 3.0
 
 # We enforce our own limits; Pillow's bomb check would turn a big scan into an exception.
 Image.MAX_IMAGE_PIXELS = HARD_MAX_IMAGE_PIXELS
@@ -55,6 +77,37 @@ class Rendered:
 _lock = threading.Lock()  # pdfium is not thread-safe; workers are processes, but be safe
 
 
+def shown(path: Path) -> str:
+    """A file's name as reasons spell it (valid Unicode whatever bytes the name has)."""
+    return printable(path.name)
+
+
+def max_doc_pages() -> int:
+    """The page cap per document: VLMOCR_MAX_DOC_PAGES, else DEFAULT_MAX_DOC_PAGES."""
+    raw = os.environ.get("VLMOCR_MAX_DOC_PAGES", "").strip()
+    try:
+        return max(1, int(raw)) if raw else DEFAULT_MAX_DOC_PAGES
+    except ValueError:
+        return DEFAULT_MAX_DOC_PAGES
+
+
+def _check_page_count(n: int, what: str, path: Path) -> int:
+    cap = max_doc_pages()
+    if n > cap:
+        raise BadInput(f"too many pages: the {what} claims {n:,} pages, over the cap of {cap:,} per document "
+                       f"(VLMOCR_MAX_DOC_PAGES raises it): {shown(path)}")
+    return n
+
+
+def _check_shape(w: float, h: float, what: str, path: Path) -> None:
+    """Refuse a page no engine can read: so thin that it is no page at all."""
+    if min(w, h) <= 0:
+        raise BadInput(f"{what} has no size: {shown(path)}")
+    if max(w, h) / min(w, h) > MAX_ASPECT:
+        raise BadInput(f"{what} is {max(w, h) / min(w, h):,.0f} times as long as wide, too thin to read "
+                       f"(at most 1:{MAX_ASPECT}): {shown(path)}")
+
+
 def _pdf_error(path: Path, exc: Exception) -> BadInput:
     """Name the reason from the file itself: pdfium's error code is process-global and can
     be stale (a zero-page PDF reports 'Success', or the previous file's 'password')."""
@@ -66,14 +119,14 @@ def _pdf_error(path: Path, exc: Exception) -> BadInput:
             fh.seek(max(0, size - 2_000_000))
             tail = fh.read()
     except OSError as err:
-        return BadInput(f"cannot read {path.name}: {err.strerror}")
+        return BadInput(f"cannot read {shown(path)}: {err.strerror}")
     if not head.lstrip().startswith(b"%PDF"):
-        return BadInput(f"corrupt or not a PDF (no %PDF header): {path.name}")
+        return BadInput(f"corrupt or not a PDF (no %PDF header): {shown(path)}")
     if b"/Encrypt" in tail:
-        return BadInput(f"encrypted PDF (a password is required): {path.name}")
+        return BadInput(f"encrypted PDF (a password is required): {shown(path)}")
     if re.search(rb"/Type\s*/Pages\b", tail) and re.search(rb"/Count\s+0\b", tail) and not re.search(rb"/Count\s+[1-9]", tail):
-        return BadInput(f"PDF has no pages: {path.name}")
-    return BadInput(f"corrupt PDF ({msg.replace('Failed to load document ', '')}): {path.name}")
+        return BadInput(f"PDF has no pages: {shown(path)}")
+    return BadInput(f"corrupt PDF ({msg.replace('Failed to load document ', '')}): {shown(path)}")
 
 
 @lru_cache(maxsize=2)
@@ -95,11 +148,11 @@ def _stat(path: Path):
     try:
         st = path.stat()
     except FileNotFoundError:
-        raise BadInput(f"file not found: {path}") from None
+        raise BadInput(f"file not found: {printable(str(path))}") from None
     except OSError as exc:
-        raise BadInput(f"cannot read {path}: {exc.strerror}") from None
+        raise BadInput(f"cannot read {printable(str(path))}: {exc.strerror}") from None
     if not path.is_file():
-        raise BadInput(f"not a regular file: {path}")
+        raise BadInput(f"not a regular file: {printable(str(path))}")
     return st
 
 
@@ -113,37 +166,72 @@ def kind_of(path: Path) -> str:
 
 
 def _open_image(path: Path) -> Image.Image:
+    """Open an image file (headers only). Frame sizes are checked frame by frame, when read."""
     _stat(path)
     try:
-        img = Image.open(path)
-    except Image.DecompressionBombError:
-        raise BadInput(f"image larger than {HARD_MAX_IMAGE_PIXELS // 1_000_000} MP: {path.name}") from None
-    except (OSError, ValueError, SyntaxError) as exc:
-        raise BadInput(f"unreadable image ({exc}): {path.name}") from None
-    w, h = img.size
-    if w * h > HARD_MAX_IMAGE_PIXELS:
-        raise BadInput(f"image of {w}x{h} px exceeds the {HARD_MAX_IMAGE_PIXELS // 1_000_000} MP limit: {path.name}")
-    return img
+        return Image.open(path)
+    except Image.DecompressionBombError:  # Pillow refuses a first frame over 2 × the limit
+        raise BadInput(f"image larger than {2 * HARD_MAX_IMAGE_PIXELS // 1_000_000} MP: {shown(path)}") from None
+    except MemoryError:
+        raise
+    except Exception as exc:  # Pillow's plugins raise many types on a hostile header
+        raise BadInput(f"unreadable image ({type(exc).__name__}: {exc}): {shown(path)}") from None
+
+
+_image_lock = threading.Lock()
+# The multi-frame image file this process read last, kept open: a TIFF's frames are a chain,
+# and a fresh open walks the chain from the start for every page (10,000 frames: 5.5 h).
+_frame_files: dict[tuple[str, int, int], Image.Image] = {}
+
+
+def _image_file(path: Path) -> tuple[Image.Image, bool]:
+    """The open image file and whether it is kept open for the next page (multi-frame files)."""
+    st = _stat(path)
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    img = _frame_files.get(key)
+    if img is not None:
+        return img, True
+    img = _open_image(path)
+    if not getattr(img, "is_animated", False):
+        return img, False
+    _forget_frame_files()
+    _frame_files[key] = img
+    return img, True
+
+
+def _forget_frame_files() -> None:
+    for img in _frame_files.values():
+        img.close()
+    _frame_files.clear()
 
 
 def count_pages(path: Path) -> int:
-    """Pages in a document; raises BadInput for anything unreadable (never returns 0 silently)."""
+    """Pages in a document; raises BadInput for anything unreadable (never returns 0 silently)
+    and for more pages than the cap (`max_doc_pages`)."""
     kind = kind_of(path)
     if kind == "unsupported":
         _stat(path)
-        raise BadInput(f"unsupported file type {path.suffix or '(none)'!r}: {path.name}")
+        raise BadInput(f"unsupported file type {printable(path.suffix) or '(none)'!r}: {shown(path)}")
     if kind == "pdf":
         with _lock:
             pdf = open_pdf(path)
             n = len(pdf)
         if n == 0:
-            raise BadInput(f"PDF has no pages: {path.name}")
-        return n
-    img = _open_image(path)
-    try:
-        return int(getattr(img, "n_frames", 1) or 1)
-    finally:
-        img.close()
+            raise BadInput(f"PDF has no pages: {shown(path)}")
+        return _check_page_count(n, "PDF", path)
+    with _image_lock:
+        img, kept = _image_file(path)
+        try:
+            n = int(getattr(img, "n_frames", 1) or 1)
+        except MemoryError:
+            raise
+        except Exception as exc:  # a broken frame chain
+            _forget_frame_files()
+            raise BadInput(f"cannot count the frames ({type(exc).__name__}: {exc}): {shown(path)}") from None
+        finally:
+            if not kept:
+                img.close()
+    return _check_page_count(n, "image file", path)
 
 
 # ---------------------------------------------------------------- rendering
@@ -168,55 +256,132 @@ def render_page(path: Path, page: int, sizing: Sizing) -> Rendered:
         with _lock:
             pdf = open_pdf(path)
             if not 1 <= page <= len(pdf):
-                raise BadInput(f"page {page} does not exist (the PDF has {len(pdf)} pages): {path.name}")
+                raise BadInput(f"page {page} does not exist (the PDF has {len(pdf)} pages): {shown(path)}")
             try:
                 pg = pdf[page - 1]
                 w_pt, h_pt = pg.get_size()
-                if w_pt <= 0 or h_pt <= 0:
-                    raise BadInput(f"page {page} has no size: {path.name}")
+                _check_shape(w_pt, h_pt, f"page {page} ({w_pt:g} x {h_pt:g} pt)", path)
                 scale, flags = _scale_for(w_pt, h_pt, sizing)
                 bitmap = pg.render(scale=scale, rotation=0, may_draw_forms=True)
                 img = bitmap.to_pil()
                 if img.mode not in ("RGB", "L"):
                     img = img.convert("RGB")
             except pdfium.PdfiumError as exc:
-                raise BadInput(f"cannot render page {page} ({exc}): {path.name}") from None
+                raise BadInput(f"cannot render page {page} ({exc}): {shown(path)}") from None
         return Rendered(img, round(scale * 72.0, 2), flags)
     if kind == "image":
         return _render_image(path, page, sizing)
-    raise BadInput(f"unsupported file type {path.suffix or '(none)'!r}: {path.name}")
+    raise BadInput(f"unsupported file type {printable(path.suffix) or '(none)'!r}: {shown(path)}")
 
 
 def _render_image(path: Path, page: int, sizing: Sizing) -> Rendered:
-    img = _open_image(path)
+    with _image_lock:
+        img, kept = _image_file(path)
+        try:
+            rendered = _render_frame(img, path, page, sizing)
+        except BaseException:
+            if kept:
+                _forget_frame_files()  # a failed frame may leave the file object half-read
+            raise
+        finally:
+            if not kept:
+                img.close()
+        if kept and _decoded_bytes(img) > KEEP_DECODED_BYTES:
+            _forget_frame_files()
+    return rendered
+
+
+def check_frame(w: int, h: int, page: int, path: Path) -> None:
+    """Refuse an image frame too large to decode or too thin to read, from its header. Every
+    frame is checked: a small first frame says nothing of the second."""
+    if w * h > HARD_MAX_IMAGE_PIXELS:
+        raise BadInput(f"frame {page} of {w}x{h} px exceeds the {HARD_MAX_IMAGE_PIXELS // 1_000_000} MP "
+                       f"limit: {shown(path)}")
+    _check_shape(w, h, f"frame {page} ({w}x{h} px)", path)
+
+
+def _decoded_bytes(img: Image.Image) -> int:
+    """What Pillow holds for the decoded frame: 1 byte a pixel for 1/L/P, else 4."""
+    return img.width * img.height * (1 if img.mode in ("1", "L", "P") else 4)
+
+
+@contextmanager
+def _large_decode(nbytes: int) -> Iterator[None]:
+    """Around a decode of `nbytes`: a large one waits until no other vlmocr process of this
+    user on this machine decodes a large one (an flock, released by the kernel even when a
+    process dies), so memory is one large frame plus small ones, whatever the worker count."""
+    if nbytes <= LARGE_DECODE_BYTES:
+        yield
+        return
+    import fcntl
+
     try:
+        fd = os.open(os.path.join(tempfile.gettempdir(), f"vlmocr-{os.getuid()}-large-decode.lock"),
+                     os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:  # no writable temp folder: decode unguarded rather than not at all
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _render_frame(img: Image.Image, path: Path, page: int, sizing: Sizing) -> Rendered:
+    """Decode frame `page` of the open `img` within the limits, as a new image of its own."""
+    try:
+        # Counted first: a TIFF seek past its last frame leaves Pillow's count wrong. Counting
+        # walks the frame chain once; the file then stays open (_image_file).
         n = int(getattr(img, "n_frames", 1) or 1)
         if not 1 <= page <= n:
-            raise BadInput(f"page {page} does not exist (the image has {n} frames): {path.name}")
-        try:
-            img.seek(page - 1)
-            img.load()
-            frame = ImageOps.exif_transpose(img)
-            turned = frame is not img and img.getexif().get(0x0112, 1) not in (0, 1)
-        except (OSError, ValueError, SyntaxError) as exc:
-            raise BadInput(f"truncated or corrupt image ({exc}): {path.name} frame {page}") from None
-        src_dpi = image_dpi(img)
-        frame = frame.convert("L") if frame.mode in ("1", "L", "I;16", "I", "F", "LA") else frame.convert("RGB")
-    finally:
-        img.close()
+            raise BadInput(f"page {page} does not exist (the image has {n} frames): {shown(path)}")
+        img.seek(page - 1)
+    except (BadInput, MemoryError):
+        raise
+    except Exception as exc:
+        raise BadInput(f"cannot read frame {page} ({type(exc).__name__}: {exc}): {shown(path)}") from None
+    w, h = img.size
+    check_frame(w, h, page, path)
     flags: list[str] = []
-    w, h = frame.size
     target = 1.0
     if sizing.longest_side:
         target = sizing.longest_side / max(w, h)
     if w * h * target * target > sizing.max_pixels:
         target = (sizing.max_pixels / (w * h)) ** 0.5
         flags.append("downscaled")
-    if abs(target - 1.0) > 1e-3:
-        frame = frame.resize((max(1, round(w * target)), max(1, round(h * target))), Image.Resampling.LANCZOS)
+    size = (max(1, round(w * target)), max(1, round(h * target)))
+    if target < 1 and img.format == "JPEG":
+        img.draft(None, size)  # JPEG decodes at 1/2, 1/4 or 1/8 of its size: never more than needed
+    try:
+        with _large_decode(_decoded_bytes(img)):
+            img.load()
+            orientation = img.getexif().get(ExifTags.Base.Orientation, 1)  # after load: PNG keeps EXIF late
+            frame = _shrink(img, size)
+    except MemoryError:
+        raise
+    except Exception as exc:  # truncated data, a hostile header: the same on every attempt
+        raise BadInput(f"truncated or corrupt image ({type(exc).__name__}: {exc}): {shown(path)} "
+                       f"frame {page}") from None
+    turned = orientation not in (0, 1)
+    if turned:
+        frame.getexif()[ExifTags.Base.Orientation] = orientation
+        ImageOps.exif_transpose(frame, in_place=True)  # turned after shrinking: a quarter of the work
+    src_dpi = image_dpi(img)
     dpi = round(src_dpi * target, 2) if src_dpi else None
-    untouched = n == 1 and abs(target - 1.0) <= 1e-3 and not turned
+    untouched = not getattr(img, "is_animated", False) and size == (w, h) and not turned
     return Rendered(frame, dpi, flags, same_as_file=path if untouched else None)
+
+
+def _shrink(img: Image.Image, size: tuple[int, int]) -> Image.Image:
+    """The loaded `img` at `size` as L or RGB, always a new image (`img` may stay open for the
+    file's next frame). L and RGB are resized before anything else, so no second full-size
+    copy is made; palette, 1-bit, 16-bit and alpha images are converted first, as before."""
+    mode = "L" if img.mode in ("1", "L", "I;16", "I", "F", "LA") else "RGB"
+    out = img if img.mode in ("L", "RGB") else img.convert(mode)
+    if out.size != size:
+        out = out.resize(size, Image.Resampling.LANCZOS, reducing_gap=REDUCING_GAP)
+    return out.copy() if out is img else out
 
 
 def image_dpi(img: Image.Image) -> float | None:
@@ -239,12 +404,12 @@ def text_layer(path: Path, page: int) -> str:
     with _lock:
         pdf = open_pdf(path)
         if not 1 <= page <= len(pdf):
-            raise BadInput(f"page {page} does not exist (the PDF has {len(pdf)} pages): {path.name}")
+            raise BadInput(f"page {page} does not exist (the PDF has {len(pdf)} pages): {shown(path)}")
         try:
             tp = pdf[page - 1].get_textpage()
             text = tp.get_text_bounded()
         except pdfium.PdfiumError as exc:
-            raise BadInput(f"cannot read the text layer of page {page} ({exc}): {path.name}") from None
+            raise BadInput(f"cannot read the text layer of page {page} ({exc}): {shown(path)}") from None
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 

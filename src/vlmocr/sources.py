@@ -18,6 +18,12 @@ PDF_EXTS = {".pdf"}
 IMAGE_EXTS = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp"}
 SUPPORTED_EXTS = PDF_EXTS | IMAGE_EXTS
 MAX_ID_BYTES = 180
+# Names Windows (and file systems shared with it) reserve whatever the extension: docs/CON.md
+# cannot be created there. Compared case-insensitively, on the part before the first dot.
+RESERVED_NAMES = frozenset({"CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$",
+                            *(f"COM{i}" for i in range(1, 10)), *(f"LPT{i}" for i in range(1, 10))})
+# A spreadsheet reads a cell starting with one of these as a formula (`=cmd|' /C calc'!A0`).
+CSV_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 # original_path: where a staged (ASCII symlink) path came from; records name it as `source`.
 MANIFEST_COLUMNS = {"doc_id", "path", "pages", "dpi", "priority", "original_path"}  # leaves room for suffixes like ".md" under the usual 255-byte name limit
 
@@ -61,10 +67,58 @@ def parse_pages(spec: str) -> tuple[int, ...]:
     return tuple(sorted(pages))
 
 
+def printable(text: str) -> str:
+    """`text` with the bytes of a file name that are not UTF-8 (another locale's name, which
+    Python keeps as lone surrogates) spelled as \\xNN: records, CSV files and terminals take
+    only valid Unicode, and one such name must not stop a whole run."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate that is no escaped byte (e.g. from JSON "\\ud800")
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def unprintable_path(text: str) -> Path | None:
+    """The file whose name `printable` spelled as `text`, when `text` names no file itself and
+    such a file exists (a triage CSV or manifest written from a non-UTF-8 name)."""
+    if "\\x" not in text or os.path.lexists(text):
+        return None
+    raw = re.sub(rb"\\x([0-9a-fA-F]{2})", lambda m: bytes([int(m.group(1), 16)]), text.encode("utf-8"))
+    path = Path(os.fsdecode(raw))
+    return path if os.path.lexists(path) else None
+
+
+def neutralise_cell(value: str) -> str:
+    """A CSV cell a spreadsheet shows as text, never runs as a formula: a leading quote before
+    a formula character (and before a leading quote, so `restore_cell` is exact)."""
+    if value[:1] in CSV_FORMULA_START or (value[:1] == "'" and value[1:2] in (*CSV_FORMULA_START, "'")):
+        return "'" + value
+    return value
+
+
+def restore_cell(value: str) -> str:
+    """The value `neutralise_cell` was given."""
+    if value[:1] == "'" and value[1:2] in (*CSV_FORMULA_START, "'"):
+        return value[1:]
+    return value
+
+
+def is_reserved_name(name: str) -> bool:
+    """CON, nul.v2, Com1…: a name Windows-shared file systems refuse (see RESERVED_NAMES)."""
+    return name.split(".", 1)[0].rstrip(" ").upper() in RESERVED_NAMES
+
+
+def collision_key(doc_id: str) -> str:
+    """Doc ids with the same key name the same files on a case-insensitive, normalising file
+    system (macOS, Windows, many network shares): `same` and `SAME`, é and e + ◌́."""
+    return unicodedata.normalize("NFC", doc_id).casefold()
+
+
 def check_doc_id(doc_id: str) -> str | None:
     """Why `doc_id` is unsafe as a file name, or None when it is fine."""
     if not doc_id:
         return "it is empty"
+    if any("\ud800" <= c <= "\udfff" for c in doc_id):
+        return "it is not valid Unicode"
     if doc_id in (".", "..") or doc_id.startswith("."):
         return "it starts with '.'"
     if "/" in doc_id or "\\" in doc_id:
@@ -73,6 +127,10 @@ def check_doc_id(doc_id: str) -> str | None:
         return "it contains a control character"
     if len(doc_id.encode("utf-8")) > MAX_ID_BYTES:
         return f"it is longer than {MAX_ID_BYTES} bytes"
+    if is_reserved_name(doc_id):
+        return "it is a reserved device name on Windows (CON, PRN, AUX, NUL, COM1-9, LPT1-9)"
+    if doc_id[-1] in ". ":
+        return "it ends with a dot or a space (Windows drops them: two ids would name one file)"
     return None
 
 
@@ -87,11 +145,19 @@ def derive_doc_id(rel: str) -> str:
         stem = rel[: -len(suffix)]
     parts = [p for p in re.split(r"[\\/]+", stem) if p not in ("", ".")]
     text = "__".join(parts)
-    text = "".join("_" if unicodedata.category(c) == "Cc" else c for c in text)
+    # A byte that is not UTF-8 (kept by Python as a lone surrogate) becomes %NN: the id stays
+    # valid Unicode, and names that differ only in such bytes keep distinct ids.
+    text = re.sub("[\udc80-\udcff]", lambda m: f"%{ord(m.group()) - 0xDC00:02X}", text)
+    text = "".join("_" if unicodedata.category(c) in ("Cc", "Cs") else c for c in text)
     text = unicodedata.normalize("NFC", text).lstrip(".") or "_"
     if len(text.encode("utf-8")) > MAX_ID_BYTES:
         digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
         text = text.encode("utf-8")[: MAX_ID_BYTES - 14].decode("utf-8", "ignore") + "--" + digest
+    if text[-1] in ". ":
+        text += "_"
+    if is_reserved_name(text):  # CON → CON_, nul.v2 → nul_.v2: still told apart from the rest
+        head, dot, tail = text.partition(".")
+        text = f"{head}_{dot}{tail}"
     return text
 
 
@@ -135,11 +201,11 @@ def from_paths(paths: Iterable[str | Path]) -> list[Document]:
         if p.is_dir():
             for f in walk_folder(p):
                 rel = f.relative_to(p).as_posix()
-                docs.append(Document(derive_doc_id(rel), f, str(f)))
+                docs.append(Document(derive_doc_id(rel), f, printable(str(f))))
         else:
             # Missing or unsupported files given by name become bad_input records, so the
             # user sees them in the results instead of a run that silently skipped them.
-            docs.append(Document(derive_doc_id(p.name), p, str(given)))
+            docs.append(Document(derive_doc_id(p.name), p, printable(str(given))))
     return docs
 
 
@@ -170,7 +236,8 @@ def from_manifest(manifest: str | Path) -> list[Document]:
             if unknown:
                 raise UsageError(f"{m}: unknown column(s) {sorted(unknown)}")
             for n, row in enumerate(reader, 2):
-                rows.append((n, row))
+                # cells `vlmocr manifest` neutralised against spreadsheet formulas
+                rows.append((n, {k: restore_cell(v) if isinstance(v, str) else v for k, v in row.items()}))
     docs: list[Document] = []
     for n, row in rows:
         where = f"{m}:{n}"
@@ -180,6 +247,7 @@ def from_manifest(manifest: str | Path) -> list[Document]:
         path = Path(raw_path)
         if not path.is_absolute():
             path = base / path
+        path = unprintable_path(str(path)) or path
         doc_id = str(row.get("doc_id") or "").strip() or derive_doc_id(raw_path)
         why = check_doc_id(doc_id)
         if why:
@@ -199,7 +267,7 @@ def from_manifest(manifest: str | Path) -> list[Document]:
             if not 10 <= dpi <= 1200:
                 raise UsageError(f"{where}: dpi {dpi} outside 10..1200")
         original = str(row.get("original_path") or "").strip()
-        docs.append(Document(doc_id, path, original or raw_path, pages, dpi))
+        docs.append(Document(doc_id, path, printable(original or raw_path), pages, dpi))
     return docs
 
 
@@ -210,17 +278,19 @@ def discover(paths: Iterable[str | Path] = (), manifest: str | Path | None = Non
         docs += from_manifest(manifest)
     if not docs:
         raise UsageError("no documents found (give files, folders or --manifest)")
-    seen: dict[str, Document] = {}
+    seen: dict[str, Document] = {}  # by collision_key
     for d in docs:
         why = check_doc_id(d.doc_id)
         if why:
             raise UsageError(f"{d.source}: derived doc_id {d.doc_id!r} is unsafe: {why}")
-        if d.doc_id in seen:
-            raise UsageError(
-                f"duplicate doc_id {d.doc_id!r}: {seen[d.doc_id].source!r} and {d.source!r} "
-                "(rename one, or give ids in a --manifest)"
-            )
-        seen[d.doc_id] = d
+        other = seen.get(collision_key(d.doc_id))
+        if other is not None:
+            how = "duplicate doc_id" if other.doc_id == d.doc_id else (
+                "doc_ids that differ only in case or Unicode form (one file on macOS/Windows)")
+            ids = repr(d.doc_id) if other.doc_id == d.doc_id else f"{other.doc_id!r} and {d.doc_id!r}"
+            raise UsageError(f"{how} {ids}: {other.source!r} and {d.source!r} "
+                             "(rename one, or give ids in a --manifest)")
+        seen[collision_key(d.doc_id)] = d
     return docs
 
 

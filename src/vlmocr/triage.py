@@ -15,12 +15,15 @@ recognised from the thumbnail.
 Rows are written as they arrive, in the order `vlmocr run` reads the documents; the only state
 kept across documents is a dict sha256 → first doc_id for duplicate detection.
 
-Columns (counts marked * are over the checked pages, the others over all pages):
+Text cells that a spreadsheet would run as a formula (starting with = + - @ tab CR) are written
+with a leading ' (`read_rows` removes it). Columns (counts marked * are over the checked pages,
+the others over all pages):
 
   doc_id, path        as `vlmocr run` derives them (path made absolute)
   sha256, bytes       of the file; duplicate_of = the first doc_id with the same sha256
   kind                pdf | image | unsupported
-  status, reason      ok | encrypted | corrupt | empty (zero pages) | missing | unsupported, and why
+  status, reason      ok | encrypted | corrupt | empty (zero pages) | missing | unsupported |
+                      too_many_pages (over VLMOCR_MAX_DOC_PAGES), and why
                       (render's BadInput reason); for an ok document, the first unreadable page
   encrypted           "" | password (unreadable) | permissions-only (readable: owner password only)
   pages               every page (frame) counted
@@ -65,8 +68,8 @@ from PIL import Image
 
 from .exceptions import BadInput, UsageError
 from .render import _lock as pdfium_lock, image_dpi
-from .render import MIN_TEXT_CHARS, count_pages, kind_of, open_pdf, text_layer, usable_text_layer
-from .sources import Document, discover
+from .render import MIN_TEXT_CHARS, check_frame, count_pages, kind_of, open_pdf, shown, text_layer, usable_text_layer
+from .sources import Document, discover, neutralise_cell, printable, restore_cell
 
 DEFAULT_CHECK_PAGES = 16
 HASH_CHUNK = 1 << 20
@@ -226,6 +229,10 @@ def _image_facts(path: Path, n: int, check: list[int]) -> tuple[list[PageFacts],
                 facts.append(f)
                 continue
             w, h = img.size
+            try:
+                check_frame(w, h, i + 1, path)  # what `vlmocr run` will refuse, from the header
+            except BadInput as exc:
+                f.kind, f.error, f.checked = "bad", exc.reason, True
             rotation = _EXIF_ROTATION.get(orientation, 0) if i == 0 else 0
             if rotation in (90, 270):
                 w, h = h, w
@@ -236,7 +243,7 @@ def _image_facts(path: Path, n: int, check: list[int]) -> tuple[list[PageFacts],
             f.dpi = frame_dpi
             if frame_dpi:
                 f.width, f.height = w * 72 / frame_dpi, h * 72 / frame_dpi
-            if f.checked:
+            if f.checked and not f.kind:
                 f.kind = "image"
             facts.append(f)
     return facts, dpi
@@ -347,6 +354,8 @@ def status_of(reason: str) -> str:
         return "missing"
     if r.startswith("unsupported file type"):
         return "unsupported"
+    if r.startswith("too many pages"):
+        return "too_many_pages"
     return "corrupt"
 
 
@@ -364,7 +373,7 @@ def triage_document(doc_id: str, path: str, opts: TriageOptions) -> dict[str, An
     t0 = time.perf_counter()
     p = Path(path)
     row: dict[str, Any] = {c: "" for c in COLUMNS}
-    row.update(doc_id=doc_id, path=os.path.abspath(path), kind=kind_of(p), status="ok")
+    row.update(doc_id=doc_id, path=printable(os.path.abspath(path)), kind=kind_of(p), status="ok")
     try:
         row["bytes"] = p.stat().st_size
         if p.is_file():
@@ -390,7 +399,7 @@ def triage_document(doc_id: str, path: str, opts: TriageOptions) -> dict[str, An
             facts, _ = _image_facts(p, n, check)
             dpi_source = "metadata"
     except (BadInput, OSError, pdfium.PdfiumError) as exc:
-        reason = exc.reason if isinstance(exc, BadInput) else f"cannot read {p.name} ({exc})"
+        reason = exc.reason if isinstance(exc, BadInput) else printable(f"cannot read {shown(p)} ({exc})")
         row.update(status="corrupt", reason=reason)
         row["seconds"] = round(time.perf_counter() - t0, 4)
         return row
@@ -460,8 +469,8 @@ def crashed_row(doc_id: str, path: str) -> dict[str, Any]:
     """The row of a document that killed the worker reading it (a pdfium crash)."""
     p = Path(path)
     row: dict[str, Any] = {c: "" for c in COLUMNS}
-    row.update(doc_id=doc_id, path=os.path.abspath(path), kind=kind_of(p), status="corrupt", pages=0,
-               reason=f"the document crashed the reader (worker process died): {p.name}")
+    row.update(doc_id=doc_id, path=printable(os.path.abspath(path)), kind=kind_of(p), status="corrupt", pages=0,
+               reason=f"the document crashed the reader (worker process died): {shown(p)}")
     try:
         row["bytes"] = p.stat().st_size
         row["sha256"] = _sha256(p)
@@ -676,7 +685,7 @@ def triage(paths: Iterable[str], out: Path, manifest: Path | None = None, opts: 
                     first = first_of.setdefault(sha, row["doc_id"])
                     if first != row["doc_id"]:
                         row["duplicate_of"] = first
-                writer.writerow(row)
+                writer.writerow(csv_row(row))
                 summary.add(row)
                 bar.advance(int(row["pages"] or 0))
         os.replace(tmp, out)
@@ -693,6 +702,12 @@ def triage(paths: Iterable[str], out: Path, manifest: Path | None = None, opts: 
     return summary
 
 
+def csv_row(row: dict[str, Any]) -> dict[str, Any]:
+    """The row as written: text cells neutralised against spreadsheet formulas (a file named
+    `=cmd|' /C calc'!A0.pdf`), numbers as they are; `read_rows` gives the values back."""
+    return {k: neutralise_cell(v) if isinstance(v, str) else v for k, v in row.items()}
+
+
 def read_rows(path: Path) -> Iterator[dict[str, str]]:
     """Rows of a triage CSV (streamed), checking it is one."""
     p = Path(path)
@@ -705,4 +720,5 @@ def read_rows(path: Path) -> Iterator[dict[str, str]]:
         if missing:
             raise UsageError(f"{p}: not a triage CSV (missing column(s) {sorted(missing)}); make one with "
                              "`vlmocr triage PATH… --out triage.csv`")
-        yield from reader
+        for row in reader:
+            yield {k: restore_cell(v) if isinstance(v, str) else v for k, v in row.items()}
