@@ -516,7 +516,10 @@ def replace_dir(tmp: Path, out: Path, kind: str, legacy: Callable[[Path], bool] 
         (tmp / OUTPUT_MARKER).write_text(f"{kind}\n", encoding="utf-8")
     if not out.exists():
         os.replace(tmp, out)
-    elif exchange(tmp, out):
+        return
+    if _output_kind(out) != kind:  # empty, or made before markers: marked, so a leftover of it is ours too
+        (out / OUTPUT_MARKER).write_text(f"{kind}\n", encoding="utf-8")
+    if exchange(tmp, out):
         shutil.rmtree(tmp, ignore_errors=True)  # now the old tree
     else:
         old = out.with_name(f".{out.name}.{os.getpid()}.old")

@@ -16,7 +16,9 @@ For every document of the given runs (RUN, or a SLURM RUN's shards/*):
 Per document, publication is atomic: the folder is assembled in LIB/staging/ and renamed into
 LIB/docs/ (a replaced folder is swapped in one `renameat2(RENAME_EXCHANGE)`), inside the catalog
 transaction that records it. Publishing the same runs again writes nothing at all. Publishers take
-LIB/.lock (fcntl) and so run one after the other; readers never wait."""
+LIB/.lock (fcntl) and so run one after the other; readers never wait. A publisher killed mid-way is
+repaired by the next one, before anything else (`_recover`): a folder swapped in whose transaction
+never committed is swapped back for the version the catalog holds, which waits in staging/."""
 
 from __future__ import annotations
 
