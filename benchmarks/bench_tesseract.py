@@ -16,7 +16,7 @@ rounds (the order rotates every round), all with OMP_THREAD_LIMIT=1 and N = --wo
 
 For each: end-to-end pages/min (wall clock from launch to exit), time to first page, steady
 pages/min ((pages - 1) / (last finish - first finish), vlmocr and bare only), and CER
-(`vlmocr.metrics.cer`) against each page's .txt. Medians over rounds; ratios to the bare CLI.
+(`vlmocr.evaluation.cer`) against each page's .txt. Medians over rounds; ratios to the bare CLI.
 
 A diagnosis pass follows (skipped with --quick or --no-diagnose): the bare CLI fed what
 vlmocr feeds it (its --dpi hint, and the PNG pytesseract writes), to attribute any CER gap,
@@ -43,7 +43,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from vlmocr.metrics import cer
+from vlmocr.evaluation import cer
 
 REPO = Path(__file__).resolve().parent.parent
 GT = Path(os.environ.get("VLMOCR_GT", REPO.parent / "shared" / "gt")) / "ehri_en"

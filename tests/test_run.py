@@ -10,7 +10,7 @@ from pathlib import Path
 import pypdfium2 as pdfium
 import pytest
 
-from vlmocr.metrics import cer
+from vlmocr.evaluation import cer
 
 from conftest import REPO, finals, make_scan_pdf, make_text_pdf, page_lines, read_records, run_cli, text_image
 

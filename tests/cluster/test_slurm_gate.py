@@ -1,7 +1,7 @@
 """The quality gate: `vlmocr slurm gate` submits a gate run and the bulk array held; `vlmocr slurm
 release RUN` scores the gate (CER against truth) and releases or cancels the bulk.
 
-Truth loading, matching and scoring are tested without SLURM; the pass and fail paths with real
+Matching truth to gate documents and scoring are tested without SLURM; the pass and fail paths with real
 jobs against the test OpenAI server (pagecode answers = perfect reader; static answers = garbage)."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import pytest
 from support.openai_server import ServerConfig, serve_in_process
 from support.pagecode import expected_text, make_coded_pdf, make_coded_png
 
-from vlmocr.cluster import slurm as sl
+from vlmocr.cluster import gate
+from vlmocr.evaluation import TruthPage, load_truth
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -52,39 +53,31 @@ def bulk_folder(folder: Path, codes: list[int]) -> set[str]:
 # ================================================================== without SLURM
 
 
-def test_truth_from_a_folder_and_from_csvs(tmp_path):
+def test_gate_truth_matches_gate_documents_and_names_the_rest(tmp_path):
+    # The one truth loader (tests/evaluation/test_truth.py has its shapes); here: its pages put
+    # under the gate's doc ids, by image path, doc_id or file stem, and what matched nothing.
     t = tmp_path / "truth"
     (t / "set").mkdir(parents=True)
     make_coded_png(t / "set" / "one.png", 1)
     (t / "set" / "one.txt").write_text("first page")
     (t / "two.txt").write_text("page one of two")
     (t / "two.p2.txt").write_text("page two of two")
-    pages = sl.load_truth(t)
-    assert sorted((p.key, p.page, p.text) for p in pages) == [
-        ("set__one", 1, "first page"), ("two", 1, "page one of two"), ("two", 2, "page two of two")]
-    one = next(p for p in pages if p.key == "set__one")
-    assert one.image == str(t / "set" / "one.png")
-    docs = [  # originals.csv rows of the gate: matched by image path, doc_id, or file stem
+    (t / "memo.txt").write_text("a memo")
+    (t / "orphan.txt").write_text("no gate document")
+    docs = [  # originals.csv rows of the gate
         {"doc_id": "anything", "original": str(t / "set" / "one.png")},
         {"doc_id": "two", "original": "/elsewhere/two.pdf"},
+        {"doc_id": "m", "original": "/elsewhere/memo.png"},
         {"doc_id": "x", "original": "/elsewhere/unrelated.png"},
     ]
-    matched, unmatched = sl.match_truth(pages, docs)
-    assert sorted(matched) == [("anything", 1), ("two", 1), ("two", 2)] and unmatched == []
-
-    # doc_id,page,truth_path
-    (tmp_path / "t1.csv").write_text("doc_id,page,truth_path\ntwo,2,truth/two.p2.txt\n")
-    assert [(p.key, p.page, p.text) for p in sl.load_truth(tmp_path / "t1.csv")] == [("two", 2, "page two of two")]
-    # ../shared/gt/pages.csv style: image + truth, relative to the CSV
-    (t / "pages.csv").write_text("set,name,image,truth\nset,one,set/one.png,set/one.txt\n")
-    p = sl.load_truth(t / "pages.csv")[0]
-    assert (p.image, p.page, p.text) == (str(t / "set" / "one.png"), 1, "first page")
-    # inline text
-    (tmp_path / "t2.csv").write_text('doc_id,page,text\nx,1,"inline, with comma"\n')
-    assert sl.load_truth(tmp_path / "t2.csv")[0].text == "inline, with comma"
-    (tmp_path / "bad.csv").write_text("a,b\n1,2\n")
-    with pytest.raises(sl.UsageError):
-        sl.load_truth(tmp_path / "bad.csv")
+    matched, unmatched = gate.gate_truth(load_truth(t), docs)
+    assert sorted((p.doc_id, p.page, p.text) for p in matched) == [
+        ("anything", 1, "first page"), ("m", 1, "a memo"), ("two", 1, "page one of two"), ("two", 2, "page two of two")]
+    assert unmatched == [str(t / "orphan.txt")]
+    # an inline truth in a `truth` cell (a text, not a file) is truth for the gate too
+    (tmp_path / "inline.csv").write_text("doc_id,page,truth\ntwo,1,page one of two\n")
+    matched, _ = gate.gate_truth(load_truth(tmp_path / "inline.csv"), docs)
+    assert [(p.doc_id, p.text) for p in matched] == [("two", "page one of two")]
 
 
 def test_score_counts_missing_and_failed_pages_as_cer_1(tmp_path):
@@ -99,13 +92,13 @@ def test_score_counts_missing_and_failed_pages_as_cer_1(tmp_path):
     ]
     (run / "pages.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     (run / "run.json").write_text(json.dumps({"keys": [key]}))
-    truth = {
-        ("a", 1): sl.TruthPage("a", None, "a", 1, "hello world", "t"),  # whitespace collapsed: exact
-        ("b", 1): sl.TruthPage("b", None, "b", 1, "0123456789", "t"),  # failed: CER 1
-        ("c", 1): sl.TruthPage("c", None, "c", 1, "abce", "t"),  # 1 error in 4
-        ("d", 1): sl.TruthPage("d", None, "d", 1, "12345", "t"),  # missing: CER 1
-    }
-    score = sl.score_gate(run, truth, checks=["missing<=0", "cer_macro<=0.2"])
+    truth = [
+        TruthPage("a", 1, "hello world"),  # whitespace collapsed: exact
+        TruthPage("b", 1, "0123456789"),  # failed: CER 1
+        TruthPage("c", 1, "abce"),  # 1 error in 4
+        TruthPage("d", 1, "12345"),  # missing: CER 1
+    ]
+    score = gate.score_gate(run, truth, checks=["missing<=0", "cer_macro<=0.2"])
     assert (score.pages, score.missing, score.failed) == (4, 1, 1)
     assert score.errors == 0 + 10 + 1 + 5 and score.chars == 11 + 10 + 4 + 5
     assert score.cer == round(16 / 30, 5)  # the gate's number: missing pages count as wrong

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, make_text_pdf, run_cli
 
-from vlmocr.metrics import char_errors
+from vlmocr.evaluation import char_errors
 from vlmocr.report import ReportOptions, build_report, diff_ops
 from vlmocr.store import PAGES_FILE, iter_records
 

@@ -1,9 +1,10 @@
 """`vlmocr evaluate | compare | clean | suspicious`: measured quality; the logic lives in
-vlmocr.evaluate, vlmocr.clean and vlmocr.textquality."""
+vlmocr.evaluation, vlmocr.clean and vlmocr.textquality."""
 
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any, List, Optional
@@ -36,9 +37,7 @@ def _rules(path: Optional[Path]) -> Any:
 
 
 def _pct(v: float | None) -> str:
-    from ..evaluate import pct
-
-    return pct(v)
+    return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v * 100:.2f}"
 
 
 def _ci(ci: tuple[float, float] | None) -> str:
@@ -76,7 +75,7 @@ def evaluate_command(
         return _suspicious(run, clean=clean, rules=rules, lang=lang, json_out=json_out, limit=worst)
     if truth is None:
         raise UsageError("give --truth DIR|CSV (or --no-truth for quality without ground truth)")
-    from ..evaluate import check_gates, evaluate_run, parse_gate
+    from ..evaluation import check_gates, evaluate_run, parse_gate
 
     gates = [parse_gate(g) for g in gate or []]
     ev = evaluate_run(run, truth, clean=clean, rules=_rules(rules) if clean else None, folds=_folds(fold),
@@ -160,7 +159,7 @@ def compare_command(
     json_out: bool = typer.Option(False, "--json", help="Print the full result as JSON on stdout."),
 ) -> int:
     """Per-page difference of two runs of the same pages; exit 4 when pages differ beyond tolerance."""
-    from ..evaluate import compare_runs
+    from ..evaluation import compare_runs
 
     if tolerance < 0:
         raise UsageError("--tolerance must be ≥ 0")
@@ -244,7 +243,7 @@ def _suspicious(run: Path, *, clean: bool = False, rules: Optional[Path] = None,
                 min_known: float = 0.6, max_implausible: float = 0.02, min_words: int = 20,
                 max_suspicious: Optional[int] = None, all_pages: bool = False, limit: int = 50,
                 json_out: bool = False) -> int:
-    from ..evaluate import run_records
+    from ..evaluation import run_records
     from ..textquality import assess_records, summary, suspicion_rank
 
     records, layer = run_records(run, clean, _rules(rules) if clean else None)
@@ -315,7 +314,7 @@ def grid_command(
     json_out: bool = typer.Option(False, "--json", help="Print the ranking as JSON on stdout."),
 ) -> int:
     """Read one sample under every combination of settings and rank the cells by CER."""
-    from ..evaluate import run_grid
+    from ..evaluation import run_grid
     from ..store import write_json_atomic
 
     axes = {"engine": _axis(engine), "ocr_engine": _axis(ocr_engine), "profile": _axis(profile),

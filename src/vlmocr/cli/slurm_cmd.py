@@ -235,10 +235,12 @@ def gate_command(
     options = _options(partition, gpus_per_task, cpus_per_task, time_limit, mem, account, qos, constraint,
                        mail_user, mail_type, signal_lead, max_running, sbatch_arg)
     run_args = _with_stop_grace(run_args, signal_lead)
-    res = sl.submit_gate(out, gate_paths=list(gate or []), gate_manifest=manifest, truth=truth, max_cer=max_cer,
-                         bulk_paths=paths, bulk_manifest=bulk_manifest, shards=shards, run_args=run_args,
-                         options=options, after_gate=after_gate, dry_run=dry_run, python=python,
-                         argv=sys.argv[1:], checks=list(require or []), warn=_warn)
+    from ..cluster.gate import submit_gate
+
+    res = submit_gate(out, gate_paths=list(gate or []), gate_manifest=manifest, truth=truth, max_cer=max_cer,
+                      bulk_paths=paths, bulk_manifest=bulk_manifest, shards=shards, run_args=run_args,
+                      options=options, after_gate=after_gate, dry_run=dry_run, python=python,
+                      argv=sys.argv[1:], checks=list(require or []), warn=_warn)
     if json_out:
         print(json.dumps(res), flush=True)
     elif dry_run:
@@ -260,7 +262,9 @@ def release_command(
     json_out: bool = typer.Option(False, "--json", help="Machine-readable decision on stdout."),
 ) -> int:
     """Score the gate run; release the held bulk jobs, or cancel them (exit 4), saying why."""
-    decision = sl.release(run, max_cer=max_cer, wait=wait, dry_run=dry_run)
+    from ..cluster.gate import release
+
+    decision = release(run, max_cer=max_cer, wait=wait, dry_run=dry_run)
     if json_out:
         print(json.dumps(decision.as_dict()), flush=True)
     else:

@@ -1,4 +1,5 @@
-"""Run across SLURM: staged inputs, self-contained sbatch scripts, a quality gate, status.
+"""Run across SLURM: staged inputs, self-contained sbatch scripts, jobs, status (the quality gate
+that holds the bulk until a sample passes is `vlmocr.cluster.gate`).
 
 Layout of a cluster run directory ``RUN``::
 
@@ -33,7 +34,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -43,7 +43,6 @@ from ..exceptions import ExitCode, UsageError, VlmocrError
 from ..sources import (
     SUPPORTED_EXTS,
     Document,
-    derive_doc_id,
     discover,
     from_manifest,
     shard_of,
@@ -79,14 +78,14 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _write_json(path: Path, data: Any) -> None:
+def write_json(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
 
-def _read_json(path: Path, default: Any = None) -> Any:
+def read_json(path: Path, default: Any = None) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -282,7 +281,7 @@ def staged_documents(run_dir: Path, kind: str) -> list[Document]:
 # ============================================================================ scripts
 
 
-_EXIT_MEANINGS = {
+EXIT_MEANINGS = {
     0: "every page ok or fallback", 1: "pages missing or failed: resubmit", 2: "only review pages remain",
     3: "usage or configuration error", 4: "quality gate failed", 5: "endpoint unavailable",
     6: "run directory in use by another process", 7: "internal error (a bug)",
@@ -324,7 +323,7 @@ def render_script(*, kind: str, run_dir: Path, python: str, shards: int | None, 
     lines.append("#SBATCH --open-mode=append")
     for directive in options.directives():
         lines.append(f"#SBATCH {directive}")
-    meanings = " ".join(f"{code}) echo {q(text)} ;;" for code, text in _EXIT_MEANINGS.items())
+    meanings = " ".join(f"{code}) echo {q(text)} ;;" for code, text in EXIT_MEANINGS.items())
     body = f"""
 set -u
 RUN_DIR={q(str(run_dir))}
@@ -528,7 +527,7 @@ def active_tasks(job_id: str) -> list[dict[str, str]]:
 
 
 def load_jobs(run_dir: Path) -> dict[str, Any]:
-    data = _read_json(Path(run_dir) / SLURM_DIR / JOBS_FILE, None)
+    data = read_json(Path(run_dir) / SLURM_DIR / JOBS_FILE, None)
     if not isinstance(data, dict):
         data = {"schema": 1, "run_dir": str(Path(run_dir).resolve()), "jobs": [], "events": []}
     data.setdefault("jobs", [])
@@ -537,7 +536,7 @@ def load_jobs(run_dir: Path) -> dict[str, Any]:
 
 
 def save_jobs(run_dir: Path, data: dict[str, Any]) -> None:
-    _write_json(Path(run_dir) / SLURM_DIR / JOBS_FILE, data)
+    write_json(Path(run_dir) / SLURM_DIR / JOBS_FILE, data)
 
 
 def record_job(run_dir: Path, entry: dict[str, Any]) -> None:
@@ -620,7 +619,7 @@ def complete_shards(run_dir: Path, n: int, run_args: Sequence[str]) -> list[int]
     done = []
     for k in range(1, n + 1):
         path = run_dir / SHARDS / str(k) / "run.json"
-        info = _read_json(path, {}) or {}
+        info = read_json(path, {}) or {}
         summary = info.get("summary") or {}
         argv = (info.get("current") or {}).get("argv")
         try:
@@ -633,7 +632,7 @@ def complete_shards(run_dir: Path, n: int, run_args: Sequence[str]) -> list[int]
     return done
 
 
-def _check_not_active(run_dir: Path, kind: str) -> None:
+def check_not_active(run_dir: Path, kind: str) -> None:
     prev = latest_job(run_dir, kind)
     if prev is None:
         return
@@ -677,7 +676,7 @@ def submit(run_dir: Path, *, paths: Sequence[str] = (), manifest: str | Path | N
     options = options or SlurmOptions()
     run_dir = Path(run_dir).resolve()
     if not dry_run:
-        _check_not_active(run_dir, kind)
+        check_not_active(run_dir, kind)
     script, staged = prepare_job(run_dir, kind, paths=paths, manifest=manifest, shards=shards, run_args=run_args,
                                  options=options, python=python, warn=warn)
     empty = [k for k in range(1, shards + 1) if not any(shard_of(s.doc_id, shards) == k for s in staged)]
@@ -716,234 +715,7 @@ def submit(run_dir: Path, *, paths: Sequence[str] = (), manifest: str | Path | N
     return sub
 
 
-# ============================================================================ gate
-
-
-@dataclass
-class TruthPage:
-    key: str | None  # a doc_id the truth names (CSV doc_id column, or derived from a truth file name)
-    image: str | None  # absolute path of the page image, when known
-    stem: str  # file stem, the last resort for matching
-    page: int
-    text: str
-    source: str  # where the truth came from
-
-
-_PAGE_SUFFIX = re.compile(r"^(.*)\.p(\d+)$")
-
-
-def load_truth(truth: str | Path) -> list[TruthPage]:
-    """Ground truth for the gate, from a folder or a CSV.
-
-    Folder: ``name.txt`` is the truth of page 1 of the document ``name.*`` (``name.png`` +
-    ``name.txt`` side by side, as in ../shared/gt), ``name.pN.txt`` of its page N; searched
-    recursively. CSV: a document column (``doc_id``, or ``image``/``path`` naming the file), an
-    optional ``page`` (default 1) and the truth as a file (``truth_path`` or ``truth``, relative to
-    the CSV) or inline (``text``) — so ../shared/gt/pages.csv works as it is."""
-    truth = Path(truth)
-    pages: list[TruthPage] = []
-    if truth.is_dir():
-        for path in sorted(truth.rglob("*.txt")):
-            if any(part.startswith(".") for part in path.relative_to(truth).parts):
-                continue
-            rel = path.relative_to(truth).with_suffix("").as_posix()
-            page = 1
-            m = _PAGE_SUFFIX.match(rel)
-            if m:
-                rel, page = m.group(1), int(m.group(2))
-            image = None
-            for sibling in sorted(path.parent.glob(Path(rel).name + ".*")):
-                if sibling.suffix.lower() in SUPPORTED_EXTS:
-                    image = os.path.abspath(sibling)
-                    break
-            pages.append(TruthPage(derive_doc_id(rel), image, Path(rel).name, page,
-                                   path.read_text(encoding="utf-8-sig"), str(path)))
-        return pages
-    if not truth.is_file():
-        raise UsageError(f"truth not found: {truth}")
-    base = truth.parent
-    with truth.open(encoding="utf-8-sig", newline="") as fh:
-        reader = csv.DictReader(fh)
-        cols = set(reader.fieldnames or [])
-        if not ({"doc_id", "image", "path"} & cols) or not ({"truth_path", "truth", "text"} & cols):
-            raise UsageError(f"{truth}: a truth CSV needs doc_id (or image/path) and truth_path (or truth/text) columns")
-        for n, row in enumerate(reader, 2):
-            where = f"{truth}:{n}"
-            image = (row.get("image") or row.get("path") or "").strip() or None
-            image_abs = os.path.abspath(base / image) if image else None
-            key = (row.get("doc_id") or "").strip() or None
-            try:
-                page = int(row.get("page") or 1)
-            except ValueError:
-                raise UsageError(f"{where}: page {row.get('page')!r} is not a number") from None
-            if row.get("text") not in (None, "") and not (row.get("truth_path") or row.get("truth")):
-                text, source = row["text"], where
-            else:
-                tp = (row.get("truth_path") or row.get("truth") or "").strip()
-                if not tp:
-                    raise UsageError(f"{where}: no truth file or text")
-                tpath = base / tp
-                try:
-                    text = tpath.read_text(encoding="utf-8-sig")
-                except OSError as exc:
-                    raise UsageError(f"{where}: cannot read truth {tpath}: {exc.strerror}") from None
-                source = str(tpath)
-            stem = Path(image).stem if image else (key or "")
-            pages.append(TruthPage(key, image_abs, stem, page, text, source))
-    return pages
-
-
-def match_truth(truth: list[TruthPage], docs: list[dict[str, str]]) -> tuple[dict[tuple[str, int], TruthPage], list[str]]:
-    """Assign truth pages to gate documents (``originals.csv`` rows: doc_id, original).
-
-    A truth page belongs to a document whose original file is the truth's image, else whose
-    doc_id the truth names, else whose file stem equals the truth's stem (if unique)."""
-    by_image = {}
-    for d in docs:
-        by_image[os.path.abspath(d["original"])] = d["doc_id"]
-        try:
-            by_image[os.path.realpath(d["original"])] = d["doc_id"]
-        except OSError:
-            pass
-    ids = {d["doc_id"] for d in docs}
-    stems: dict[str, list[str]] = {}
-    for d in docs:
-        stems.setdefault(Path(d["original"]).stem, []).append(d["doc_id"])
-    matched: dict[tuple[str, int], TruthPage] = {}
-    unmatched: list[str] = []
-    for t in truth:
-        doc_id = None
-        if t.image and (t.image in by_image or os.path.realpath(t.image) in by_image):
-            doc_id = by_image.get(t.image) or by_image.get(os.path.realpath(t.image))
-        elif t.key and t.key in ids:
-            doc_id = t.key
-        elif len(stems.get(t.stem, [])) == 1:
-            doc_id = stems[t.stem][0]
-        if doc_id is None:
-            unmatched.append(t.source)
-        else:
-            matched[(doc_id, t.page)] = t
-    return matched, unmatched
-
-
-@dataclass
-class GateScore:
-    cer: float  # micro CER over every truth page, a missing page counting as entirely wrong (CER 1)
-    pages: int  # truth pages
-    missing: int  # … without a record in the gate run
-    failed: int  # … whose record failed (error, refused, bad_input: scored on its text, usually empty)
-    errors: int
-    chars: int
-    cer_scored: float | None = None  # micro CER over the pages that have a record
-    cer_ci: tuple[float, float] | None = None  # bootstrap 95 % interval of cer_scored
-    mean_page_cer: float | None = None
-    statuses: dict[str, int] = field(default_factory=dict)
-    worst: list[dict[str, Any]] = field(default_factory=list)
-    checks: list[dict[str, Any]] = field(default_factory=list)  # extra `vlmocr evaluate` gates
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def score_gate(run_dir: Path, truth: dict[tuple[str, int], TruthPage], checks: Sequence[str] = ()) -> GateScore:
-    """Score a gate run against truth pages — the one place the gate scores, with
-    ``vlmocr evaluate``'s scorer (NFC, whitespace collapsed, Levenshtein / reference length).
-
-    The gate's number is the corpus CER *with missing pages*: a truth page without a final record
-    counts as entirely wrong, a failed page is scored on its (usually empty) text. ``checks`` are
-    further gates in `vlmocr evaluate --gate` syntax (e.g. ``cer_hi<=0.05``)."""
-    from .. import evaluate as ev
-    from ..record import FAILED, Status
-    from ..store import PAGES_FILE, final_records
-
-    info = _read_json(Path(run_dir) / "run.json", {}) or {}
-    keys = set(info.get("keys") or []) or None
-    finals = final_records(Path(run_dir) / PAGES_FILE, keys=keys)
-    pages = [ev.TruthPage(doc_id, page, t.text, origin=t.source, image=t.image)
-             for (doc_id, page), t in sorted(truth.items())]
-    evaluation = ev.score(finals, pages)
-    corpus = evaluation.corpus
-    statuses: dict[str, int] = {}
-    failed = 0
-    for p in evaluation.pages:
-        statuses[p.status] = statuses.get(p.status, 0) + 1
-        try:
-            failed += Status(p.status) in FAILED
-        except ValueError:
-            pass
-    missing = corpus.missing
-    errors = corpus.char_edits + sum(p.ref_chars for p in evaluation.pages if p.missing)
-    chars = corpus.ref_chars + sum(p.ref_chars for p in evaluation.pages if p.missing)
-    cer = corpus.cer_with_missing if corpus.cer_with_missing is not None else 1.0
-    results = []
-    for spec in checks:
-        r = ev.check_gate(evaluation, ev.parse_gate(spec), allow_missing=True)
-        results.append({"gate": spec, "passed": r.passed, "measured": r.measured, "message": r.message})
-    worst = [{"doc_id": p.doc_id, "page": p.page, "status": p.status, "cer": round(p.cer, 4)}
-             for p in sorted(evaluation.pages, key=lambda p: (-p.cer, p.doc_id, p.page))[:5]]
-    return GateScore(round(cer, 5), corpus.pages, missing, failed, errors, chars,
-                     None if corpus.cer is None else round(corpus.cer, 5),
-                     tuple(round(x, 5) for x in corpus.cer_ci) if corpus.cer_ci else None,  # type: ignore[arg-type]
-                     None if corpus.cer_macro is None else round(corpus.cer_macro, 5), statuses, worst, results)
-
-
-def gate_docs(run_dir: Path) -> list[dict[str, str]]:
-    return [r for r in read_originals(run_dir) if r.get("kind") == "gate"]
-
-
-def submit_gate(run_dir: Path, *, gate_paths: Sequence[str] = (), gate_manifest: str | Path | None = None,
-                truth: str | Path, max_cer: float, bulk_paths: Sequence[str] = (),
-                bulk_manifest: str | Path | None = None, shards: int, run_args: Sequence[str] = (),
-                options: SlurmOptions | None = None, after_gate: bool = False, dry_run: bool = False,
-                python: str | None = None, argv: Sequence[str] | None = None, checks: Sequence[str] = (),
-                warn=print) -> dict[str, Any]:
-    """Submit the gate job (a normal run into RUN/gate) and the bulk array held.
-
-    ``vlmocr slurm release RUN`` later scores the gate and releases or cancels the bulk. With
-    ``after_gate`` the bulk also depends on the gate (``afterany``), so even a manual
-    ``scontrol release`` cannot start it before the gate ended."""
-    if not 0 <= max_cer:
-        raise UsageError("--max-cer must be ≥ 0")
-    from ..evaluate import parse_gate
-
-    for spec in checks:
-        parse_gate(spec)  # a typo fails now, not when the gate is scored
-    options = options or SlurmOptions()
-    run_dir = Path(run_dir).resolve()
-    truth_pages = load_truth(truth)
-    if not dry_run:
-        _check_not_active(run_dir, "gate")
-        _check_not_active(run_dir, "bulk")
-    gate_script, _ = prepare_job(run_dir, "gate", paths=gate_paths, manifest=gate_manifest, shards=None,
-                                 run_args=run_args, options=options, python=python, warn=warn)
-    matched, unmatched = match_truth(truth_pages, gate_docs(run_dir))
-    if not matched:
-        raise UsageError(f"no truth page in {truth} matches a gate document (by image path, doc_id or file stem)")
-    if unmatched:
-        warn(f"note: {len(unmatched)} truth file(s) match no gate document, e.g. {unmatched[0]}")
-    no_truth = sorted({d["doc_id"] for d in gate_docs(run_dir)} - {k[0] for k in matched})
-    if no_truth:
-        warn(f"note: {len(no_truth)} gate document(s) have no truth and are not scored, e.g. {no_truth[0]!r}")
-    result: dict[str, Any] = {"gate_script": str(gate_script), "truth_pages": len(matched)}
-    gate_id = None
-    if not dry_run:
-        gate_id = sbatch(gate_script, [])
-        record_job(run_dir, {"kind": "gate", "job_id": gate_id, "array": None, "shards": None, "held": False,
-                             "dependency": None, "script": str(gate_script.relative_to(run_dir)),
-                             "submitted_at": now_iso(), "sbatch": ["sbatch", "--parsable", gate_script.name],
-                             "run_args": list(run_args), "argv": list(argv or sys.argv[1:]), "cwd": str(Path.cwd())})
-    dependency = f"afterany:{gate_id}" if (after_gate and gate_id) else None
-    bulk = submit(run_dir, paths=bulk_paths, manifest=bulk_manifest, shards=shards, run_args=run_args,
-                  options=options, hold=True, dependency=dependency, dry_run=dry_run, python=python,
-                  argv=argv, warn=warn, all_shards=True)
-    result.update(gate_job=gate_id, bulk_job=bulk.job_id, bulk_script=str(bulk.script), bulk_array=bulk.array)
-    if not dry_run:
-        _write_json(run_dir / SLURM_DIR / GATE_FILE, {
-            "truth": os.path.abspath(truth), "max_cer": max_cer, "checks": list(checks),
-            "gate_job": gate_id, "bulk_job": bulk.job_id,
-            "truth_pages": len(matched), "submitted_at": now_iso(), "decision": None,
-        })
-    return result
+# ============================================================================ grid
 
 
 def submit_grid(run_dir: Path, grid_args: Sequence[str], *, options: SlurmOptions | None = None,
@@ -974,80 +746,6 @@ def submit_grid(run_dir: Path, grid_args: Sequence[str], *, options: SlurmOption
     return result
 
 
-@dataclass
-class GateDecision:
-    passed: bool
-    score: GateScore
-    max_cer: float
-    action: str  # released | cancelled | none
-    bulk_job: str | None
-    message: str
-    slurm_output: str = ""
-
-    def as_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["score"] = self.score.as_dict()
-        return d
-
-
-def release(run_dir: Path, *, max_cer: float | None = None, wait: float = 0.0, dry_run: bool = False,
-            poll: float = 2.0) -> GateDecision:
-    """Score the gate run and release the held bulk jobs (``scontrol release``) when its CER is at
-    most the threshold, else cancel them (``scancel``). Saying why, either way."""
-    run_dir = Path(run_dir).resolve()
-    gate = _read_json(run_dir / SLURM_DIR / GATE_FILE)
-    if not isinstance(gate, dict):
-        raise UsageError(f"{run_dir} has no gate (RUN/slurm/gate.json): submit one with `vlmocr slurm gate`")
-    threshold = float(gate["max_cer"] if max_cer is None else max_cer)
-    gate_job = gate.get("gate_job")
-    deadline = time.monotonic() + wait
-    while gate_job:
-        live = active_tasks(gate_job)
-        if not live:
-            break
-        if time.monotonic() >= deadline:
-            raise VlmocrError(
-                f"the gate job {gate_job} is still {live[0]['state']}: release scores it once it has ended "
-                "(or pass --wait SECONDS)", ExitCode.incomplete)
-        time.sleep(poll)
-    matched, _ = match_truth(load_truth(gate["truth"]), gate_docs(run_dir))
-    if not matched:
-        raise UsageError(f"no truth page in {gate['truth']} matches a gate document")
-    score = score_gate(run_dir / GATE_RUN, matched, gate.get("checks") or [])
-    cer_ok = score.cer <= threshold
-    passed = cer_ok and all(c["passed"] for c in score.checks)
-    bulk = gate.get("bulk_job")
-    detail = (f"CER {score.cer:.4f} {'≤' if cer_ok else '>'} {threshold:g} over {score.pages} page(s), "
-              f"{score.missing} missing and {score.failed} failed (counted as CER 1)")
-    failing = [c["message"] for c in score.checks if not c["passed"]]
-    if failing:
-        detail += "; " + "; ".join(failing)
-    task = _task_file(run_dir, "gate")
-    rc = task.get("exit_code") if task.get("state") == "FINISHED" else None
-    if rc not in (None, 0):
-        detail += f"; the gate run exited {rc} ({_EXIT_MEANINGS.get(rc, 'see vlmocr exit codes')}, see its log)"
-    output = ""
-    if dry_run or not bulk:
-        action = "none"
-        message = f"gate {'passed' if passed else 'FAILED'}: {detail}; " + (
-            "dry run, bulk jobs untouched" if dry_run else "no bulk job recorded")
-    elif passed:
-        ok, output = scontrol_release([bulk])
-        action = "released"
-        message = f"gate passed: {detail}; released bulk job {bulk}" + ("" if ok else f" (scontrol: {output})")
-    else:
-        ok, output = scancel([bulk])
-        action = "cancelled"
-        message = f"gate FAILED: {detail}; cancelled bulk job {bulk}" + ("" if ok else f" (scancel: {output})")
-    decision = GateDecision(passed, score, threshold, action, bulk, message, output)
-    if not dry_run:
-        gate["decision"] = {"at": now_iso(), **decision.as_dict()}
-        _write_json(run_dir / SLURM_DIR / GATE_FILE, gate)
-        record_event(run_dir, {"action": action, "job_id": bulk, "cer": score.cer, "max_cer": threshold,
-                               "pages": score.pages, "missing": score.missing})
-    return decision
-
-
 # ============================================================================ status
 
 
@@ -1058,7 +756,7 @@ def _tally_shard(run_dir: Path, docs: list[Document]) -> dict[str, Any]:
     from ..render import count_pages
     from ..store import PAGES_FILE, final_records
 
-    info = _read_json(run_dir / "run.json", {}) or {}
+    info = read_json(run_dir / "run.json", {}) or {}
     keys = set(info.get("keys") or [])
     finals = final_records(run_dir / PAGES_FILE, keys=keys) if keys else {}
     by_doc: dict[str, dict[int, dict]] = {}
@@ -1095,8 +793,8 @@ def _tally_shard(run_dir: Path, docs: list[Document]) -> dict[str, Any]:
     return row
 
 
-def _task_file(run_dir: Path, name: str) -> dict[str, Any]:
-    return _read_json(run_dir / SLURM_DIR / "tasks" / f"{name}.json", {}) or {}
+def task_file(run_dir: Path, name: str) -> dict[str, Any]:
+    return read_json(run_dir / SLURM_DIR / "tasks" / f"{name}.json", {}) or {}
 
 
 def status(run_dir: Path) -> dict[str, Any]:
@@ -1132,7 +830,7 @@ def status(run_dir: Path) -> dict[str, Any]:
     names = (["gate"] if latest_job(run_dir, "gate") else []) + [f"bulk-{k}" for k in range(1, n + 1)]
     lookup = []
     for name in names:
-        tf = _task_file(run_dir, name)
+        tf = task_file(run_dir, name)
         if name in task_state:
             # squeue has the state; the task's own file the exit code of vlmocr, for this job.
             if (task_state[name]["state"] in TERMINAL_STATES and tf.get("state") == "FINISHED"
@@ -1158,7 +856,7 @@ def status(run_dir: Path) -> dict[str, Any]:
         row = {"shard": k, "docs": len(docs), **_tally_shard(run_dir / SHARDS / str(k), docs),
                "job": task_state.get(f"bulk-{k}", {})}
         out["shards"].append(row)
-    gate = _read_json(run_dir / SLURM_DIR / GATE_FILE)
+    gate = read_json(run_dir / SLURM_DIR / GATE_FILE)
     if isinstance(gate, dict):
         gdocs = staged_documents(run_dir, "gate")
         out["gate"] = {"max_cer": gate.get("max_cer"), "gate_job": gate.get("gate_job"),

@@ -47,7 +47,7 @@ import orjson
 from rapidfuzz.distance import Levenshtein
 
 from ..exceptions import UsageError
-from ..metrics import char_errors
+from ..evaluation import char_errors
 from ..record import Status
 from ..store import OUTPUT_MARKER, PAGES_FILE, check_output_dir, final_records, iter_records, write_text_atomic
 from . import svg
@@ -179,9 +179,9 @@ def _load_records(pages_file: Path) -> tuple[dict[tuple[str, int], dict], Counte
 
 
 def _load_truth(path: Path) -> Callable[[Iterable[str]], tuple[dict[tuple[str, int], str], int]]:
-    """Truth pages via `vlmocr.evaluate` (folder of name.txt + image, or a CSV), matched to the
+    """Truth pages via `vlmocr.evaluation` (folder of name.txt + image, or a CSV), matched to the
     run's doc ids the way `vlmocr evaluate` matches them."""
-    from ..evaluate import load_truth, match_truth
+    from ..evaluation import load_truth, match_truth
 
     truth = load_truth(path)
 

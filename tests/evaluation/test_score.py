@@ -1,56 +1,31 @@
-"""`vlmocr evaluate` and `vlmocr compare`: hand-computed CER/WER, missing pages, gates, the
-bootstrap, truth layouts, and a real Tesseract run on ../shared/gt pages."""
+"""`vlmocr evaluate`: hand-computed CER/WER, missing pages, gates, the bootstrap, the cleaned layer,
+and a real Tesseract run on ../shared/gt pages."""
 
 from __future__ import annotations
 
-import csv
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_cli, text_image
+from conftest import cli_in_process as cli
+from conftest import run_cli
 
-from vlmocr.evaluate import (
+from vlmocr.evaluation import (
     aggregate,
     bootstrap_ci,
-    compare_records,
+    cer,
     distances,
     evaluate_run,
-    load_truth,
-    match_truth,
     normalize,
     parse_gate,
     rate,
     score,
 )
-from conftest import cli_in_process as cli
 from vlmocr.exceptions import UsageError
-from vlmocr.metrics import cer as metrics_cer
-from vlmocr.record import PageRecord
-from vlmocr.store import RecordWriter, final_records
+from vlmocr.store import final_records
 
-
-
-
-def write_run(run: Path, pages: list[tuple[str, int, str, str]]) -> Path:
-    """A run directory with one record per (doc_id, page, status, text), in that order."""
-    with RecordWriter(run / "pages.jsonl") as w:
-        for doc_id, page, status, text in pages:
-            w.append(PageRecord(doc_id=doc_id, source=f"{doc_id}.pdf", page=page, key="k1", status=status,
-                                text=text, engine="test"))
-    return run
-
-
-def write_truth_csv(path: Path, rows: list[tuple[str, int, str, str]]) -> Path:
-    with path.open("w", encoding="utf-8", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["doc_id", "page", "set", "text"])
-        for doc_id, page, set_name, text in rows:
-            w.writerow([doc_id, page, set_name, text])
-    return path
-
+from .helpers import write_run, write_truth_csv
 
 # --- distances by hand -----------------------------------------------------------------------
 
@@ -85,8 +60,7 @@ def test_combining_marks_are_composed_before_scoring():
     assert distances("Cafe", "Café") == (1, 4, 1, 1)
     assert distances("ἐν", "εν")[0] == 1  # polytonic breathing: one composed character differs
     assert distances("Cafe", "Café", ["diacritics"])[0] == 0
-    # consistent with vlmocr.metrics
-    assert metrics_cer("Cafe", "Café") == 0.25
+    assert cer("Cafe", "Café") == 0.25
 
 
 def test_folds_are_diagnostics():
@@ -214,49 +188,6 @@ def test_evaluation_is_deterministic(hand):
     assert c["corpus"]["cer"] == a["corpus"]["cer"]
 
 
-# --- truth layouts and matching --------------------------------------------------------------
-
-
-def test_truth_folder_layout_matches_folder_run_ids(tmp_path):
-    root = tmp_path / "gt"
-    (root / "letters").mkdir(parents=True)
-    text_image(["x"]).save(root / "letters" / "l 1.png")
-    (root / "letters" / "l 1.txt").write_text("first letter", encoding="utf-8")
-    text_image(["y"]).save(root / "top.jpg")
-    (root / "top.txt").write_text("top page", encoding="utf-8")
-    text_image(["z"]).save(root / "no_truth.png")  # an image without .txt is not truth
-    truth = load_truth(root)
-    assert sorted((t.doc_id, t.page, t.set) for t in truth) == [("letters__l 1", 1, "letters"), ("top", 1, "")]
-    # a folder run over gt/ names the docs like the truth; a run over single files without folders
-    assert match_truth(truth, ["letters__l 1", "top"]) == {"letters__l 1": "letters__l 1", "top": "top"}
-    assert match_truth(truth, ["l 1"]) == {"letters__l 1": "l 1"}
-    run = write_run(tmp_path / "run", [("l 1", 1, "ok", "first letter"), ("top", 1, "ok", "top pag")])
-    ev = evaluate_run(run, root)
-    assert ev.corpus.missing == 0 and ev.corpus.char_edits == 1 and ev.corpus.ref_chars == 20
-
-
-def test_ambiguous_short_ids_are_not_guessed():
-    from vlmocr.evaluate import TruthPage
-
-    truth = [TruthPage("a__x", 1, "t"), TruthPage("b__x", 1, "t")]
-    assert match_truth(truth, ["x"]) == {}
-
-
-def test_pages_csv_of_shared_gt(gt):
-    truth = load_truth(gt / "pages.csv")
-    assert len(truth) == 100
-    by_id = {t.doc_id: t for t in truth}
-    t = by_id["ehri_en__EHRI-DR-19421116-US_02"]
-    assert t.set == "ehri_en" and t.language == "eng" and t.text.startswith("- 2 -")
-    with pytest.raises(UsageError):
-        load_truth(gt / "README.md")
-
-
-def test_duplicate_truth_is_an_error(tmp_path):
-    with pytest.raises(UsageError, match="duplicate truth"):
-        load_truth(write_truth_csv(tmp_path / "t.csv", [("a", 1, "", "x"), ("a", 1, "", "y")]))
-
-
 def test_evaluate_clean_scores_the_cleaned_layer(tmp_path):
     raw = "<|ref|>text<|/ref|><|det|>[[10, 10, 500, 40]]<|/det|>\nThe harbour was closed."
     run = write_run(tmp_path / "run", [("d", 1, "ok", raw)])
@@ -266,63 +197,6 @@ def test_evaluate_clean_scores_the_cleaned_layer(tmp_path):
     assert ev.corpus.cer == 0 and ev.layer.startswith("clean (in memory")
     assert cli("clean", str(run)).returncode == 0
     assert evaluate_run(run, truth, clean=True).layer == "clean (layer)"
-
-
-# --- compare ---------------------------------------------------------------------------------
-
-
-def test_compare_flags_the_right_pages(tmp_path):
-    base = [("d", 1, "ok", "The quick brown fox jumps over the lazy dog."),
-            ("d", 2, "ok", "Pack my box with five dozen liquor jugs."),
-            ("e", 1, "ok", "Sphinx of black quartz, judge my vow.")]
-    a = write_run(tmp_path / "a", base)
-    changed = list(base)
-    changed[1] = ("d", 2, "ok", "Pack my box with five dozen liquor jug.")  # 1 edit in 40 chars: 2.5 pp
-    changed.append(("e", 2, "ok", "only in B"))
-    b = write_run(tmp_path / "b", changed)
-    res = cli("compare", str(a), str(b), "--json")
-    assert res.returncode == 4
-    data = json.loads(res.stdout)
-    flagged = {(p["doc_id"], p["page"]): p for p in data["pages"] if p["flagged"]}
-    assert set(flagged) == {("d", 2), ("e", 2)}
-    assert flagged[("d", 2)]["cer_ab"] == pytest.approx(1 / 39)
-    assert flagged[("e", 2)]["reason"] == "only in B"
-    assert cli("compare", str(a), str(a)).returncode == 0
-    # a loose tolerance lets the small difference pass, not the page that is only in B
-    res = cli("compare", str(a), str(b), "--tolerance", "0.05")
-    assert res.returncode == 4 and "1 beyond tolerance" in res.stdout
-
-
-def test_compare_against_truth_uses_the_cer_difference(tmp_path):
-    truth = write_truth_csv(tmp_path / "t.csv", [("d", 1, "", "abcdefghij"), ("d", 2, "", "klmnopqrst")])
-    a = write_run(tmp_path / "a", [("d", 1, "ok", "abcdefghiX"), ("d", 2, "ok", "klmnopqrst")])
-    # d/1: a different error, same CER (both 10 %): not flagged; d/2: 0 % → 10 %: flagged
-    b = write_run(tmp_path / "b", [("d", 1, "ok", "Xbcdefghij"), ("d", 2, "ok", "klmnopqrsX")])
-    cmp = compare_records(final_records(a / "pages.jsonl"), final_records(b / "pages.jsonl"),
-                          truth=load_truth(truth), tolerance=0.001)
-    assert [(p.doc_id, p.page) for p in cmp.flagged] == [("d", 2)]
-    assert cmp.flagged[0].delta == pytest.approx(-0.1)
-    assert cmp.corpus["cer_a"] == pytest.approx(0.05) and cmp.corpus["cer_b"] == pytest.approx(0.1)
-    res = cli("compare", str(a), str(b), "--truth", str(truth))
-    assert res.returncode == 4 and "-10.00 pp" in res.stdout
-
-
-# --- a real run on ../shared/gt ----------------------------------------------------------------
-
-GT_PAGES = ["ehri_en/EHRI-DR-19390519-US_03.jpg", "ehri_en/EHRI-BF-19380810_EN_01.jpg"]
-
-
-@pytest.fixture(scope="module")
-def real_run(tmp_path_factory):
-    from conftest import GT, need
-
-    need(GT.is_dir(), f"ground truth at {GT}")
-    need(shutil.which("tesseract") is not None, "tesseract binary")
-    run = tmp_path_factory.mktemp("real") / "run"
-    res = run_cli("run", *[str(GT / p) for p in GT_PAGES], "--out", str(run), "--engine", "tesseract",
-                  "--lang", "eng", "--workers", "2")
-    assert res.returncode == 0, res.stderr
-    return run
 
 
 @pytest.mark.tesseract
@@ -337,7 +211,7 @@ def test_real_tesseract_run_against_pages_csv(real_run, gt):
     for page in (p for p in data["pages"] if not p["missing"]):
         rec = recs[(page["doc_id"], 1)]
         truth = (gt / "ehri_en" / (page["doc_id"] + ".txt")).read_text(encoding="utf-8")
-        assert page["cer"] == pytest.approx(metrics_cer(rec["text"], truth))  # the same metric as vlmocr.metrics
+        assert page["cer"] == pytest.approx(cer(rec["text"], truth))  # one scorer: the same number
         assert 0 < page["cer"] < 0.08
     lo, hi = data["corpus"]["cer_ci"]
     assert lo <= data["corpus"]["cer"] <= hi
@@ -346,72 +220,8 @@ def test_real_tesseract_run_against_pages_csv(real_run, gt):
     assert res.returncode == 4 and "98 of 100 truth pages in corpus have no record" in res.stdout
 
 
-@pytest.mark.tesseract
-def test_real_compare_twins(real_run, gt, tmp_path):
-    twin = tmp_path / "twin"
-    twin.mkdir()
-    shutil.copy(real_run / "pages.jsonl", twin / "pages.jsonl")
-    res = cli("compare", str(real_run), str(twin), "--truth", str(gt / "pages.csv"))
-    assert res.returncode == 0, res.stdout + res.stderr
-    assert "0 beyond tolerance 0.1 pp" in res.stdout
-    # one page of the twin loses a line: only that page is flagged
-    recs = final_records(twin / "pages.jsonl")
-    key = sorted(recs)[0]
-    rec = dict(recs[key])
-    rec["text"] = "\n".join(rec["text"].splitlines()[1:])
-    with RecordWriter(twin / "pages.jsonl") as w:
-        w.append(rec)
-    res = cli("compare", str(real_run), str(twin), "--truth", str(gt / "pages.csv"), "--json")
-    assert res.returncode == 4
-    flagged = [(p["doc_id"], p["page"]) for p in json.loads(res.stdout)["pages"] if p["flagged"]]
-    assert flagged == [key]
-
-
 def test_aggregate_of_nothing():
     agg = aggregate([])
     assert agg.pages == 0 and agg.cer is None and agg.cer_with_missing is None
     ev = score({}, [])
     assert ev.corpus.pages == 0
-
-
-# --- grid ------------------------------------------------------------------------------------
-
-
-def test_grid_cells_and_sample():
-    from vlmocr.evaluate import TruthPage, cell_name, grid_cells, sample_truth
-
-    cells = grid_cells({"dpi": [100.0, 200.0], "engine": ["tesseract", "rapidocr"], "lang": []})
-    assert cells == [{"engine": "tesseract", "dpi": 100.0}, {"engine": "tesseract", "dpi": 200.0},
-                     {"engine": "rapidocr", "dpi": 100.0}, {"engine": "rapidocr", "dpi": 200.0}]
-    assert cell_name(cells[1]) == "engine-tesseract_dpi-200" and cell_name({}) == "default"
-    truth = [TruthPage(f"d{i:02d}", 1, "x") for i in range(10)]
-    assert [t.doc_id for t in sample_truth(truth, 3)] == ["d01", "d05", "d08"]
-    assert sample_truth(truth, None) == truth
-
-
-@pytest.mark.tesseract
-def test_grid_reads_ranks_and_resumes(tmp_path, tesseract):
-    from conftest import make_scan_pdf
-
-    lines = [["The harbour master wrote", "to the Committee in June,", "asking for 42 more boats."],
-             ["Nobody answered his letter", "until the winter of 1938,", "when the river froze over."]]
-    pdf = make_scan_pdf(tmp_path / "s.pdf", lines)
-    truth = write_truth_csv(tmp_path / "t.csv", [("s", i, "", "\n".join(ls)) for i, ls in enumerate(lines, 1)])
-    out = tmp_path / "grid"
-    args = ("grid", str(pdf), "--truth", str(truth), "--out", str(out), "--engine", "tesseract", "--dpi", "40,100",
-            "--workers", "2", "--json")
-    res = run_cli(*args)
-    assert res.returncode == 0, res.stderr
-    data = json.loads(res.stdout)
-    assert [c["rank"] for c in data["cells"]] == [1, 2]
-    assert {c["name"] for c in data["cells"]} == {"engine-tesseract_dpi-40", "engine-tesseract_dpi-100"}
-    cers = [c["corpus"]["cer"] for c in data["cells"]]
-    assert cers == sorted(cers) and cers[0] < 0.02
-    assert all(c["corpus"]["scored"] == 2 and c["corpus"]["missing"] == 0 for c in data["cells"])
-    assert json.loads((out / "grid.json").read_text())["cells"] == data["cells"]
-    before = {c["name"]: (out / c["name"] / "pages.jsonl").read_bytes() for c in data["cells"]}
-    # each cell is a run directory: running the grid again reads nothing
-    again = run_cli(*args)
-    assert again.returncode == 0
-    assert {c["name"]: (out / c["name"] / "pages.jsonl").read_bytes() for c in data["cells"]} == before
-    assert [c["corpus"] for c in json.loads(again.stdout)["cells"]] == [c["corpus"] for c in data["cells"]]

@@ -1,0 +1,241 @@
+"""The quality gate: a sample read with the bulk's settings, scored against ground truth, releases
+or cancels the bulk array that waits held behind it.
+
+``vlmocr slurm gate`` submits the gate run (into RUN/gate) and the bulk held; ``vlmocr slurm
+release RUN`` scores the gate with `vlmocr.evaluation` — its truth loader, matching and scorer,
+the same as ``vlmocr evaluate`` — and releases the bulk (``scontrol release``) or cancels it
+(``scancel``), saying why. RUN/slurm/gate.json keeps the truth, the threshold, the jobs and the
+decision.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..evaluation import TruthPage, check_gate, load_truth, match_truth, parse_gate, score
+from ..exceptions import ExitCode, UsageError, VlmocrError
+from .slurm import (
+    EXIT_MEANINGS,
+    GATE_FILE,
+    GATE_RUN,
+    SLURM_DIR,
+    SlurmOptions,
+    active_tasks,
+    check_not_active,
+    now_iso,
+    prepare_job,
+    read_json,
+    read_originals,
+    record_event,
+    record_job,
+    sbatch,
+    scancel,
+    scontrol_release,
+    submit,
+    task_file,
+    write_json,
+)
+
+
+def gate_docs(run_dir: Path) -> list[dict[str, str]]:
+    """The gate's documents: ``originals.csv`` rows (doc_id, original) of kind gate."""
+    return [r for r in read_originals(run_dir) if r.get("kind") == "gate"]
+
+
+def gate_truth(truth: list[TruthPage], docs: list[dict[str, str]]) -> tuple[list[TruthPage], list[str]]:
+    """The truth pages of the gate documents, under the gate's doc ids, and where the truth pages
+    that match no gate document came from. A truth page belongs to the document whose original
+    file is its image, else whose doc_id it names, else whose file stem it has (`match_truth`)."""
+    doc_map = match_truth(truth, [d["doc_id"] for d in docs], {d["doc_id"]: d["original"] for d in docs})
+    matched = [replace(t, doc_id=doc_map[t.doc_id]) for t in truth if t.doc_id in doc_map]
+    return matched, [t.origin for t in truth if t.doc_id not in doc_map]
+
+
+@dataclass
+class GateScore:
+    cer: float  # micro CER over every truth page, a missing page counting as entirely wrong (CER 1)
+    pages: int  # truth pages
+    missing: int  # … without a record in the gate run
+    failed: int  # … whose record failed (error, refused, bad_input: scored on its text, usually empty)
+    errors: int
+    chars: int
+    cer_scored: float | None = None  # micro CER over the pages that have a record
+    cer_ci: tuple[float, float] | None = None  # bootstrap 95 % interval of cer_scored
+    mean_page_cer: float | None = None
+    statuses: dict[str, int] = field(default_factory=dict)
+    worst: list[dict[str, Any]] = field(default_factory=list)
+    checks: list[dict[str, Any]] = field(default_factory=list)  # extra `vlmocr evaluate` gates
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def score_gate(run_dir: Path, truth: list[TruthPage], checks: Sequence[str] = ()) -> GateScore:
+    """Score a gate run against its truth pages (under the gate's doc ids, `gate_truth`) with
+    ``vlmocr evaluate``'s scorer (NFC, whitespace collapsed, Levenshtein / reference length).
+
+    The gate's number is the corpus CER *with missing pages*: a truth page without a final record
+    counts as entirely wrong, a failed page is scored on its (usually empty) text. ``checks`` are
+    further gates in `vlmocr evaluate --gate` syntax (e.g. ``cer_hi<=0.05``)."""
+    from ..record import FAILED, Status
+    from ..store import PAGES_FILE, final_records
+
+    info = read_json(Path(run_dir) / "run.json", {}) or {}
+    keys = set(info.get("keys") or []) or None
+    finals = final_records(Path(run_dir) / PAGES_FILE, keys=keys)
+    evaluation = score(finals, truth)
+    corpus = evaluation.corpus
+    statuses: dict[str, int] = {}
+    failed = 0
+    for p in evaluation.pages:
+        statuses[p.status] = statuses.get(p.status, 0) + 1
+        try:
+            failed += Status(p.status) in FAILED
+        except ValueError:
+            pass
+    missing = corpus.missing
+    errors = corpus.char_edits + sum(p.ref_chars for p in evaluation.pages if p.missing)
+    chars = corpus.ref_chars + sum(p.ref_chars for p in evaluation.pages if p.missing)
+    cer = corpus.cer_with_missing if corpus.cer_with_missing is not None else 1.0
+    results = []
+    for spec in checks:
+        r = check_gate(evaluation, parse_gate(spec), allow_missing=True)
+        results.append({"gate": spec, "passed": r.passed, "measured": r.measured, "message": r.message})
+    worst = [{"doc_id": p.doc_id, "page": p.page, "status": p.status, "cer": round(p.cer, 4)}
+             for p in sorted(evaluation.pages, key=lambda p: (-p.cer, p.doc_id, p.page))[:5]]
+    return GateScore(round(cer, 5), corpus.pages, missing, failed, errors, chars,
+                     None if corpus.cer is None else round(corpus.cer, 5),
+                     tuple(round(x, 5) for x in corpus.cer_ci) if corpus.cer_ci else None,  # type: ignore[arg-type]
+                     None if corpus.cer_macro is None else round(corpus.cer_macro, 5), statuses, worst, results)
+
+
+def submit_gate(run_dir: Path, *, gate_paths: Sequence[str] = (), gate_manifest: str | Path | None = None,
+                truth: str | Path, max_cer: float, bulk_paths: Sequence[str] = (),
+                bulk_manifest: str | Path | None = None, shards: int, run_args: Sequence[str] = (),
+                options: SlurmOptions | None = None, after_gate: bool = False, dry_run: bool = False,
+                python: str | None = None, argv: Sequence[str] | None = None, checks: Sequence[str] = (),
+                warn=print) -> dict[str, Any]:
+    """Submit the gate job (a normal run into RUN/gate) and the bulk array held.
+
+    ``vlmocr slurm release RUN`` later scores the gate and releases or cancels the bulk. With
+    ``after_gate`` the bulk also depends on the gate (``afterany``), so even a manual
+    ``scontrol release`` cannot start it before the gate ended."""
+    if not 0 <= max_cer:
+        raise UsageError("--max-cer must be ≥ 0")
+    for spec in checks:
+        parse_gate(spec)  # a typo fails now, not when the gate is scored
+    options = options or SlurmOptions()
+    run_dir = Path(run_dir).resolve()
+    truth_pages = load_truth(truth)
+    if not dry_run:
+        check_not_active(run_dir, "gate")
+        check_not_active(run_dir, "bulk")
+    gate_script, _ = prepare_job(run_dir, "gate", paths=gate_paths, manifest=gate_manifest, shards=None,
+                                 run_args=run_args, options=options, python=python, warn=warn)
+    matched, unmatched = gate_truth(truth_pages, gate_docs(run_dir))
+    if not matched:
+        raise UsageError(f"no truth page in {truth} matches a gate document (by image path, doc_id or file stem)")
+    if unmatched:
+        warn(f"note: {len(unmatched)} truth file(s) match no gate document, e.g. {unmatched[0]}")
+    no_truth = sorted({d["doc_id"] for d in gate_docs(run_dir)} - {t.doc_id for t in matched})
+    if no_truth:
+        warn(f"note: {len(no_truth)} gate document(s) have no truth and are not scored, e.g. {no_truth[0]!r}")
+    result: dict[str, Any] = {"gate_script": str(gate_script), "truth_pages": len(matched)}
+    gate_id = None
+    if not dry_run:
+        gate_id = sbatch(gate_script, [])
+        record_job(run_dir, {"kind": "gate", "job_id": gate_id, "array": None, "shards": None, "held": False,
+                             "dependency": None, "script": str(gate_script.relative_to(run_dir)),
+                             "submitted_at": now_iso(), "sbatch": ["sbatch", "--parsable", gate_script.name],
+                             "run_args": list(run_args), "argv": list(argv or sys.argv[1:]), "cwd": str(Path.cwd())})
+    dependency = f"afterany:{gate_id}" if (after_gate and gate_id) else None
+    bulk = submit(run_dir, paths=bulk_paths, manifest=bulk_manifest, shards=shards, run_args=run_args,
+                  options=options, hold=True, dependency=dependency, dry_run=dry_run, python=python,
+                  argv=argv, warn=warn, all_shards=True)
+    result.update(gate_job=gate_id, bulk_job=bulk.job_id, bulk_script=str(bulk.script), bulk_array=bulk.array)
+    if not dry_run:
+        write_json(run_dir / SLURM_DIR / GATE_FILE, {
+            "truth": os.path.abspath(truth), "max_cer": max_cer, "checks": list(checks),
+            "gate_job": gate_id, "bulk_job": bulk.job_id,
+            "truth_pages": len(matched), "submitted_at": now_iso(), "decision": None,
+        })
+    return result
+
+
+@dataclass
+class GateDecision:
+    passed: bool
+    score: GateScore
+    max_cer: float
+    action: str  # released | cancelled | none
+    bulk_job: str | None
+    message: str
+    slurm_output: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["score"] = self.score.as_dict()
+        return d
+
+
+def release(run_dir: Path, *, max_cer: float | None = None, wait: float = 0.0, dry_run: bool = False,
+            poll: float = 2.0) -> GateDecision:
+    """Score the gate run and release the held bulk jobs (``scontrol release``) when its CER is at
+    most the threshold, else cancel them (``scancel``). Saying why, either way."""
+    run_dir = Path(run_dir).resolve()
+    gate = read_json(run_dir / SLURM_DIR / GATE_FILE)
+    if not isinstance(gate, dict):
+        raise UsageError(f"{run_dir} has no gate (RUN/slurm/gate.json): submit one with `vlmocr slurm gate`")
+    threshold = float(gate["max_cer"] if max_cer is None else max_cer)
+    gate_job = gate.get("gate_job")
+    deadline = time.monotonic() + wait
+    while gate_job:
+        live = active_tasks(gate_job)
+        if not live:
+            break
+        if time.monotonic() >= deadline:
+            raise VlmocrError(
+                f"the gate job {gate_job} is still {live[0]['state']}: release scores it once it has ended "
+                "(or pass --wait SECONDS)", ExitCode.incomplete)
+        time.sleep(poll)
+    matched, _ = gate_truth(load_truth(gate["truth"]), gate_docs(run_dir))
+    if not matched:
+        raise UsageError(f"no truth page in {gate['truth']} matches a gate document")
+    score = score_gate(run_dir / GATE_RUN, matched, gate.get("checks") or [])
+    cer_ok = score.cer <= threshold
+    passed = cer_ok and all(c["passed"] for c in score.checks)
+    bulk = gate.get("bulk_job")
+    detail = (f"CER {score.cer:.4f} {'≤' if cer_ok else '>'} {threshold:g} over {score.pages} page(s), "
+              f"{score.missing} missing and {score.failed} failed (counted as CER 1)")
+    failing = [c["message"] for c in score.checks if not c["passed"]]
+    if failing:
+        detail += "; " + "; ".join(failing)
+    task = task_file(run_dir, "gate")
+    rc = task.get("exit_code") if task.get("state") == "FINISHED" else None
+    if rc not in (None, 0):
+        detail += f"; the gate run exited {rc} ({EXIT_MEANINGS.get(rc, 'see vlmocr exit codes')}, see its log)"
+    output = ""
+    if dry_run or not bulk:
+        action = "none"
+        message = f"gate {'passed' if passed else 'FAILED'}: {detail}; " + (
+            "dry run, bulk jobs untouched" if dry_run else "no bulk job recorded")
+    elif passed:
+        ok, output = scontrol_release([bulk])
+        action = "released"
+        message = f"gate passed: {detail}; released bulk job {bulk}" + ("" if ok else f" (scontrol: {output})")
+    else:
+        ok, output = scancel([bulk])
+        action = "cancelled"
+        message = f"gate FAILED: {detail}; cancelled bulk job {bulk}" + ("" if ok else f" (scancel: {output})")
+    decision = GateDecision(passed, score, threshold, action, bulk, message, output)
+    if not dry_run:
+        gate["decision"] = {"at": now_iso(), **decision.as_dict()}
+        write_json(run_dir / SLURM_DIR / GATE_FILE, gate)
+        record_event(run_dir, {"action": action, "job_id": bulk, "cer": score.cer, "max_cer": threshold,
+                               "pages": score.pages, "missing": score.missing})
+    return decision

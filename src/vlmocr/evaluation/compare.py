@@ -1,0 +1,110 @@
+"""Two runs of the same pages, page by page: which differ, and by how much against truth."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from .score import distances, rate, run_records
+from .truth import TruthPage, load_truth, match_truth
+
+
+@dataclass
+class PageDiff:
+    doc_id: str
+    page: int
+    status_a: str | None
+    status_b: str | None
+    cer_ab: float | None  # CER of A's text with B's as the reference
+    cer_a: float | None = None  # against truth
+    cer_b: float | None = None
+    flagged: bool = False
+    reason: str = ""
+
+    @property
+    def delta(self) -> float | None:
+        return None if self.cer_a is None or self.cer_b is None else self.cer_a - self.cer_b
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "delta": self.delta}
+
+
+@dataclass
+class Comparison:
+    pages: list[PageDiff]
+    tolerance: float
+    layer: str
+    truth_pages: int = 0
+    meta: dict[str, Any] = field(default_factory=dict)
+    corpus: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def flagged(self) -> list[PageDiff]:
+        return [p for p in self.pages if p.flagged]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.meta, "layer": self.layer, "tolerance": self.tolerance, "pages_compared": len(self.pages),
+                "flagged": len(self.flagged), "truth_pages": self.truth_pages, "corpus": self.corpus,
+                "pages": [p.as_dict() for p in self.pages]}
+
+
+def compare_records(a: dict[tuple[str, int], dict], b: dict[tuple[str, int], dict], *, tolerance: float = 0.001,
+                    truth: list[TruthPage] | None = None, folds: Iterable[str] = ()) -> Comparison:
+    """Per-page difference of two runs of the same pages. A page is flagged when it is in one run
+    only, when its CER against truth differs by more than `tolerance` (when truth is given for
+    it), or else when A's text differs from B's by a CER above `tolerance`."""
+    folds = list(folds)
+    truth_text: dict[tuple[str, int], str] = {}
+    if truth:
+        for side in (a, b):
+            doc_map = match_truth(truth, {d for d, _ in side})
+            for t in truth:
+                truth_text.setdefault((doc_map.get(t.doc_id, t.doc_id), t.page), t.text)
+    keys = sorted(k for k in set(a) | set(b) if k[1] > 0)
+    diffs: list[PageDiff] = []
+    sums = {"a_edits": 0, "b_edits": 0, "ref_chars": 0, "ab_edits": 0, "b_chars": 0}
+    for key in keys:
+        ra, rb = a.get(key), b.get(key)
+        d = PageDiff(key[0], key[1], ra and str(ra.get("status")), rb and str(rb.get("status")), None)
+        if ra is None or rb is None:
+            d.flagged, d.reason = True, f"only in {'B' if ra is None else 'A'}"
+            diffs.append(d)
+            continue
+        ta, tb = ra.get("text") or "", rb.get("text") or ""
+        ab_edits, b_chars, _, _ = distances(ta, tb, folds)
+        d.cer_ab = rate(ab_edits, b_chars)
+        sums["ab_edits"] += ab_edits
+        sums["b_chars"] += b_chars
+        ref = truth_text.get(key)
+        if ref is not None:
+            ea, n, _, _ = distances(ta, ref, folds)
+            eb, _, _, _ = distances(tb, ref, folds)
+            d.cer_a, d.cer_b = rate(ea, n), rate(eb, n)
+            sums["a_edits"] += ea
+            sums["b_edits"] += eb
+            sums["ref_chars"] += n
+            if abs(d.cer_a - d.cer_b) > tolerance + 1e-12:
+                d.flagged = True
+                d.reason = f"CER against truth differs by {(d.cer_a - d.cer_b) * 100:+.2f} pp"
+        elif d.cer_ab > tolerance + 1e-12:
+            d.flagged, d.reason = True, f"texts differ: CER A vs B {d.cer_ab * 100:.2f} %"
+        diffs.append(d)
+    both = sum(1 for d in diffs if d.cer_ab is not None)
+    corpus: dict[str, Any] = {"cer_ab": rate(sums["ab_edits"], sums["b_chars"]) if both else None}
+    if sums["ref_chars"]:
+        corpus.update(cer_a=sums["a_edits"] / sums["ref_chars"], cer_b=sums["b_edits"] / sums["ref_chars"])
+        corpus["delta"] = corpus["cer_a"] - corpus["cer_b"]
+    return Comparison(diffs, tolerance, "raw", truth_pages=sum(1 for d in diffs if d.cer_a is not None),
+                      corpus=corpus)
+
+
+def compare_runs(run_a: Path, run_b: Path, *, truth_path: Path | None = None, tolerance: float = 0.001,
+                 clean: bool = True, rules: Any = None, folds: Iterable[str] = ()) -> Comparison:
+    recs_a, layer_a = run_records(Path(run_a), clean, rules)
+    recs_b, layer_b = run_records(Path(run_b), clean, rules)
+    truth = load_truth(truth_path) if truth_path else None
+    cmp = compare_records(recs_a, recs_b, tolerance=tolerance, truth=truth, folds=folds)
+    cmp.layer = layer_a if layer_a == layer_b else f"A {layer_a}, B {layer_b}"
+    cmp.meta = {"run_a": str(run_a), "run_b": str(run_b), "truth": str(truth_path) if truth_path else None}
+    return cmp

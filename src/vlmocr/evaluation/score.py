@@ -1,0 +1,404 @@
+"""Scores: a run's text against ground truth, aggregated, with intervals and gates.
+
+Scoring follows ../shared/gt/README.md: both texts NFC, every whitespace run (newlines
+included) collapsed to one space, CER = Levenshtein(truth, text) / len(truth), WER the same over
+words. Folding case, punctuation, diacritics or long s is a diagnostic (`--fold`), never the
+headline metric.
+
+Per page, document, set and corpus: the **micro** rate (Σ edits / Σ reference characters) and
+the **macro** rate (mean of the page rates), each over the pages that have a record; a
+bootstrap 95 % confidence interval over pages (seeded: the same data give the same interval);
+and the rate **with missing** pages, where a page with truth but no record counts as entirely
+wrong (CER 1.0: as many edits as reference characters). Missing pages are listed, never
+skipped. A failed page (error, refused, bad_input) has a record and is scored on its text,
+which is usually empty.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+import zlib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable
+
+from rapidfuzz.distance import Levenshtein
+
+from ..exceptions import UsageError
+from ..store import PAGES_FILE, final_records
+from .truth import TruthPage, load_truth, match_truth
+
+if TYPE_CHECKING:
+    import numpy as np
+
+FOLDS = ("case", "punct", "diacritics", "long_s")
+BOOTSTRAP = 1000
+SEED = 0
+# Resamples are drawn in blocks of at most this many page indices, so 100 000 pages take a
+# few hundred megabytes at most.
+_BLOCK = 4_000_000
+_WS = re.compile(r"\s+")
+
+
+# --- normalisation and distances -----------------------------------------------------------
+
+
+def _collapse(text: str) -> str:
+    return _WS.sub(" ", unicodedata.normalize("NFC", text)).strip()
+
+
+def normalize(text: str, folds: Iterable[str] = ()) -> str:
+    """NFC + whitespace collapse (the metric), then the diagnostic folds asked for."""
+    folds = set(folds)
+    unknown = folds - set(FOLDS)
+    if unknown:
+        raise UsageError(f"unknown fold(s) {sorted(unknown)}: choose from {', '.join(FOLDS)}")
+    text = _collapse(text)
+    if "long_s" in folds:
+        text = text.replace("ſ", "s")
+    if "diacritics" in folds:
+        text = unicodedata.normalize(
+            "NFC", "".join(c for c in unicodedata.normalize("NFD", text) if not unicodedata.combining(c))
+        )
+    if "case" in folds:
+        text = text.casefold()
+    if "punct" in folds:
+        text = _collapse("".join(" " if unicodedata.category(c).startswith("P") else c for c in text))
+    return text
+
+
+def char_errors(hyp: str, ref: str, folds: Iterable[str] = ()) -> tuple[int, int]:
+    """(character edits, reference characters) on normalised text."""
+    h, r = normalize(hyp, folds), normalize(ref, folds)
+    return Levenshtein.distance(h, r), len(r)
+
+
+def distances(hyp: str, ref: str, folds: Iterable[str] = ()) -> tuple[int, int, int, int]:
+    """(character edits, reference characters, word edits, reference words)."""
+    h, r = normalize(hyp, folds), normalize(ref, folds)
+    hw, rw = h.split(), r.split()
+    return Levenshtein.distance(h, r), len(r), Levenshtein.distance(hw, rw), len(rw)
+
+
+def rate(edits: int | float, n: int | float) -> float:
+    """edits / n; an empty reference scores 0 against an empty text and 1 against any text."""
+    return edits / n if n else float(edits > 0)
+
+
+def cer(hyp: str, ref: str) -> float:
+    """The character error rate of one text against its reference."""
+    return rate(*char_errors(hyp, ref))
+
+
+# --- scores --------------------------------------------------------------------------------
+
+
+@dataclass
+class PageScore:
+    doc_id: str  # the run's doc_id (the truth's when the page is missing)
+    page: int
+    set: str
+    status: str  # the record's status, or "missing"
+    ref_chars: int
+    char_edits: int
+    ref_words: int
+    word_edits: int
+    cer: float
+    wer: float
+    truth_doc_id: str = ""
+
+    @property
+    def missing(self) -> bool:
+        return self.status == "missing"
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["missing"] = self.missing
+        return d
+
+
+@dataclass
+class Aggregate:
+    pages: int  # truth pages in the group
+    scored: int  # … that have a record
+    missing: int
+    ref_chars: int
+    char_edits: int
+    ref_words: int
+    word_edits: int
+    cer: float | None  # micro, over scored pages
+    cer_macro: float | None
+    wer: float | None
+    wer_macro: float | None
+    cer_with_missing: float | None
+    wer_with_missing: float | None
+    cer_ci: tuple[float, float] | None = None
+    wer_ci: tuple[float, float] | None = None
+    cer_macro_ci: tuple[float, float] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def metric(self, name: str) -> float | None:
+        return METRICS[name](self)
+
+
+METRICS: dict[str, Any] = {
+    "cer": lambda a: a.cer,
+    "wer": lambda a: a.wer,
+    "cer_macro": lambda a: a.cer_macro,
+    "wer_macro": lambda a: a.wer_macro,
+    "cer_all": lambda a: a.cer_with_missing,
+    "wer_all": lambda a: a.wer_with_missing,
+    "cer_hi": lambda a: a.cer_ci[1] if a.cer_ci else None,  # upper end of the 95 % interval
+    "wer_hi": lambda a: a.wer_ci[1] if a.wer_ci else None,
+    "missing": lambda a: float(a.missing),
+}
+
+
+def bootstrap_ci(num: np.ndarray, den: np.ndarray | None, resamples: int = BOOTSTRAP, seed: int = SEED,
+                 level: float = 0.95) -> tuple[float, float] | None:
+    """Percentile interval of Σnum/Σden (or of mean(num) when `den` is None) over pages drawn
+    with replacement. Seeded: the same inputs give the same interval."""
+    import numpy as np  # here, not at the top: `char_errors` users (report, benchmarks) need none of it
+
+    n = len(num)
+    if n == 0 or resamples <= 0:
+        return None
+    rng = np.random.default_rng(seed)
+    stats: list[np.ndarray] = []
+    per_block = max(1, _BLOCK // n)
+    done = 0
+    while done < resamples:
+        k = min(per_block, resamples - done)
+        idx = rng.integers(0, n, size=(k, n))
+        top = num[idx].sum(axis=1)
+        if den is None:
+            stats.append(top / n)
+        else:
+            bottom = den[idx].sum(axis=1)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                stats.append(np.where(bottom > 0, top / np.maximum(bottom, 1), np.where(top > 0, 1.0, 0.0)))
+        done += k
+    values = np.concatenate(stats)
+    alpha = (1 - level) / 2
+    lo, hi = np.quantile(values, [alpha, 1 - alpha])
+    return float(lo), float(hi)
+
+
+def aggregate(scores: list[PageScore], resamples: int = BOOTSTRAP, seed: int = SEED) -> Aggregate:
+    scored = [s for s in scores if not s.missing]
+    missing = [s for s in scores if s.missing]
+    rc = sum(s.ref_chars for s in scored)
+    ce = sum(s.char_edits for s in scored)
+    rw = sum(s.ref_words for s in scored)
+    we = sum(s.word_edits for s in scored)
+    mrc = sum(s.ref_chars for s in missing)
+    mrw = sum(s.ref_words for s in missing)
+    agg = Aggregate(
+        pages=len(scores), scored=len(scored), missing=len(missing), ref_chars=rc, char_edits=ce,
+        ref_words=rw, word_edits=we,
+        cer=rate(ce, rc) if scored else None,
+        cer_macro=sum(s.cer for s in scored) / len(scored) if scored else None,
+        wer=rate(we, rw) if scored else None,
+        wer_macro=sum(s.wer for s in scored) / len(scored) if scored else None,
+        cer_with_missing=rate(ce + mrc, rc + mrc) if scores else None,
+        wer_with_missing=rate(we + mrw, rw + mrw) if scores else None,
+    )
+    if scored and resamples > 0:
+        import numpy as np
+
+        chars = np.array([s.ref_chars for s in scored], dtype=np.int64)
+        cedits = np.array([s.char_edits for s in scored], dtype=np.int64)
+        words = np.array([s.ref_words for s in scored], dtype=np.int64)
+        wedits = np.array([s.word_edits for s in scored], dtype=np.int64)
+        agg.cer_ci = bootstrap_ci(cedits, chars, resamples, seed)
+        agg.wer_ci = bootstrap_ci(wedits, words, resamples, seed)
+        agg.cer_macro_ci = bootstrap_ci(np.array([s.cer for s in scored]), None, resamples, seed)
+    return agg
+
+
+@dataclass
+class Evaluation:
+    pages: list[PageScore]
+    corpus: Aggregate
+    sets: dict[str, Aggregate]
+    docs: dict[str, Aggregate]
+    unscored_records: int  # records of the run with no truth
+    folds: list[str] = field(default_factory=list)
+    layer: str = "raw"
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def worst(self, n: int) -> list[PageScore]:
+        scored = [p for p in self.pages if not p.missing]
+        return sorted(scored, key=lambda p: (-p.cer, -p.wer, p.doc_id, p.page))[:n]
+
+    @property
+    def missing(self) -> list[PageScore]:
+        return [p for p in self.pages if p.missing]
+
+    def scope(self, kind: str, name: str) -> Aggregate | None:
+        if kind == "set":
+            return self.sets.get(name)
+        if kind == "doc":
+            return self.docs.get(name)
+        return self.corpus
+
+    def as_dict(self, worst: int = 10) -> dict[str, Any]:
+        return {
+            **self.meta,
+            "layer": self.layer,
+            "folds": self.folds,
+            "corpus": self.corpus.as_dict(),
+            "sets": {k: v.as_dict() for k, v in self.sets.items()},
+            "docs": {k: v.as_dict() for k, v in self.docs.items()},
+            "worst": [p.as_dict() for p in self.worst(worst)],
+            "missing": [{"doc_id": p.doc_id, "page": p.page, "set": p.set} for p in self.missing],
+            "unscored_records": self.unscored_records,
+            "pages": [p.as_dict() for p in self.pages],
+        }
+
+
+def score(records: dict[tuple[str, int], dict[str, Any]], truth: list[TruthPage], folds: Iterable[str] = (),
+          resamples: int = BOOTSTRAP, seed: int = SEED) -> Evaluation:
+    """Score final records {(doc_id, page): record} against truth pages."""
+    folds = list(folds)
+    normalize("", folds)  # validates the folds
+    doc_map = match_truth(truth, {d for d, _ in records})
+    used: set[tuple[str, int]] = set()
+    pages: list[PageScore] = []
+    for t in truth:
+        run_doc = doc_map.get(t.doc_id, t.doc_id)
+        rec = records.get((run_doc, t.page))
+        if rec is None:
+            _, rc, _, rw = distances("", t.text, folds)
+            pages.append(PageScore(run_doc, t.page, t.set, "missing", rc, rc, rw, rw, 1.0 if rc else 0.0,
+                                   1.0 if rw else 0.0, t.doc_id))
+            continue
+        used.add((run_doc, t.page))
+        ce, rc, we, rw = distances(rec.get("text") or "", t.text, folds)
+        pages.append(PageScore(run_doc, t.page, t.set, str(rec.get("status")), rc, ce, rw, we, rate(ce, rc),
+                               rate(we, rw), t.doc_id))
+    pages.sort(key=lambda p: (p.set, p.doc_id, p.page))
+    sets: dict[str, list[PageScore]] = {}
+    docs: dict[str, list[PageScore]] = {}
+    for p in pages:
+        sets.setdefault(p.set, []).append(p)
+        docs.setdefault(p.doc_id, []).append(p)
+    named_sets = {k: v for k, v in sets.items() if k}
+
+    def group_seed(name: str) -> int:
+        return seed + zlib.crc32(name.encode("utf-8"))
+
+    return Evaluation(
+        pages=pages,
+        corpus=aggregate(pages, resamples, seed),
+        sets={k: aggregate(v, resamples, group_seed(k)) for k, v in sorted(named_sets.items())},
+        # Documents are many and usually short: no intervals for them.
+        docs={k: aggregate(v, 0) for k, v in sorted(docs.items())},
+        unscored_records=sum(1 for k in records if k not in used and k[1] > 0),
+        folds=folds,
+    )
+
+
+def run_records(run_dir: Path, clean: bool = False, rules: Any = None) -> tuple[dict[tuple[str, int], dict], str]:
+    """The final records of a run: raw, or the cleaned layer (`clean.cleaned_records`)."""
+    run_dir = Path(run_dir)
+    if not (run_dir / PAGES_FILE).is_file():
+        raise UsageError(f"{run_dir} is not a run directory (no {PAGES_FILE})")
+    if clean:
+        from ..clean import cleaned_records
+
+        recs, where = cleaned_records(run_dir, rules)
+        return recs, f"clean ({where})"
+    return final_records(run_dir / PAGES_FILE), "raw"
+
+
+def evaluate_run(run_dir: Path, truth_path: Path, *, clean: bool = False, rules: Any = None,
+                 folds: Iterable[str] = (), resamples: int = BOOTSTRAP, seed: int = SEED) -> Evaluation:
+    records, layer = run_records(run_dir, clean, rules)
+    ev = score(records, load_truth(truth_path), folds, resamples, seed)
+    ev.layer = layer
+    ev.meta = {"run": str(run_dir), "truth": str(truth_path), "bootstrap": {"resamples": resamples, "seed": seed}}
+    if clean and rules is not None:
+        ev.meta["rules_hash"] = rules.hash
+    return ev
+
+
+# --- gates ---------------------------------------------------------------------------------
+
+_GATE = re.compile(
+    r"^\s*(?:(?P<kind>set|doc):(?P<name>[^:]+):)?(?P<metric>[a-z_]+)\s*(?P<op><=|>=|<|>|==)\s*"
+    r"(?P<value>[0-9]*\.?[0-9]+(?:e-?\d+)?)\s*(?P<pct>%)?\s*$"
+)
+_OPS = {"<=": lambda a, b: a <= b, "<": lambda a, b: a < b, ">=": lambda a, b: a >= b,
+        ">": lambda a, b: a > b, "==": lambda a, b: a == b}
+
+
+@dataclass(frozen=True)
+class Gate:
+    spec: str
+    kind: str  # corpus | set | doc
+    name: str
+    metric: str
+    op: str
+    value: float
+
+    @property
+    def scope(self) -> str:
+        return "corpus" if self.kind == "corpus" else f"{self.kind} {self.name}"
+
+
+def parse_gate(spec: str) -> Gate:
+    """'cer<=0.03', 'wer<10%', 'set:ehri_en:cer<=0.05', 'doc:X:cer_macro<0.1', 'missing<=0'."""
+    m = _GATE.match(spec)
+    if not m or m.group("metric") not in METRICS:
+        raise UsageError(f"bad gate {spec!r}: expected [set:NAME:|doc:NAME:]METRIC OP VALUE with METRIC one of "
+                         f"{', '.join(METRICS)} and OP one of <= < >= > ==, e.g. 'cer<=0.03'")
+    value = float(m.group("value")) / (100 if m.group("pct") else 1)
+    return Gate(spec.strip(), m.group("kind") or "corpus", m.group("name") or "", m.group("metric"), m.group("op"), value)
+
+
+@dataclass
+class GateResult:
+    gate: Gate
+    passed: bool
+    measured: float | None
+    message: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"gate": self.gate.spec, "scope": self.gate.scope, "metric": self.gate.metric, "op": self.gate.op,
+                "limit": self.gate.value, "measured": self.measured, "passed": self.passed, "message": self.message}
+
+
+def _fmt(metric: str, v: float) -> str:
+    return f"{v:g}" if metric == "missing" else f"{v:.4f} ({v * 100:.2f} %)"
+
+
+def check_gate(ev: Evaluation, gate: Gate, allow_missing: bool = False) -> GateResult:
+    agg = ev.scope(gate.kind, gate.name)
+    if agg is None:
+        known = sorted(ev.sets if gate.kind == "set" else ev.docs)[:20]
+        return GateResult(gate, False, None, f"gate {gate.spec} failed: no {gate.kind} named {gate.name!r} "
+                                             f"(known: {', '.join(known) or 'none'})")
+    measured = agg.metric(gate.metric)
+    if measured is None:
+        return GateResult(gate, False, None, f"gate {gate.spec} failed: nothing scored in {gate.scope}")
+    ok = _OPS[gate.op](measured, gate.value)
+    if ok and agg.missing and not allow_missing and gate.metric != "missing":
+        return GateResult(gate, False, measured,
+                          f"gate {gate.spec} failed: {agg.missing} of {agg.pages} truth pages in {gate.scope} have "
+                          f"no record (measured {_fmt(gate.metric, measured)} on the rest; --allow-missing to accept)")
+    if ok:
+        return GateResult(gate, True, measured, f"gate {gate.spec} passed: {gate.metric} = "
+                                                f"{_fmt(gate.metric, measured)} in {gate.scope}")
+    by = abs(measured - gate.value)
+    by_text = f"{by:g}" if gate.metric == "missing" else f"{by:.4f} ({by * 100:.2f} pp)"
+    return GateResult(gate, False, measured,
+                      f"gate {gate.spec} failed: {gate.metric} = {_fmt(gate.metric, measured)} in {gate.scope}, "
+                      f"{'over' if gate.op in ('<=', '<') else 'off'} the limit {gate.value:g} by {by_text}")
+
+
+def check_gates(ev: Evaluation, gates: Iterable[Gate], allow_missing: bool = False) -> list[GateResult]:
+    return [check_gate(ev, g, allow_missing) for g in gates]

@@ -1,0 +1,202 @@
+"""Ground truth: one page type, one loader (a folder or a CSV), and its matching to documents.
+
+Folder: every ``name.txt`` (searched recursively, hidden folders skipped) is the truth of page 1
+of the document ``name`` — its page image ``name.png|jpg|tif|…|pdf`` beside it when there is one
+(``name.png`` + ``name.txt``, as in ../shared/gt) — and ``name.pN.txt`` of its page N (unless a
+file ``name.pN.<image>`` says the ``.pN`` belongs to the name). The doc id is the one a folder
+run derives from the relative path; the set is the first folder, if any.
+
+CSV (``*.csv``): the document as ``doc_id`` or as ``image``/``path`` (the file, relative to the
+CSV; its doc id derived as a folder run would), an optional ``page`` (default 1), and the truth as
+``truth_path`` (a file), ``truth`` (a file, or the text itself) or ``text`` (the text); ``set``
+and ``language`` columns are used — so ../shared/gt/pages.csv works as it is. Two truths for one
+page are an error.
+
+Matching (`match_truth`) maps truth doc ids to a run's doc ids: the document whose original file
+is the truth's image, else the same id, else the id without its leading folders (``ehri_en__x`` →
+``x``), else the same file stem — a guess only when exactly one truth document claims it.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from ..exceptions import UsageError
+from ..sources import SUPPORTED_EXTS, derive_doc_id
+
+_PAGE_SUFFIX = re.compile(r"^(.*)\.p(\d+)$")
+_DOC_COLUMNS = ("doc_id", "image", "path")
+_TRUTH_COLUMNS = ("truth_path", "truth", "text")
+
+
+@dataclass
+class TruthPage:
+    doc_id: str
+    page: int
+    text: str
+    set: str = ""
+    language: str | None = None
+    origin: str = ""  # the truth file (or CSV row) it came from: what messages name
+    image: str | None = None  # absolute path of the page image or document, when the truth names one
+
+    @property
+    def stem(self) -> str:
+        """The file name without extension: the last resort for matching."""
+        return Path(self.image).stem if self.image else self.doc_id.rsplit("__", 1)[-1]
+
+
+def _read(path: Path, where: str = "") -> str:
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else f"not UTF-8 ({exc.reason} at byte {exc.start})"
+        raise UsageError(f"{where + ': ' if where else ''}cannot read truth {path}: {reason}") from None
+
+
+def _truth_from_dir(root: Path) -> list[TruthPage]:
+    files = sorted(p for p in root.rglob("*")
+                   if not any(part.startswith(".") for part in p.relative_to(root).parts) and p.is_file())
+    # (folder, name) → the document or page image `name.<ext>` there: what a `.txt` is the truth of.
+    beside: dict[tuple[Path, str], Path] = {}
+    for f in files:
+        if f.suffix.lower() in SUPPORTED_EXTS:
+            beside.setdefault((f.parent, f.stem), f)
+    pages: list[TruthPage] = []
+    for txt in (f for f in files if f.suffix == ".txt"):
+        rel = txt.relative_to(root)
+        name, page = txt.stem, 1
+        image = beside.get((txt.parent, name))
+        m = _PAGE_SUFFIX.match(name)
+        if image is None and m:
+            name, page = m.group(1), int(m.group(2))
+            image = beside.get((txt.parent, name))
+        pages.append(TruthPage(derive_doc_id(rel.with_name(name).as_posix()), page, _read(txt),
+                               set=rel.parts[0] if len(rel.parts) > 1 else "", origin=str(txt),
+                               image=os.path.abspath(image) if image else None))
+    if not pages:
+        raise UsageError(f"{root}: no truth found (expected name.txt beside name.png|jpg|tif|pdf, or a CSV)")
+    return pages
+
+
+def _row_text(row: dict[str, str | None], base: Path, where: str) -> tuple[str, str]:
+    """(text, origin) of one CSV row: a file named by truth_path or truth, else inline text."""
+    named = (row.get("truth_path") or "").strip()
+    ref = named or (row.get("truth") or "").strip()
+    if not ref:
+        if row.get("text") is not None:
+            return row["text"] or "", where
+        return "", where  # an empty truth cell: the truth of a blank page
+    tpath = Path(ref) if Path(ref).is_absolute() else base / ref
+    if tpath.is_file():
+        return _read(tpath, where), str(tpath)
+    if named or ref.lower().endswith(".txt"):
+        raise UsageError(f"{where}: truth file not found: {tpath}")
+    return ref, where  # the `truth` cell holds the text itself
+
+
+def _truth_from_csv(path: Path) -> list[TruthPage]:
+    base = path.parent
+    with path.open(encoding="utf-8-sig", newline="") as fh:
+        reader = csv.DictReader(fh)
+        cols = set(reader.fieldnames or [])
+        if not (set(_DOC_COLUMNS) & cols) or not (set(_TRUTH_COLUMNS) & cols):
+            raise UsageError(f"{path}: a truth CSV needs a document column ({' or '.join(_DOC_COLUMNS)}) and a "
+                             f"truth column ({' or '.join(_TRUTH_COLUMNS)})")
+        pages: list[TruthPage] = []
+        for n, row in enumerate(reader, 2):
+            where = f"{path}:{n}"
+            image = (row.get("image") or row.get("path") or "").strip()
+            doc_id = (row.get("doc_id") or "").strip() or (derive_doc_id(image) if image else "")
+            if not doc_id:
+                raise UsageError(f"{where}: no doc_id and no image")
+            try:
+                page = int(row.get("page") or 1)
+            except ValueError:
+                raise UsageError(f"{where}: page {row.get('page')!r} is not a number") from None
+            text, origin = _row_text(row, base, where)
+            set_name = (row.get("set") or "").strip()
+            if not set_name and "/" in image.strip("/"):
+                set_name = image.strip("/").split("/")[0]
+            pages.append(TruthPage(doc_id, page, text, set=set_name,
+                                   language=(row.get("language") or "").strip() or None, origin=origin,
+                                   image=os.path.abspath(base / image) if image else None))
+    if not pages:
+        raise UsageError(f"{path}: no rows")
+    return pages
+
+
+def load_truth(path: Path | str) -> list[TruthPage]:
+    """Truth pages from a folder or a CSV; two truths for one page are an error."""
+    p = Path(path)
+    if p.is_dir():
+        pages = _truth_from_dir(p)
+    elif p.is_file() and p.suffix.lower() == ".csv":
+        pages = _truth_from_csv(p)
+    elif p.is_file():
+        raise UsageError(f"{p}: truth must be a folder or a .csv file")
+    else:
+        raise UsageError(f"truth not found: {p}")
+    seen: dict[tuple[str, int], str] = {}
+    for t in pages:
+        if (t.doc_id, t.page) in seen:
+            raise UsageError(f"duplicate truth for {t.doc_id} page {t.page}: {seen[(t.doc_id, t.page)]} and {t.origin}")
+        seen[(t.doc_id, t.page)] = t.origin
+    return pages
+
+
+def match_truth(truth: list[TruthPage], doc_ids: Iterable[str],
+                originals: Mapping[str, str] | None = None) -> dict[str, str]:
+    """truth doc_id → run doc_id, for the truth documents that match one.
+
+    `originals` (run doc_id → its original file, when known) lets a truth page's image name its
+    document. Each rule in turn — same file, same id, the id without leading folders, the same
+    file stem — maps a truth document only when it alone claims a run document no earlier rule
+    gave away: an ambiguous guess is no match."""
+    have = set(doc_ids)
+    by_path: dict[str, str] = {}
+    stems: dict[str, list[str]] = {}
+    for doc_id, original in (originals or {}).items():
+        by_path[os.path.abspath(original)] = doc_id
+        by_path[os.path.realpath(original)] = doc_id
+        stems.setdefault(Path(original).stem, []).append(doc_id)
+    first: dict[str, TruthPage] = {}
+    for t in truth:
+        first.setdefault(t.doc_id, t)
+    ids = sorted(first)
+    out: dict[str, str] = {}
+
+    def claim(pairs: Iterable[tuple[str, str | None]]) -> None:
+        claims: dict[str, list[str]] = {}
+        for tid, cand in pairs:
+            if cand is not None and tid not in out:
+                claims.setdefault(cand, []).append(tid)
+        taken = set(out.values())
+        for cand, tids in claims.items():
+            if len(tids) == 1 and cand not in taken:
+                out[tids[0]] = cand
+
+    def same_file(t: TruthPage) -> str | None:
+        if not t.image or not by_path:
+            return None
+        return by_path.get(os.path.abspath(t.image)) or by_path.get(os.path.realpath(t.image))
+
+    def same_stem(t: TruthPage) -> str | None:
+        found = stems.get(t.stem, [])
+        return found[0] if len(found) == 1 else None
+
+    claim((tid, same_file(first[tid])) for tid in ids)
+    claim((tid, tid if tid in have else None) for tid in ids)
+    claim((tid, next(iter(_shorter_ids(tid, have)), None)) for tid in ids)
+    claim((tid, same_stem(first[tid])) for tid in ids)
+    return out
+
+
+def _shorter_ids(tid: str, have: set[str]) -> list[str]:
+    """`tid` without 1, 2, … of its leading folders, those that are run doc ids."""
+    parts = tid.split("__")
+    return [c for c in ("__".join(parts[k:]) for k in range(1, len(parts))) if c in have]

@@ -1,0 +1,21 @@
+"""A real Tesseract run over two ../shared/gt pages, shared by the score and compare tests."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from conftest import GT, need, run_cli
+
+GT_PAGES = ["ehri_en/EHRI-DR-19390519-US_03.jpg", "ehri_en/EHRI-BF-19380810_EN_01.jpg"]
+
+
+@pytest.fixture(scope="package")
+def real_run(tmp_path_factory):
+    need(GT.is_dir(), f"ground truth at {GT}")
+    need(shutil.which("tesseract") is not None, "tesseract binary")
+    run = tmp_path_factory.mktemp("real") / "run"
+    res = run_cli("run", *[str(GT / p) for p in GT_PAGES], "--out", str(run), "--engine", "tesseract",
+                  "--lang", "eng", "--workers", "2")
+    assert res.returncode == 0, res.stderr
+    return run
