@@ -18,6 +18,19 @@ class ExitCode(IntEnum):
     interrupted = 130  # SIGINT/SIGTERM: stopped taking pages; resubmit to resume
 
 
+def outcome(*, unfinished: bool, review: bool, interrupted: bool = False, unavailable: bool = False) -> ExitCode:
+    """The exit code of a run over pages or figures: `unfinished` = some missing or failed."""
+    if unavailable:
+        return ExitCode.unavailable
+    if interrupted:
+        return ExitCode.interrupted
+    if unfinished:
+        return ExitCode.incomplete
+    if review:
+        return ExitCode.review
+    return ExitCode.ok
+
+
 class VlmocrError(Exception):
     """An error with a clear message for the user and an exit code."""
 

@@ -32,18 +32,18 @@ import json
 import math
 import os
 import re
-import signal
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .config import settings_key
-from .exceptions import BadInput, EndpointUnavailable, ExitCode, UsageError
-from .record import REVIEW, Status, now_iso
+from .exceptions import BadInput, ExitCode, UsageError, outcome
+from .reading.tasks import TaskRunner
+from .record import LADDER, Status, now_iso
 from .render import DEFAULT_MAX_PIXELS, Sizing, encode, is_blank, render_page
 from .store import PAGES_FILE, RecordWriter, RunLock, final_records, iter_records
 
@@ -85,8 +85,6 @@ DEFAULT_PROMPT = (
     "description."
 )
 
-# Statuses the ladder retries, as for pages: what a VLM gets wrong by chance.
-LADDER_STATUSES = REVIEW | {Status.refused}
 FAILED_STATUSES = frozenset({Status.error, Status.refused, Status.bad_input})
 
 
@@ -474,7 +472,7 @@ def load_state(path: Path, key: str) -> dict[tuple[str, int, int], FigureState]:
             continue
         prev = out.get(ident)
         attempts = max(int(rec.get("attempt") or 1), prev.attempts if prev else 0)
-        steps = (prev.steps if prev else 0) + (status in LADDER_STATUSES)
+        steps = (prev.steps if prev else 0) + (status in LADDER)
         out[ident] = FigureState(status, attempts, steps, rec.get("bbox"), rec)
     return out
 
@@ -493,7 +491,7 @@ def owes(fig: Figure, state: FigureState | None, opts: DescribeOptions, ladder_l
         return True, state.attempts + 1, 0
     if state.status is Status.error:
         return True, state.attempts + 1, state.steps
-    if state.status in LADDER_STATUSES and not opts.no_retry and state.steps <= ladder_len:
+    if state.status in LADDER and not opts.no_retry and state.steps <= ladder_len:
         return True, state.attempts + 1, state.steps
     return False, state.attempts, state.steps
 
@@ -591,13 +589,8 @@ class DescribeSummary:
     def exit_code(self) -> ExitCode:
         if self.dry_run:
             return ExitCode.ok
-        if self.interrupted:
-            return ExitCode.interrupted
-        if self.missing or self.group("failed"):
-            return ExitCode.incomplete
-        if self.group("review"):
-            return ExitCode.review
-        return ExitCode.ok
+        return outcome(unfinished=bool(self.missing or self.group("failed")), review=bool(self.group("review")),
+                       interrupted=self.interrupted)
 
     def done_line(self) -> str:
         if self.dry_run:
@@ -644,28 +637,31 @@ def _clean_description(text: str) -> str:
 
 class _Describer:
     def __init__(self, run_dir: Path, opts: DescribeOptions, reader: Any, profile: Any, key: str,
-                 writer: RecordWriter, limiter: Any, progress: Callable[[str], None]) -> None:
+                 writer: RecordWriter, runner: TaskRunner) -> None:
         self.run_dir = run_dir
         self.opts = opts
-        self.client = reader.client
+        self.reader = reader
         self.pool = reader.pool
         self.server_kind = reader.server_kind
         self.model = reader.model_name
         self.profile = profile
         self.key = key
         self.writer = writer
-        self.limiter = limiter
-        self.progress = progress
+        self.runner = runner
         from .profiles import prompt_id
 
         self.prompt_id = prompt_id(profile.prompt)
-        self.stop = asyncio.Event()
-        self.fatal: BaseException | None = None
         self.described = 0
         self.counts: Counter[str] = Counter()
 
     def emit(self, rec: dict[str, Any]) -> None:
-        self.writer.append(rec)
+        if self.runner.store_broken:
+            return  # not durable, so not done: described again on resume
+        try:
+            self.writer.append(rec)
+        except OSError as exc:
+            self.runner.store_failed(str(self.writer.path), exc)
+            return
         self.counts[rec["status"]] += 1
 
     def record(self, fig: Figure, attempt: int, status: Status, t0: float, crop: dict[str, Any] | None = None,
@@ -714,7 +710,7 @@ class _Describer:
         from .request import ladder_overrides
 
         sent = False
-        while not self.stop.is_set():
+        while not self.runner.stop.is_set():
             overrides = ladder_overrides(self.profile, self.server_kind, step)
             if overrides is None:
                 return  # the ladder is exhausted: the last review record stays final
@@ -725,51 +721,29 @@ class _Describer:
                 sent = True
                 self.described += 1
             self.emit(rec)
-            if Status(rec["status"]) not in LADDER_STATUSES or self.opts.no_retry:
+            if Status(rec["status"]) not in LADDER or self.opts.no_retry:
                 return
             attempt += 1
             step += 1
 
     async def attempt(self, fig: Figure, attempt: int, step: int, crop: dict[str, Any], page: dict[str, Any],
                       overrides: dict[str, Any]) -> dict[str, Any] | None:
-        from .engines.openai import RequestFailed
-        from .request import build_chat_request
-
+        """One request for one figure, through the page reader's own `ask` (request limit,
+        context-overflow shrink, endpoint gone); None when stopping before it was sent."""
         t0 = time.monotonic()
-        image = crop["image"]
-        flags = list(crop.get("flags", []))
-        shrunk = False
-        await self.limiter.acquire()
-        try:
-            if self.stop.is_set():
-                return None  # stopping: only requests already sent may finish
-            while True:
-                body = build_chat_request(self.profile, [(image, "image/png")], self.server_kind, self.model, overrides)
-                try:
-                    result = await self.client.chat(body)
-                    break
-                except EndpointUnavailable as exc:  # hung, or the key refused: no record, the run stops
-                    self.fatal = exc
-                    self.stop.set()
-                    return None
-                except RequestFailed as exc:
-                    if exc.kind == "connect":
-                        # Nobody answers: no record (a resubmit describes it); the run stops.
-                        self.fatal = EndpointUnavailable(f"endpoint {self.client.base} stopped answering: {exc}")
-                        self.stop.set()
-                        return None
-                    if exc.overflow and self.profile.retry.shrink_on_overflow and not shrunk:
-                        shrunk = True
-                        ok, small = await self.pool.call_safely(
-                            shrink_crop, str(self.run_dir / fig.crop_rel), self.profile.retry.shrink_factor)
-                        if ok:
-                            image = small["image"]
-                            flags.append("shrunk_for_context")
-                            continue
-                    return self.record(fig, attempt, Status.error, t0, crop, page, error=str(exc),
-                                       flags=flags + (["context_overflow"] if exc.overflow else []))
-        finally:
-            self.limiter.release()
+
+        async def shrink(factor: float) -> str | None:
+            ok, small = await self.pool.call_safely(shrink_crop, str(self.run_dir / fig.crop_rel), factor)
+            return small["image"] if ok else None
+
+        answer = await self.reader.ask(crop["image"], overrides, profile=self.profile, shrink=shrink,
+                                       should_stop=self.runner.stop.is_set)
+        if answer is None:
+            return None  # stopping: only requests already sent may finish
+        flags = list(crop.get("flags", [])) + answer.flags
+        result = answer.result
+        if result is None:
+            return self.record(fig, attempt, Status.error, t0, crop, page, error=answer.error, flags=flags)
         text = _clean_description(result.text)
         status, qflags = classify_description(text, result.finish_reason, bool(crop.get("blank")))
         flags += qflags
@@ -900,7 +874,7 @@ async def _describe(run_dir: Path, opts: DescribeOptions, progress: Callable[[st
         pool.shutdown(abandon=True)
         raise
     writer: RecordWriter | None = None
-    signals = 0
+    runner = TaskRunner(progress)
     try:
         profile, _ = describing_profile(reader.profile, opts.prompt, opts.max_tokens)
         key = settings_key(describe_key_material(profile, reader.model_name, opts))
@@ -908,85 +882,55 @@ async def _describe(run_dir: Path, opts: DescribeOptions, progress: Callable[[st
                                   figures=len(figures), no_box=no_box)
         writer = RecordWriter(path)  # repairs a torn last line first
         owed = _select(figures, opts, load_state(path, key), len(profile.retry.temperatures), summary)
-        concurrency = opts.concurrency or profile.concurrency
-        d = _Describer(run_dir, opts, reader, profile, key, writer, Limiter(concurrency), progress)
+        d = _Describer(run_dir, opts, reader, profile, key, writer, runner)
 
         by_page: dict[tuple[str, int], list[tuple[Figure, int, int]]] = {}
         for item in owed:
             by_page.setdefault((item[0].doc_id, item[0].page), []).append(item)
         if by_page:
             progress(f"describing {len(owed)} figures on {len(by_page)} pages with {reader.model_name} "
-                     f"({concurrency} in flight)")
-        # Pages in flight: enough to keep every request slot and every worker busy.
-        pages_in_flight = asyncio.Semaphore(max(concurrency, workers * 2))
-        loop = asyncio.get_running_loop()
-        tasks: set[asyncio.Task] = set()
+                     f"({reader.requests.limit} in flight)")
 
-        def on_signal() -> None:
-            nonlocal signals
-            signals += 1
-            d.stop.set()
-            summary.interrupted = True
-            if signals > 1:
-                for t in tasks:
-                    t.cancel()
+        async def pages() -> AsyncIterator[tuple[tuple[str, int], list[tuple[Figure, int, int]]]]:
+            for item in by_page.items():
+                yield item
+
+        async def one_page(job: tuple[tuple[str, int], list[tuple[Figure, int, int]]]) -> None:
+            (doc_id, _), items = job
+            src = await asyncio.to_thread(finder.find, doc_id, items[0][0].source)
+            await d.page(src, items)
+
+        async def report() -> None:
+            while True:
+                await asyncio.sleep(10)
+                progress(f"{d.described}/{len(owed)} figures described, "
+                         + " ".join(f"{k}={v}" for k, v in sorted(d.counts.items())))
 
         if handle_signals:
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, on_signal)
+            runner.listen()
+        ticker = asyncio.create_task(report())
         try:
-            async def one_page(key_: tuple[str, int], items: list[tuple[Figure, int, int]]) -> None:
-                try:
-                    src = await asyncio.to_thread(finder.find, key_[0], items[0][0].source)
-                    await d.page(src, items)
-                finally:
-                    pages_in_flight.release()
-
-            errors: list[BaseException] = []
-
-            def finished(task: asyncio.Task) -> None:
-                tasks.discard(task)
-                exc = None if task.cancelled() else task.exception()
-                if exc is not None:  # a bug: stop taking pages and show it
-                    errors.append(exc)
-                    d.stop.set()
-
-            async def report() -> None:
-                while True:
-                    await asyncio.sleep(10)
-                    progress(f"{d.described}/{len(owed)} figures described, "
-                             + " ".join(f"{k}={v}" for k, v in sorted(d.counts.items())))
-
-            ticker = asyncio.create_task(report())
-            try:
-                for key_, items in by_page.items():
-                    await pages_in_flight.acquire()
-                    if d.stop.is_set():
-                        pages_in_flight.release()
-                        break
-                    task = asyncio.create_task(one_page(key_, items))
-                    tasks.add(task)
-                    task.add_done_callback(finished)
-                while tasks:
-                    await asyncio.gather(*list(tasks), return_exceptions=True)
-            finally:
-                ticker.cancel()
-            if errors:
-                raise errors[0]
+            # Pages in flight: enough to keep every request slot and every worker busy.
+            await runner.drain(pages(), one_page, Limiter(max(reader.requests.limit, workers * 2)),
+                               lambda job: f"{job[0][0]} page {job[0][1]}")
         finally:
+            ticker.cancel()
             if handle_signals:
-                for sig in (signal.SIGINT, signal.SIGTERM):
-                    loop.remove_signal_handler(sig)
+                runner.stop_listening()
+        summary.interrupted = runner.interrupted
         summary.described_now = d.described
         summary.records = writer.written
         summary.requests = reader.client.stats.requests
-        if d.fatal is not None:
-            raise d.fatal
+        if runner.fatal is not None:
+            raise runner.fatal
     finally:
         if writer is not None:
-            writer.close()
+            try:
+                writer.close()
+            except OSError:
+                pass  # the disk is full: the run's fatal error says so
         # A second signal means the user wants out now: kill the crop workers.
-        await reader.aclose(abandon=signals > 1)
+        await reader.aclose(abandon=runner.abandon.is_set())
     _final_statuses(path, key, figures, opts, summary)
     if opts.markdown:
         summary.docs_rebuilt = rebuild_with_figures(run_dir)

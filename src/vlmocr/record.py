@@ -37,6 +37,9 @@ STATUS_GROUP = {
     s: ("ok" if s is Status.ok else "fallback" if s is Status.fallback else "review" if s in REVIEW else "failed")
     for s in Status
 }
+# What a VLM gets wrong by chance, which another sampling can fix: the retry ladder's statuses
+# (for pages and figure descriptions alike).
+LADDER = REVIEW | {Status.refused}
 # A page whose last record has one of these statuses is re-attempted on resume: the failure
 # was transient (network, server) and resubmitting is how the user asks for another try.
 RETRY_ON_RESUME = frozenset({Status.error})

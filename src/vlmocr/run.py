@@ -10,7 +10,6 @@ import asyncio
 from collections import deque
 import os
 import platform
-import signal
 import socket
 import subprocess
 import sys
@@ -21,11 +20,12 @@ from typing import Any, Awaitable, Callable
 
 from . import __version__, stopsignal
 from .config import RunConfig, settings_key
-from .exceptions import EndpointUnavailable, ExitCode, StoreFailed, UsageError, VlmocrError
+from .exceptions import EndpointUnavailable, ExitCode, StoreFailed, UsageError, outcome
 from .outputs import add_figures, rebuild_documents, write_document
 from .limiter import Limiter
 from .progress import RunProgress
 from .readers import CpuReader, PageReader, WorkerPool
+from .reading.tasks import TaskRunner
 from .redact import public_argv
 from .record import RETRY_ON_RESUME, PageRecord, Status
 from .sources import Document, discover, parse_shard, shard_of
@@ -65,21 +65,18 @@ class Summary:
         )
 
     def exit_code(self) -> ExitCode:
-        if self.unavailable:
-            return ExitCode.unavailable
-        if self.interrupted:
-            return ExitCode.interrupted
-        if self.missing or self.failed:
-            return ExitCode.incomplete
-        if self.review:
-            return ExitCode.review
-        return ExitCode.ok
+        return outcome(unfinished=bool(self.missing or self.failed), review=bool(self.review),
+                       interrupted=self.interrupted, unavailable=self.unavailable)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["pages_per_hour"] = round(self.pages_per_hour, 1)
         d["exit_code"] = int(self.exit_code())
         return d
+
+
+def _task_name(spec: dict[str, Any]) -> str:
+    return f"{spec['doc_id']} page {spec.get('page')}"
 
 
 def select_pages(doc: Document, doc_pages: int) -> list[int]:
@@ -169,23 +166,22 @@ async def make_reader(cfg: RunConfig) -> PageReader:
     return CpuReader(cfg, pool)
 
 
-class Scheduler:
+class Scheduler(TaskRunner):
+    """Pages: plan the documents, run the reader over the pages owed, write each record."""
+
     def __init__(self, cfg: RunConfig, progress: RunProgress | None = None,
                  reader_factory: Callable[[RunConfig], Awaitable[PageReader]] = make_reader) -> None:
         if cfg.out is None:
             raise UsageError("--out RUN is required")
+        self.progress = progress or RunProgress(enabled=False)
+        super().__init__(self.progress.note, cfg.stop_grace)
         self.cfg = cfg
         self.run_dir = Path(cfg.out)
-        self.progress = progress or RunProgress(enabled=False)
         self.reader_factory = reader_factory
-        self.stop = asyncio.Event()
-        self.abandon = asyncio.Event()
         self.summary = Summary(run_dir=str(self.run_dir))
         self._collect: dict[str, dict[str, Any]] = {}
         self._deferred: set[str] = set()
-        self._signals = 0
         self._ladder: deque[dict[str, Any]] = deque()
-        self.fatal: VlmocrError | None = None
 
     # ------------------------------------------------------------------ documents
 
@@ -203,22 +199,6 @@ class Scheduler:
                 self.progress.note(f"{len(held)} document(s) already in library {self.cfg.library}: skipped")
         return docs
 
-    # ------------------------------------------------------------------ signals
-
-    def _on_signal(self, signum: int) -> None:
-        self._signals += 1
-        name = signal.Signals(signum).name
-        if self._signals == 1:
-            self.stop.set()
-            self.progress.note(
-                f"[yellow]{name}: taking no more pages; finishing those in flight "
-                f"(up to {self.cfg.stop_grace:.0f} s; signal again to abandon them)"
-            )
-            asyncio.get_running_loop().call_later(self.cfg.stop_grace, self.abandon.set)
-        else:
-            self.progress.note(f"[red]{name}: abandoning pages in flight")
-            self.abandon.set()
-
     # ------------------------------------------------------------------ main
 
     async def run(self) -> Summary:
@@ -227,17 +207,10 @@ class Scheduler:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         lock = RunLock(self.run_dir)
         lock.acquire()
-        loop = asyncio.get_running_loop()
-        installed = []
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                loop.add_signal_handler(sig, self._on_signal, sig)
-                installed.append(sig)
-            except (NotImplementedError, RuntimeError):
-                pass
+        self.listen()
         early = stopsignal.pending()
         if early is not None:
-            self._on_signal(early)
+            self.on_signal(early)
         t0 = time.monotonic()
         started = PageRecord.model_fields["finished_at"].default_factory()  # type: ignore[misc]
         try:
@@ -263,9 +236,9 @@ class Scheduler:
                 try:
                     self.writer.close()
                 except OSError as exc:  # the last fsync: the disk filled since the last write
-                    self._store_failed(exc)
+                    self.store_failed(str(pages_path), exc)
                 self.progress.stop()
-            self.summary.interrupted = self.stop.is_set() and self.fatal is None
+            self.summary.interrupted = self.interrupted
             self.summary.unavailable = isinstance(self.fatal, EndpointUnavailable)
             self.summary.seconds = time.monotonic() - t0
             if isinstance(self.fatal, StoreFailed):
@@ -283,8 +256,7 @@ class Scheduler:
             if self.fatal is not None and not isinstance(self.fatal, EndpointUnavailable):
                 raise self.fatal
         finally:
-            for sig in installed:
-                loop.remove_signal_handler(sig)
+            self.stop_listening()
             lock.release()
         return self.summary
 
@@ -310,7 +282,7 @@ class Scheduler:
                 for spec in await self._plan_doc(doc, keys[doc.doc_id]):
                     yield spec
 
-        await self._drain(first_pass(), self._read_one)
+        await self.drain(first_pass(), self._read_one, self.limiter, _task_name)
         if self.cfg.no_retry or self.stop.is_set() or self.abandon.is_set() or not self._ladder:
             return
         self.progress.note(f"retry ladder: {len(self._ladder)} page(s)")
@@ -319,22 +291,7 @@ class Scheduler:
             while self._ladder and not self.stop.is_set():
                 yield self._ladder.popleft()
 
-        await self._drain(second_pass(), self._ladder_one)
-
-    def _fatal(self, exc: VlmocrError) -> None:
-        if self.fatal is None:
-            self.fatal = exc
-            self.progress.note(f"[red]{exc}: taking no more pages")
-        self.stop.set()
-
-    def _store_failed(self, exc: OSError) -> None:
-        """A record could not be written (disk full, read-only, I/O error): stop at once. Pages
-        in flight are abandoned, for their records could not be written either."""
-        if not isinstance(self.fatal, StoreFailed):
-            self.fatal = None
-            self._fatal(StoreFailed(f"cannot write {self.run_dir / PAGES_FILE}: {exc.strerror or exc}; "
-                                    f"free space (or fix the file system) and resubmit: the run resumes"))
-        self.abandon.set()
+        await self.drain(second_pass(), self._ladder_one, self.limiter, _task_name)
 
     def _failed_records(self, spec: dict[str, Any], exc: BaseException) -> None:
         """Every page of `spec` ends with a record naming why it failed, whatever went wrong in
@@ -351,7 +308,7 @@ class Scheduler:
         try:
             out = await self.reader.process(spec)
         except EndpointUnavailable as exc:
-            self._fatal(exc)
+            self.fail(exc)
             return
         except Exception as exc:
             self._failed_records(spec, exc)
@@ -374,55 +331,9 @@ class Scheduler:
         try:
             await self.reader.ladder(spec, emit, self.stop.is_set)
         except EndpointUnavailable as exc:
-            self._fatal(exc)
+            self.fail(exc)
         except Exception as exc:
             self._failed_records({**spec, "attempt": attempts[-1]}, exc)
-
-    async def _drain(self, jobs, work) -> None:
-        """Run `work(job)` for every job with a bounded number in flight; on abandon, cancel."""
-        sem = self.limiter
-        inflight: set[asyncio.Task] = set()
-
-        async def one(spec: dict[str, Any]) -> None:
-            try:
-                await work(spec)
-            except Exception as exc:
-                # Never "Task exception was never retrieved": a fault outside the page's own
-                # handling (a bug) stops the run and is raised once the pages in flight end.
-                self._fatal(VlmocrError(f"internal error while reading {spec['doc_id']} page "
-                                        f"{spec.get('page')}: {type(exc).__name__}: {exc}"))
-            finally:
-                sem.release()
-
-        async def produce() -> None:
-            async for spec in jobs:
-                await sem.acquire()
-                if self.stop.is_set():
-                    sem.release()
-                    return
-                task = asyncio.create_task(one(spec))
-                inflight.add(task)
-                task.add_done_callback(inflight.discard)
-
-        producer = asyncio.create_task(produce())
-        abandon_wait = asyncio.create_task(self.abandon.wait())
-        try:
-            await asyncio.wait({producer, abandon_wait}, return_when=asyncio.FIRST_COMPLETED)
-            if producer.done():
-                producer.result()  # surface a bug in planning
-            while inflight and not self.abandon.is_set():
-                await asyncio.wait(set(inflight) | {abandon_wait}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            abandon_wait.cancel()
-            if not producer.done():
-                producer.cancel()
-            pending = list(inflight)
-            for task in pending:
-                task.cancel()  # cancelled pages write nothing: they are read again next run
-            await asyncio.gather(producer, *pending, return_exceptions=True)
-            for task in pending:
-                if task.done() and not task.cancelled() and task.exception():
-                    raise task.exception()  # type: ignore[misc]
 
     async def _plan_doc(self, doc: Document, key: str) -> list[dict[str, Any]]:
         """The page tasks still owed for one document (opening it only when needed)."""
@@ -478,12 +389,12 @@ class Scheduler:
 
     def _finish(self, rec: dict[str, Any]) -> None:
         """The single point where a finished page becomes durable."""
-        if isinstance(self.fatal, StoreFailed):
+        if self.store_broken:
             return  # not durable, so not done: read again on resume
         try:
             self.writer.append(rec)
         except OSError as exc:
-            self._store_failed(exc)
+            self.store_failed(str(self.writer.path), exc)
             return
         self.index.add(rec)
         self.summary.read_now += 1

@@ -8,22 +8,31 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
 
 from .config import READER_REVISION, RunConfig
-from .engines.openai import OpenAIClient, RequestFailed, api_key_from_env, parse_metrics, public_url, queue_depth
+from .engines.openai import ChatResult, OpenAIClient, RequestFailed, api_key_from_env, parse_metrics, public_url, queue_depth
 from .limiter import Limiter, next_limit, render_ahead
 from .exceptions import EndpointUnavailable, UsageError
 from .pagework import classify, prepare_for_http, read_page
 from .postprocess import postprocess, split_pages
 from .profiles import Profile, load_profile
 from .readers import WorkerPool
-from .record import REVIEW, PageRecord, Status
+from .record import LADDER, PageRecord, Status
 from .render import DEFAULT_MAX_PIXELS, Sizing
 from .request import build_chat_request, ladder_overrides
 
-# Statuses the ladder retries: what a VLM gets wrong by chance, which sampling can fix.
-LADDER_STATUSES = REVIEW | {Status.refused}
+
+
+@dataclass
+class Answer:
+    """What `VlmReader.ask` got: the server's answer, or the reason there is none."""
+
+    result: ChatResult | None
+    error: str | None
+    flags: list[str]
+    image: str  # the image finally sent (smaller after a context overflow)
 
 
 class VlmReader:
@@ -86,7 +95,7 @@ class VlmReader:
     def owes_retry(self, status: Status | None, attempts: int) -> bool:
         """Does a page whose last record has `status` after `attempts` still owe a ladder step
         (or the fallback)? Fallback records end the ladder."""
-        if status not in LADDER_STATUSES or self.cfg.no_retry:
+        if status not in LADDER or self.cfg.no_retry:
             return False
         return attempts <= len(self.profile.retry.temperatures)
 
@@ -202,9 +211,38 @@ class VlmReader:
                 return
             rec = await self._attempt(s, overrides, step)
             emit(rec)
-            if Status(rec["status"]) not in LADDER_STATUSES:
+            if Status(rec["status"]) not in LADDER:
                 return
             attempt += 1
+
+    async def ask(self, image: str, overrides: dict[str, Any] | None, *, profile: Profile | None = None,
+                  shrink: Callable[[float], Awaitable[str | None]] | None = None,
+                  should_stop: Callable[[], bool] | None = None) -> Answer | None:
+        """One image to the endpoint under the request limit: the answer, or why there is none.
+        Over the context, one more try with a smaller image from `shrink(factor)`, as the
+        profile allows. Nobody answering stops the run (EndpointUnavailable: no record, a
+        resubmit reads it). None when `should_stop` says so once a request slot is free."""
+        profile = profile or self.profile
+        flags: list[str] = []
+        shrunk = False
+        async with self.requests:
+            if should_stop is not None and should_stop():
+                return None
+            while True:
+                body = build_chat_request(profile, [(image, "")], self.server_kind, self.model_name, overrides)
+                try:
+                    return Answer(await self.client.chat(body), None, flags, image)
+                except RequestFailed as exc:
+                    if exc.kind == "connect":
+                        raise EndpointUnavailable(f"endpoint {self.client.base} stopped answering: {exc}") from None
+                    if exc.overflow and profile.retry.shrink_on_overflow and not shrunk and shrink is not None:
+                        shrunk = True
+                        smaller = await shrink(profile.retry.shrink_factor)
+                        if smaller is not None:
+                            image = smaller
+                            flags.append("shrunk_for_context")
+                            continue
+                    return Answer(None, str(exc), flags + (["context_overflow"] if exc.overflow else []), image)
 
     async def _attempt(self, spec: dict[str, Any], overrides: dict[str, Any], step: int) -> dict[str, Any]:
         t0 = time.monotonic()
@@ -213,31 +251,27 @@ class VlmReader:
             return self._record(spec, Status.bad_input, t0, error="the page crashed the renderer twice")
         if "record" in prep:
             return prep["record"]
-        shrunk = False
-        while True:
-            body = build_chat_request(self.profile, [(prep["image"], "")], self.server_kind, self.model_name, overrides)
-            try:
-                async with self.requests:
-                    result = await self.client.chat(body)
-                break
-            except RequestFailed as exc:
-                if exc.kind == "connect":
-                    # Nobody answers: the page was not read, so it gets no record; the run stops.
-                    raise EndpointUnavailable(f"endpoint {self.client.base} stopped answering: {exc}") from None
-                if exc.overflow and self.profile.retry.shrink_on_overflow and not shrunk:
-                    # Over the context: one more try with a smaller image, as the profile allows.
-                    shrunk = True
-                    side = int(max(prep["width"], prep["height"]) * self.profile.retry.shrink_factor)
-                    sizing = {**spec["sizing"], "dpi": None, "longest_side": max(side, 64)}
-                    ok, prep2 = await self.pool.call_safely(prepare_for_http, self._spec_for_http(spec, sizing))
-                    if ok and "image" in prep2:
-                        prep = {**prep2, "flags": prep2["flags"] + ["shrunk_for_context"]}
-                        continue
-                return self._record(spec, Status.error, t0, error=str(exc), prep=prep,
-                                    flags=["context_overflow"] if exc.overflow else [])
+        state = {"prep": prep}
+
+        async def shrink(factor: float) -> str | None:
+            side = int(max(prep["width"], prep["height"]) * factor)
+            sizing = {**spec["sizing"], "dpi": None, "longest_side": max(side, 64)}
+            ok, smaller = await self.pool.call_safely(prepare_for_http, self._spec_for_http(spec, sizing))
+            if not (ok and "image" in smaller):
+                return None
+            state["prep"] = smaller
+            return smaller["image"]
+
+        answer = await self.ask(prep["image"], overrides, shrink=shrink)
+        assert answer is not None
+        prep = state["prep"]
+        result = answer.result
+        if result is None:
+            return self._record(spec, Status.error, t0, error=answer.error, prep=prep,
+                                flags=list(prep["flags"]) + answer.flags)
         text, blocks, fields = postprocess(self.profile, result.text)
         status, qflags = classify(text, result.finish_reason, blank_image=bool(prep.get("blank")))
-        flags = list(prep["flags"]) + qflags
+        flags = list(prep["flags"]) + answer.flags + qflags
         if step:
             flags.append(f"ladder:{step}")
         if result.requests > 1:

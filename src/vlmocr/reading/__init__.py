@@ -1,0 +1,1 @@
+"""The page machine: the task runner every scheduler stands on (pages, figures)."""
