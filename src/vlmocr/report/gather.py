@@ -1,0 +1,221 @@
+"""What the report reads from a run: run.json, the final record of each page (and how often it
+was tried), the cleaned layer, and the CER of each page against ground truth."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ..evaluation import char_errors, load_truth, match_truth, rate
+from ..record import Status
+from ..store import PAGES_FILE, final_records, iter_records
+
+STATUS_ORDER: tuple[str, ...] = tuple(s.value for s in Status)
+_KEEP_FIELDS = ("doc_id", "source", "page", "status", "text", "engine", "model", "finish_reason", "attempt", "flags",
+                "error", "seconds", "width", "height", "dpi", "tokens_in", "tokens_out", "finished_at", "key")
+
+
+@dataclass
+class ReportOptions:
+    run_dir: Path
+    out: Path
+    truth: Path | None = None
+    thumb_size: int = 800
+    max_thumbs: int = 2000
+    cer_threshold: float = 0.10
+    source_roots: list[Path] = field(default_factory=list)
+    workers: int | None = None
+    title: str | None = None
+
+
+@dataclass
+class Page:
+    g: int  # position in document order over the whole run
+    d: int  # document index
+    rec: dict[str, Any]
+    tries: int  # records of this page in pages.jsonl
+    clean: str | None = None
+    truth: str | None = None
+    cer: float | None = None
+    cer_clean: float | None = None
+    edits: int = 0
+    ref_chars: int = 0
+    reasons: list[str] = field(default_factory=list)
+    ordinal: int | None = None  # position in the "all" review queue
+    thumb: str | None = None
+    thumb_note: str | None = None
+
+    @property
+    def status(self) -> str:
+        return str(self.rec.get("status"))
+
+    @property
+    def page(self) -> int:
+        return int(self.rec["page"])
+
+
+@dataclass
+class Doc:
+    i: int
+    doc_id: str
+    source: str
+    pages: list[Page] = field(default_factory=list)
+
+
+@dataclass
+class RunData:
+    """The run as the report shows it: documents in id order, their final pages in page order."""
+
+    run_dir: Path
+    run_info: dict[str, Any]  # run.json, or {} without one
+    docs: list[Doc]
+    pages: list[Page]
+    n_records: int
+    times: list[float]  # finish time (epoch seconds) of every record, for the throughput chart
+    clean_present: bool = False
+    clean_state: str | None = None
+    truth_pages: int = 0
+    missing_truth: list[tuple[str, int]] = field(default_factory=list)  # truth pages without a record
+
+
+def status_group(status: str) -> str:
+    """ok / fallback / review / failed; a status this version does not know counts as failed."""
+    return Status(status).group if status in STATUS_ORDER else "failed"
+
+
+def micro_cer(pages: list[Page]) -> float | None:
+    """Σ edits / Σ truth characters over the scored pages; None when none is scored."""
+    scored = [p for p in pages if p.cer is not None]
+    if not scored:
+        return None
+    return rate(sum(p.edits for p in scored), sum(p.ref_chars for p in scored))
+
+
+def micro_cer_clean(pages: list[Page]) -> float | None:
+    """The micro CER of the cleaned layer, when every scored page has one."""
+    scored = [p for p in pages if p.cer is not None]
+    if not scored or any(p.cer_clean is None for p in scored):
+        return None
+    ref = sum(p.ref_chars for p in scored)
+    edits = sum((p.cer_clean or 0.0) * p.ref_chars for p in scored)
+    return edits / ref if ref else None
+
+
+def gather(opts: ReportOptions, notes: list[str], say: Callable[[str], None]) -> RunData:
+    run_dir = Path(opts.run_dir)
+    run_info = _load_run_json(run_dir, notes)
+    say("reading records")
+    finals, tries, n_records, times = _load_records(run_dir / PAGES_FILE)
+    docs = _documents(finals, tries)
+    run = RunData(run_dir=run_dir, run_info=run_info, docs=docs, pages=[p for doc in docs for p in doc.pages],
+                  n_records=n_records, times=times)
+    for g, p in enumerate(run.pages):
+        p.g = g
+    _add_clean_layer(run, notes)
+    if opts.truth is not None:
+        say("scoring against the truth")
+        _score(run, Path(opts.truth))
+    return run
+
+
+def _load_run_json(run_dir: Path, notes: list[str]) -> dict[str, Any]:
+    path = run_dir / "run.json"
+    if not path.is_file():
+        notes.append("run.json not found: settings and throughput come from the records alone")
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else {}
+    except (OSError, json.JSONDecodeError) as exc:
+        notes.append(f"run.json unreadable ({exc}): settings and throughput come from the records alone")
+        return {}
+
+
+def _load_records(pages_file: Path) -> tuple[dict[tuple[str, int], dict], Counter, int, list[float]]:
+    """The last record of each page, the number of records per page, all records, and the
+    finish times (epoch seconds) of every record for the throughput chart."""
+    finals: dict[tuple[str, int], dict] = {}
+    tries: Counter = Counter()
+    total = 0
+    times: list[float] = []
+    for rec in iter_records(pages_file):
+        try:
+            key = (str(rec["doc_id"]), int(rec["page"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+        total += 1
+        tries[key] += 1
+        finals[key] = {k: rec.get(k) for k in _KEEP_FIELDS}
+        stamp = rec.get("finished_at")
+        if isinstance(stamp, str):
+            try:
+                times.append(datetime.fromisoformat(stamp).timestamp())
+            except ValueError:
+                pass
+    return finals, tries, total, times
+
+
+def _documents(finals: dict[tuple[str, int], dict], tries: Counter) -> list[Doc]:
+    # A document-level failure (page 0) stands for its document only while no page was read.
+    with_pages = {d for d, p in finals if p > 0}
+    for key in [k for k in finals if k[1] == 0 and k[0] in with_pages]:
+        del finals[key]
+    doc_ids = sorted({d for d, _ in finals})
+    doc_index = {doc_id: i for i, doc_id in enumerate(doc_ids)}
+    docs = [Doc(i, doc_id, "") for i, doc_id in enumerate(doc_ids)]
+    for key in sorted(finals, key=lambda k: (doc_index[k[0]], k[1])):
+        doc = docs[doc_index[key[0]]]
+        rec = finals[key]
+        if not doc.source:
+            doc.source = str(rec.get("source") or "")
+        doc.pages.append(Page(0, doc.i, rec, tries[key]))
+    return docs
+
+
+def _add_clean_layer(run: RunData, notes: list[str]) -> None:
+    """The cleaned layer, shown beside the raw text when `vlmocr clean` has written it."""
+    clean_file = run.run_dir / "clean" / PAGES_FILE
+    run.clean_present = clean_file.is_file()
+    if not run.clean_present:
+        return
+    cleaned = final_records(clean_file)
+    for p in run.pages:
+        c = cleaned.get((p.rec["doc_id"], p.page))
+        if c is not None:
+            p.clean = c.get("text") or ""
+    try:
+        from ..text.clean import cleaned_layer_status
+
+        state = cleaned_layer_status(run.run_dir)
+    except Exception:  # the cleaning module is optional here; the layer is shown regardless
+        state = "present"
+    if state == "missing":  # pages.jsonl is there, its rules.json is not
+        state = "present, without rules.json"
+    if state == "stale":
+        notes.append("the cleaned layer is older than pages.jsonl: run `vlmocr clean` again to refresh it")
+    run.clean_state = state
+
+
+def _score(run: RunData, truth_path: Path) -> None:
+    """CER per page against the truth (a folder of name.txt + image, or a CSV), matched to the
+    run's doc ids the way `vlmocr evaluate` matches them."""
+    truth = load_truth(truth_path)
+    run.truth_pages = len(truth)
+    doc_map = match_truth(truth, [d.doc_id for d in run.docs])
+    by_key = {(p.rec["doc_id"], p.page): p for p in run.pages}
+    matched = {(doc_map.get(t.doc_id, t.doc_id), t.page): t.text for t in truth}
+    for key, ref in matched.items():
+        p = by_key.get(key)
+        if p is None:
+            run.missing_truth.append(key)
+            continue
+        p.truth = ref
+        p.edits, p.ref_chars = char_errors(p.rec.get("text") or "", ref)
+        p.cer = rate(p.edits, p.ref_chars)
+        if p.clean is not None:
+            p.cer_clean = rate(*char_errors(p.clean, ref))
