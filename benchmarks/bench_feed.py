@@ -13,7 +13,7 @@ Variants, every one once per round (order alternates between rounds; medians ove
   * raw 1 process    render_page + encode in a plain loop in this process (no pool)
   * raw pool xW      the same in a warm ProcessPoolExecutor (forkserver, W workers), only the
                      encoded length crosses the pipe: the ceiling for W workers
-  * prepare pool xW  vlmocr.pagework.prepare_for_http in the same warm pool (adds is_blank,
+  * prepare pool xW  vlmocr.reading.worker.prepare_for_http in the same warm pool (adds is_blank,
                      sha256, base64 and the data URL crossing the pipe): the worker's share of
                      the gap, without HTTP or the scheduler
   * vlmocr run xW    the real CLI in a subprocess (`python -m vlmocr run --engine openai
@@ -374,7 +374,7 @@ def raw_task(args: tuple[str, int, int]) -> int:
 
 def prepare_task(args: tuple[str, int, int]) -> dict[str, Any]:
     """vlmocr's worker function for HTTP engines; the data URL crosses the pipe as in a run."""
-    from vlmocr.pagework import prepare_for_http
+    from vlmocr.reading.worker import prepare_for_http
 
     path, page, side = args
     spec = {"doc_id": "d", "source": path, "path": path, "page": page, "doc_pages": None, "key": "k",

@@ -11,7 +11,7 @@ For each size the benchmark builds, once:
   run-N/pages.jsonl     N finished records: `vlmocr.record.PageRecord(...).to_json_dict()`
                         written with `vlmocr.store.RecordWriter`, ~1.5 KB of real transcription
                         text each (../shared/gt), status ok, engine textlayer, doc_pages 100
-  run-N/docs/<id>.md    assembled with `vlmocr.outputs.write_document`, so nothing is owed
+  run-N/docs/<id>.md    assembled with `vlmocr.assemble.write_document`, so nothing is owed
 
 `doc_id` and `source` come from `vlmocr.sources.discover` and the settings key from
 `vlmocr.config.RunConfig(engine="textlayer").settings_key()`: exactly what `vlmocr run` derives.
@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 
 from vlmocr.config import RunConfig
-from vlmocr.outputs import write_document
+from vlmocr.assemble import write_document
 from vlmocr.record import PageRecord, Status
 from vlmocr.sources import discover
 from vlmocr.store import PAGES_FILE, RecordWriter

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from vlmocr.clean import (
+from vlmocr.text.clean import (
     CleanRules,
     DehyphenRules,
     clean_records,
@@ -28,7 +28,7 @@ from conftest import cli_in_process as cli
 from vlmocr.exceptions import UsageError
 from vlmocr.record import PageRecord
 from vlmocr.store import RecordWriter
-from vlmocr.textquality import lexicon
+from vlmocr.text.textquality import lexicon
 
 
 

@@ -1,5 +1,5 @@
 """`vlmocr plan`: the numbers from a triage CSV, the recommendation, and a rate measured against
-the test OpenAI server through `vlmocr.run`."""
+the test OpenAI server through `vlmocr.reading.scheduler`."""
 
 from __future__ import annotations
 

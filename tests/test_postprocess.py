@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from vlmocr.postprocess import postprocess, split_pages, strip_fences
+from vlmocr.text.postprocess import postprocess, split_pages, strip_fences
 from vlmocr.profiles import Profile, load_profile
 
 EOS = "<｜end▁of▁sentence｜>"

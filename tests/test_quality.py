@@ -14,7 +14,7 @@ import pytest
 from conftest import GT, need
 
 from vlmocr import quality
-from vlmocr.quality import (
+from vlmocr.text.quality import (
     FLAG_BLANK_PAGE,
     FLAG_FINISH_CONTENT_FILTER,
     FLAG_FINISH_LENGTH,

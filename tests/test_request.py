@@ -10,7 +10,7 @@ import pickletools
 import pytest
 
 from vlmocr.profiles import load_profile
-from vlmocr.request import build_chat_request, data_url, ladder_overrides, merge, sglang_processor_ref
+from vlmocr.reading.request import build_chat_request, data_url, ladder_overrides, merge, sglang_processor_ref
 
 PNG = b"\x89PNG\r\n\x1a\nfake-page-1"
 PNG2 = b"\x89PNG\r\n\x1a\nfake-page-2"

@@ -236,7 +236,7 @@ def test_a_finished_run_resumes_without_starting_a_worker(tmp_path):
     import asyncio
 
     from vlmocr.config import RunConfig
-    from vlmocr.run import Scheduler, make_reader
+    from vlmocr.reading.scheduler import Scheduler, make_reader
 
     src = tmp_path / "in"
     src.mkdir()

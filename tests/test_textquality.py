@@ -15,7 +15,7 @@ from conftest import run_cli
 
 from vlmocr.record import PageRecord
 from vlmocr.store import RecordWriter
-from vlmocr.textquality import (
+from vlmocr.text.textquality import (
     assess_page,
     guess_language,
     implausible_chars,

@@ -1,7 +1,7 @@
 """From a triage CSV to an estimate: pages to OCR, hours on 1…N GPUs, and where to run.
 
 The rate is either given (`pages_per_hour`, per GPU) or measured now by reading a sample of
-the corpus's own pages against an endpoint with `vlmocr.run` — the same client, retries and
+the corpus's own pages against an endpoint with `vlmocr.reading.scheduler` — the same client, retries and
 settings a real run uses — in a temporary run directory."""
 
 from __future__ import annotations
@@ -144,12 +144,12 @@ def sample_pages(triage_csv: Path, n: int, seed: int = 0) -> list[tuple[str, str
 def measure(triage_csv: Path, endpoint: str, profile: str | None = None, model: str | None = None,
             sample: int = 20, concurrency: int | None = None, workdir: Path | None = None,
             progress: bool = False, seed: int = 0) -> Measurement:
-    """Read a sample of the corpus's pages against `endpoint` with `vlmocr.run` and return the
+    """Read a sample of the corpus's pages against `endpoint` with `vlmocr.reading.scheduler` and return the
     rate over the busy window (first page started → last page finished, from the records), so
     the run's start-up (model check, worker pool) does not count; slow pages and retries do."""
     from .config import load_config
     from .progress import RunProgress
-    from .run import run
+    from .reading.scheduler import run
 
     picks = sample_pages(triage_csv, sample, seed)
     if not picks:

@@ -9,13 +9,8 @@ from typing import List, Optional
 
 import typer
 
-from ..figures import (
-    DEFAULT_DPI,
-    DEFAULT_MARGIN,
-    DEFAULT_MIN_AREA,
-    DescribeOptions,
-    describe_run,
-)
+from ..figures import DescribeOptions, describe_run
+from ..figures.find import DEFAULT_DPI, DEFAULT_MARGIN, DEFAULT_MIN_AREA
 from ..progress import console
 from . import app
 

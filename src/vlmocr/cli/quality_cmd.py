@@ -1,5 +1,5 @@
 """`vlmocr evaluate | compare | clean | suspicious`: measured quality; the logic lives in
-vlmocr.evaluation, vlmocr.clean and vlmocr.textquality."""
+vlmocr.evaluation, vlmocr.text.clean and vlmocr.text.textquality."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def _folds(values: list[str] | None) -> list[str]:
 
 
 def _rules(path: Optional[Path]) -> Any:
-    from ..clean import load_rules
+    from ..text.clean import load_rules
 
     return load_rules(path)
 
@@ -201,7 +201,7 @@ def clean_command(
     json_out: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
 ) -> int:
     """Write the cleaned layer RUN/clean/ from the raw records (pages.jsonl is only read)."""
-    from ..clean import clean_run, default_rules_text
+    from ..text.clean import clean_run, default_rules_text
 
     if show_rules:
         print(default_rules_text(), end="", flush=True)
@@ -244,7 +244,7 @@ def _suspicious(run: Path, *, clean: bool = False, rules: Optional[Path] = None,
                 max_suspicious: Optional[int] = None, all_pages: bool = False, limit: int = 50,
                 json_out: bool = False) -> int:
     from ..evaluation import run_records
-    from ..textquality import assess_records, summary, suspicion_rank
+    from ..text.textquality import assess_records, summary, suspicion_rank
 
     records, layer = run_records(run, clean, _rules(rules) if clean else None)
     pages = assess_records((r for (d, p), r in records.items() if p > 0), lang=lang, min_words=min_words,

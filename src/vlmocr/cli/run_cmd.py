@@ -1,4 +1,4 @@
-"""`vlmocr run`: read every page owed; the logic lives in vlmocr.run."""
+"""`vlmocr run`: read every page owed; the logic lives in vlmocr.reading.scheduler."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import typer
 
 from ..config import load_config
 from ..progress import RunProgress, console
-from ..run import run as run_pages
+from ..reading.scheduler import run as run_pages
 from . import app
 
 

@@ -4,7 +4,7 @@ Reads RUN/shards/*/pages.jsonl (each shard's final records under the settings ke
 names) and writes RUN/merged/ as an ordinary run directory:
 
     RUN/merged/pages.jsonl   one final record per page, sorted by document and page
-    RUN/merged/docs/*.md     assembled documents (vlmocr.outputs.write_document)
+    RUN/merged/docs/*.md     assembled documents (vlmocr.assemble.write_document)
     RUN/merged/run.json      what was merged: shards, counts by status, conflicts, summary
 
 Records name the staged file (``0001.pdf``) as their source; merge puts the original path back
@@ -24,7 +24,7 @@ from typing import Any, Callable
 import orjson
 
 from ..exceptions import UsageError
-from ..outputs import write_document
+from ..assemble import write_document
 from ..record import STATUS_GROUP, Status
 from ..store import PAGES_FILE, OutputBuild, final_records, write_json_atomic
 
@@ -69,7 +69,7 @@ def _shard_dirs(run_dir: Path) -> list[Path]:
 
 
 def _originals(run_dir: Path) -> dict[str, str]:
-    from .slurm import read_originals
+    from .slurm.submit import read_originals
 
     return {r["staged"]: r["original"] for r in read_originals(run_dir) if r.get("kind", "bulk") == "bulk"}
 

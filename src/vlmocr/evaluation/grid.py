@@ -86,7 +86,7 @@ def run_grid(truth_path: Path, out: Path, axes: dict[str, list[Any]], *, inputs:
     # The scheduler is imported only when a grid runs: scoring needs none of it.
     from ..config import load_config
     from ..progress import RunProgress
-    from ..run import run as run_pages
+    from ..reading.scheduler import run as run_pages
 
     out = Path(out)
     truth = sample_truth(load_truth(truth_path), sample)

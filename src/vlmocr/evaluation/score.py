@@ -308,7 +308,7 @@ def run_records(run_dir: Path, clean: bool = False, rules: Any = None) -> tuple[
     if not (run_dir / PAGES_FILE).is_file():
         raise UsageError(f"{run_dir} is not a run directory (no {PAGES_FILE})")
     if clean:
-        from ..clean import cleaned_records
+        from ..text.clean import cleaned_records
 
         recs, where = cleaned_records(run_dir, rules)
         return recs, f"clean ({where})"

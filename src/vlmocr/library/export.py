@@ -29,7 +29,7 @@ import orjson
 
 from ..exceptions import UsageError
 from ..figures import add_figures
-from ..outputs import assemble_markdown
+from ..assemble import assemble_markdown
 from ..store import OutputBuild, kill_point
 from .catalog import DOCS, Catalog, is_library
 from .identify import identify_records
@@ -119,7 +119,7 @@ def _from_library(lib: Path, layer: str | None, clean_rules: Path | None, notes:
             if layer == "raw":
                 raise UsageError(f"{row['lib_id']} was published from the cleaned layer; it has no raw layer "
                                  "(export without --layer, or republish with --layer raw)")
-            from ..clean import clean_records, load_rules
+            from ..text.clean import clean_records, load_rules
 
             rules = rules or load_rules(clean_rules)
             records = clean_records(records, rules)

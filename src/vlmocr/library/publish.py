@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterable
 import orjson
 
 from ..exceptions import ExitCode, UsageError
-from ..outputs import assemble_markdown
+from ..assemble import assemble_markdown
 from ..record import now_iso
 from ..store import exchange, kill_point, write_text_atomic
 from .catalog import CACHE, CATALOG, DOCS, LOCK, STAGING, Catalog, LibraryLock

@@ -191,7 +191,7 @@ def read_run(run_dir: Path, layer: str = "raw", source_roots: Iterable[Path] = (
     """Every document of one run directory with its final records and whether it is complete."""
     info = run_info(run_dir, source_roots)
     if layer == "clean":
-        from ..clean import cleaned_records, load_rules
+        from ..text.clean import cleaned_records, load_rules
 
         finals, _where = cleaned_records(info.path, load_rules(clean_rules) if clean_rules else None)
     elif layer == "raw":

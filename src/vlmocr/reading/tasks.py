@@ -14,7 +14,7 @@ import signal
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 from ..exceptions import StoreFailed, VlmocrError
-from ..limiter import Limiter
+from .limiter import Limiter
 
 
 class TaskRunner:

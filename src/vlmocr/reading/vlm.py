@@ -11,16 +11,16 @@ import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-from .config import READER_REVISION, RunConfig
-from .engines.openai import ChatResult, OpenAIClient, RequestFailed, api_key_from_env, parse_metrics, public_url, queue_depth
+from ..config import READER_REVISION, RunConfig
+from .client import ChatResult, OpenAIClient, RequestFailed, api_key_from_env, parse_metrics, public_url, queue_depth
 from .limiter import Limiter, next_limit, render_ahead
-from .exceptions import EndpointUnavailable, UsageError
-from .pagework import classify, prepare_for_http, read_page
-from .postprocess import postprocess, split_pages
-from .profiles import Profile, load_profile
-from .readers import WorkerPool
-from .record import LADDER, PageRecord, Status
-from .render import DEFAULT_MAX_PIXELS, Sizing
+from ..exceptions import EndpointUnavailable, UsageError
+from .worker import classify, prepare_for_http, read_page
+from ..text.postprocess import postprocess, split_pages
+from ..profiles import Profile, load_profile
+from .pool import WorkerPool
+from ..record import LADDER, PageRecord, Status
+from ..render import DEFAULT_MAX_PIXELS, Sizing
 from .request import build_chat_request, ladder_overrides
 
 
@@ -102,7 +102,7 @@ class VlmReader:
     # ------------------------------------------------------------------ reading
 
     async def inspect(self, path: str) -> tuple[int | None, str | None]:
-        from .pagework import inspect_doc
+        from .worker import inspect_doc
 
         ok, result = await self.pool.call_safely(inspect_doc, path)
         return result if ok else (None, "the document crashed the PDF reader")

@@ -53,11 +53,11 @@ import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 from rapidfuzz import fuzz
 
-from .exceptions import UsageError
-from .outputs import assemble_markdown
+from ..exceptions import UsageError
+from ..assemble import assemble_markdown
 from .postprocess import strip_fences
 from .quality import detect_loop, trim_loop
-from .store import PAGES_FILE, final_records, write_json_atomic, write_text_atomic
+from ..store import PAGES_FILE, final_records, write_json_atomic, write_text_atomic
 from .textquality import Lexicon, guess_language, lexicon, page_language
 
 CLEAN_DIR = "clean"
@@ -116,7 +116,7 @@ class CleanRules(_Strict):
 def default_rules_text() -> str:
     """The shipped default rules file (TOML)."""
     try:
-        return resources.files("vlmocr").joinpath("clean_rules", "default.toml").read_text(encoding="utf-8")
+        return resources.files("vlmocr.text").joinpath("clean_rules", "default.toml").read_text(encoding="utf-8")
     except (FileNotFoundError, OSError):  # pragma: no cover - an install without package data
         return ""
 

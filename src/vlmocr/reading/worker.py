@@ -13,11 +13,11 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from .engines.base import PageInput, Reading
-from .exceptions import BadInput
-from .record import PageRecord, Status, now_iso
-from .sources import printable
-from .render import (Sizing, count_pages, encode, grey_if_neutral, is_blank, render_page, text_layer,
+from ..engines.base import PageInput, Reading
+from ..exceptions import BadInput
+from ..record import PageRecord, Status, now_iso
+from ..sources import printable
+from ..render import (Sizing, count_pages, encode, grey_if_neutral, is_blank, render_page, text_layer,
                      usable_text_layer)
 
 _engines: dict[str, Any] = {}
@@ -66,7 +66,7 @@ def engine(name: str) -> Any:
     """The worker's engine instance, built on first use (models load once per process)."""
     eng = _engines.get(name)
     if eng is None:
-        from .engines.registry import make_cpu_engine
+        from ..engines.registry import make_cpu_engine
 
         eng = _engines[name] = make_cpu_engine(name, _engine_options)
     return eng
@@ -88,7 +88,7 @@ def image_digest(img) -> str:
 
 
 def classify(text: str, finish_reason: str | None, blank_image: bool) -> tuple[Status, list[str]]:
-    from .quality import classify as quality_classify
+    from ..text.quality import classify as quality_classify
 
     status, flags = quality_classify(text, finish_reason, blank_image=blank_image)
     return Status(status), list(flags)

@@ -13,8 +13,8 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol
 
-from .record import PageRecord, Status
-from . import pagework
+from ..record import PageRecord, Status
+from . import worker as pagework
 
 
 class PageReader(Protocol):
@@ -63,7 +63,7 @@ def _context(engines: tuple[str, ...] = ()) -> multiprocessing.context.BaseConte
     # every replacement after a crash, starts with them loaded instead of importing anew.
     _short_socket_dir()
     ctx = multiprocessing.get_context("forkserver")
-    preload = ["vlmocr.pagework", "vlmocr.quality", "numpy", "PIL.Image", "pypdfium2"]
+    preload = ["vlmocr.reading.worker", "vlmocr.text.quality", "numpy", "PIL.Image", "pypdfium2"]
     for name in engines:
         preload += ENGINE_MODULES.get(name, [])
     ctx.set_forkserver_preload(preload)

@@ -5,13 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable
 
+from .figures.placement import add_figures, figures_by_page
 from .store import PAGES_FILE, final_records, write_text_atomic
-
-
-def add_figures(run_dir: Path, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    from .figures import add_figures as _add
-
-    return _add(run_dir, records)
 
 
 def page_marker(rec: dict[str, Any]) -> str:
@@ -38,13 +33,14 @@ def write_document(run_dir: Path, doc_id: str, records: Iterable[dict[str, Any]]
     return path
 
 
-def rebuild_documents(run_dir: Path, wanted: dict[str, str] | None = None) -> int:
-    """Re-assemble documents from pages.jsonl. `wanted` maps doc_id → settings key; None
-    assembles every document with the key of its latest record."""
+def rebuild_documents(run_dir: Path, wanted: dict[str, str] | None = None, docs: set[str] | None = None) -> int:
+    """Re-assemble documents from pages.jsonl, figure descriptions (vlmocr describe) in place
+    as alt text beside their figures. `wanted` maps doc_id → settings key; None assembles every
+    document (or those in `docs`) with the key of its latest record."""
     finals = final_records(
         run_dir / PAGES_FILE,
         keys=set(wanted.values()) if wanted else None,
-        docs=set(wanted) if wanted else None,
+        docs=set(wanted) if wanted else docs,
     )
     by_doc: dict[str, list[dict[str, Any]]] = {}
     for (doc_id, _page), rec in finals.items():
@@ -54,6 +50,12 @@ def rebuild_documents(run_dir: Path, wanted: dict[str, str] | None = None) -> in
     for doc_id, recs in by_doc.items():
         pages = [r for r in recs if int(r["page"]) > 0]
         # A document-level failure (page 0) is shown only while no page of it was read.
-        # Figure descriptions (vlmocr describe) go in as alt text beside their figures.
         write_document(run_dir, doc_id, add_figures(run_dir, pages or recs))
     return len(by_doc)
+
+
+def rebuild_with_figures(run_dir: str | Path) -> int:
+    """Re-assemble every document with described figures (after `vlmocr describe`)."""
+    run_dir = Path(run_dir)
+    docs = {doc for doc, _ in figures_by_page(run_dir)}
+    return rebuild_documents(run_dir, docs=docs) if docs else 0

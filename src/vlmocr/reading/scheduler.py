@@ -18,18 +18,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from . import __version__, stopsignal
-from .config import RunConfig, settings_key
-from .exceptions import EndpointUnavailable, ExitCode, StoreFailed, UsageError, outcome
-from .outputs import add_figures, rebuild_documents, write_document
+from .. import __version__, stopsignal
+from ..config import RunConfig, settings_key
+from ..exceptions import EndpointUnavailable, ExitCode, StoreFailed, UsageError, outcome
+from ..assemble import add_figures, rebuild_documents, write_document
 from .limiter import Limiter
-from .progress import RunProgress
-from .readers import CpuReader, PageReader, WorkerPool
-from .reading.tasks import TaskRunner
-from .redact import public_argv
-from .record import RETRY_ON_RESUME, PageRecord, Status
-from .sources import Document, discover, parse_shard, shard_of
-from .store import PAGES_FILE, DocState, RecordWriter, ResumeIndex, RunLock, write_json_atomic
+from ..progress import RunProgress
+from .pool import CpuReader, PageReader, WorkerPool
+from .tasks import TaskRunner
+from ..redact import public_argv
+from ..record import RETRY_ON_RESUME, PageRecord, Status
+from ..sources import Document, discover, parse_shard, shard_of
+from ..store import PAGES_FILE, DocState, RecordWriter, ResumeIndex, RunLock, write_json_atomic
 
 
 @dataclass
@@ -145,7 +145,7 @@ async def make_reader(cfg: RunConfig) -> PageReader:
     options["preload"] = [] if reader == "openai" else sorted({reader, "textlayer"})
     fallback_or_reader = cfg.ocr_engine if reader == "openai" else reader
     if fallback_or_reader == "tesseract":
-        from .engines.tesseract import TesseractEngine
+        from ..engines.tesseract import TesseractEngine
 
         # Fail fast, before any page, on a missing binary/language; workers reuse the answer.
         options["tesseract_version"] = TesseractEngine(lang=cfg.lang).version
@@ -192,7 +192,7 @@ class Scheduler(TaskRunner):
             docs = [d for d in docs if shard_of(d.doc_id, n) == k]
         if self.cfg.library:
             # GPU jobs never redo published work: skip what the library holds (same bytes).
-            from .library import skip_held
+            from ..library import skip_held
 
             docs, held = skip_held(Path(self.cfg.library), docs)
             if held:

@@ -1,0 +1,306 @@
+"""Finding figures in grounded page records and cropping them (the crops run in pool workers).
+
+Grounded page records carry ``blocks`` ({type, bbox [x1, y1, x2, y2] on a 0–1000 grid, text});
+a block whose type is image/figure/chart/picture is a figure. Its number on the page (``figure``,
+1-based, in block order, counting every figure block whatever the filters) names its crop,
+``RUN/figures/<doc_id>/p<page>-f<figure>.png``, so a person can check what was sent."""
+
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import math
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..exceptions import BadInput
+from ..render import DEFAULT_MAX_PIXELS, Sizing, encode, is_blank, render_page
+from ..rundir import RunDir
+from ..store import PAGES_FILE, iter_records
+
+FIGURES_DIR = "figures"
+FIGURE_TYPES = frozenset({"image", "figure", "chart", "picture"})
+SCHEMA = 1
+# Bump when a change here alters what is sent for the same settings (cropping rules, say), so
+# old descriptions are not mistaken for current ones.
+FIGURE_REVISION = 1
+
+DEFAULT_DPI = 200.0
+# Margin around the box, as a share of the page's longer side: 0.5 % is ~11 px at 200 dpi on
+# A4/letter. Grounding boxes are tight and sometimes a few units short; a margin keeps the edge
+# of a frame or an axis label inside the crop.
+DEFAULT_MARGIN = 0.005
+# Share of the page area below which a figure is an icon, a logo or a bullet: not worth a request.
+DEFAULT_MIN_AREA = 0.01
+# Anchors (where a figure sits in the page text) are one line of the neighbouring blocks.
+ANCHOR_CHARS = 200
+MIN_ANCHOR_CHARS = 4
+
+
+# ============================================================================================
+# Finding figures in page records
+# ============================================================================================
+
+
+def is_figure_block(block: Mapping[str, Any]) -> bool:
+    return str(block.get("type") or "").strip().lower() in FIGURE_TYPES
+
+
+def normalize_bbox(raw: Any, scale: tuple[float, float] | None = None) -> list[float] | None:
+    """[x1, y1, x2, y2] on the 0–1000 grid, ordered and clamped; None when unusable.
+
+    ``scale`` = (width, height) when the coordinates are pixels of the image the model saw
+    (dots.ocr), converted to the grid here."""
+    if not isinstance(raw, (list, tuple)) or len(raw) != 4:
+        return None
+    try:
+        x1, y1, x2, y2 = (float(v) for v in raw)
+    except (TypeError, ValueError):
+        return None
+    if not all(math.isfinite(v) for v in (x1, y1, x2, y2)):
+        return None
+    if scale is not None:
+        w, h = scale
+        x1, x2, y1, y2 = x1 / w * 1000, x2 / w * 1000, y1 / h * 1000, y2 / h * 1000
+    x1, x2 = sorted((min(max(x1, 0.0), 1000.0), min(max(x2, 0.0), 1000.0)))
+    y1, y2 = sorted((min(max(y1, 0.0), 1000.0), min(max(y2, 0.0), 1000.0)))
+    if x2 - x1 <= 0 or y2 - y1 <= 0:
+        return None
+    return [_num(x1), _num(y1), _num(x2), _num(y2)]
+
+
+def _num(v: float) -> float | int:
+    v = round(v, 3)
+    return int(v) if float(v).is_integer() else v
+
+
+def pixel_boxes(bbox: list[float], width: int, height: int, margin: float) -> tuple[list[int], list[int]]:
+    """(figure box, crop box) in pixels of a ``width`` × ``height`` page image for a 0–1000
+    ``bbox``: the figure box rounded outwards, the crop box that plus ``margin`` (a share of the
+    longer side), both clamped to the image and at least one pixel wide."""
+    x1 = math.floor(bbox[0] / 1000 * width)
+    y1 = math.floor(bbox[1] / 1000 * height)
+    x2 = math.ceil(bbox[2] / 1000 * width)
+    y2 = math.ceil(bbox[3] / 1000 * height)
+    x1, x2 = min(max(x1, 0), width - 1), min(max(x2, 1), width)
+    y1, y2 = min(max(y1, 0), height - 1), min(max(y2, 1), height)
+    x2, y2 = max(x2, x1 + 1), max(y2, y1 + 1)
+    m = round(margin * max(width, height))
+    crop = [max(0, x1 - m), max(0, y1 - m), min(width, x2 + m), min(height, y2 + m)]
+    return [x1, y1, x2, y2], crop
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()[:ANCHOR_CHARS]
+    return ""
+
+
+def _last_line(text: str) -> str:
+    for line in reversed(text.splitlines()):
+        if line.strip():
+            return line.strip()[-ANCHOR_CHARS:]
+    return ""
+
+
+@dataclass
+class Figure:
+    """One figure block of a final page record."""
+
+    doc_id: str
+    page: int
+    figure: int  # 1-based among the page's figure blocks, in block order
+    block_index: int  # 0-based index in the page record's blocks
+    type: str
+    bbox: list[float]  # 0–1000 grid
+    source: str
+    page_key: str | None
+    anchor: dict[str, str]  # own text, the line before and the line after, to place it in the text
+    page_width: int | None = None  # of the image the page was read from (for estimates)
+    page_height: int | None = None
+    page_dpi: float | None = None
+
+    @property
+    def area(self) -> float:
+        """Share of the page area."""
+        x1, y1, x2, y2 = self.bbox
+        return (x2 - x1) * (y2 - y1) / 1_000_000
+
+    @property
+    def ident(self) -> tuple[str, int, int]:
+        return self.doc_id, self.page, self.figure
+
+    @property
+    def crop_rel(self) -> str:
+        return crop_path(self.doc_id, self.page, self.figure)
+
+
+def crop_path(doc_id: str, page: int, figure: int) -> str:
+    """Where a figure's crop lives, relative to the run directory."""
+    return f"{FIGURES_DIR}/{doc_id}/p{page}-f{figure}.png"
+
+
+def pixel_grounding(run_dir: Path) -> bool:
+    """Were the page's boxes pixels of the sent image (dots.ocr's JSON) rather than 0–1000?"""
+    material = RunDir(run_dir).info().get("key_material") or {}
+    post = material.get("postprocess") if isinstance(material, dict) else None
+    return isinstance(post, dict) and post.get("grounding_format") == "dots-json"
+
+
+def page_figures(rec: Mapping[str, Any], pixel_grounding: bool = False) -> list[Figure]:
+    """Every figure block of one page record that has a usable box, numbered in block order
+    (a figure without a box keeps its number: the others' crops keep their names)."""
+    blocks = rec.get("blocks") or []
+    if not isinstance(blocks, list):
+        return []
+    scale = None
+    if pixel_grounding and rec.get("width") and rec.get("height"):
+        scale = (float(rec["width"]), float(rec["height"]))
+    texts = [str(b.get("text") or "") if isinstance(b, dict) else "" for b in blocks]
+    out: list[Figure] = []
+    number = 0
+    for i, block in enumerate(blocks):
+        if not isinstance(block, dict) or not is_figure_block(block):
+            continue
+        number += 1
+        bbox = normalize_bbox(block.get("bbox"), scale)
+        if bbox is None:
+            continue
+        before = next((_last_line(t) for t in reversed(texts[:i]) if t.strip()), "")
+        after = next((_first_line(t) for t in texts[i + 1:] if t.strip()), "")
+        out.append(Figure(
+            doc_id=str(rec["doc_id"]), page=int(rec["page"]), figure=number, block_index=i,
+            type=str(block.get("type")), bbox=bbox, source=str(rec.get("source") or ""),
+            page_key=rec.get("key"), anchor={"text": _first_line(texts[i]), "before": before, "after": after},
+            page_width=rec.get("width"), page_height=rec.get("height"), page_dpi=rec.get("dpi"),
+        ))
+    return out
+
+
+def count_figure_blocks(rec: Mapping[str, Any]) -> int:
+    return sum(1 for b in rec.get("blocks") or [] if isinstance(b, dict) and is_figure_block(b))
+
+
+def find_figures(run_dir: Path) -> tuple[list[Figure], int]:
+    """(figures with a usable box, figure blocks without one) in the final page records, in
+    (doc_id, page, figure) order. Streams pages.jsonl keeping only the figures, not the texts."""
+    pixel = pixel_grounding(run_dir)
+    latest: dict[tuple[str, int], tuple[list[Figure], int]] = {}
+    for rec in iter_records(run_dir / PAGES_FILE):
+        try:
+            ident = (str(rec["doc_id"]), int(rec["page"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+        found = page_figures(rec, pixel) if ident[1] > 0 and rec.get("blocks") else []
+        no_box = count_figure_blocks(rec) - len(found) if rec.get("blocks") else 0
+        if found or no_box:
+            latest[ident] = (found, no_box)
+        else:
+            latest.pop(ident, None)  # the last record of the page has no figures
+    figures: list[Figure] = []
+    for ident in sorted(latest):
+        figures += latest[ident][0]
+    return figures, sum(n for _, n in latest.values())
+
+
+# ============================================================================================
+# Cropping (runs in pool workers)
+# ============================================================================================
+
+
+def _data_url(data: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(data).decode("ascii")
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _cap(img: Any, max_pixels: int | None) -> tuple[Any, list[str]]:
+    from PIL import Image
+
+    if max_pixels and img.width * img.height > max_pixels:
+        s = (max_pixels / (img.width * img.height)) ** 0.5
+        size = (max(1, int(img.width * s)), max(1, int(img.height * s)))
+        return img.resize(size, Image.Resampling.LANCZOS), ["crop_downscaled"]
+    return img, []
+
+
+def crop_page(spec: dict[str, Any]) -> dict[str, Any]:
+    """Render one page once and cut out its figures; each crop is saved (PNG, atomically) and
+    returned as a data URL with its boxes, size and sha256. ``{"error": reason}`` when the page
+    cannot be rendered.
+
+    spec: path, page, dpi, margin, crop_max_pixels, crops: [{figure, bbox, out}]."""
+    t0 = time.perf_counter()
+    try:
+        rendered = render_page(Path(spec["path"]), int(spec["page"]),
+                               Sizing(dpi=float(spec["dpi"]), longest_side=None, max_pixels=DEFAULT_MAX_PIXELS))
+    except BadInput as exc:
+        return {"error": exc.reason, "bad_input": True}
+    except Exception as exc:  # noqa: BLE001  (a renderer failure: transient as far as we know)
+        return {"error": f"{type(exc).__name__}: {exc}"[:500], "bad_input": False}
+    img = rendered.image
+    width, height = img.size
+    crops = []
+    for c in spec["crops"]:
+        box, crop_box = pixel_boxes(c["bbox"], width, height, float(spec["margin"]))
+        left, top, right, bottom = crop_box
+        crop, flags = _cap(img.crop((left, top, right, bottom)), spec.get("crop_max_pixels"))
+        data = encode(crop, "png")
+        _write_atomic(Path(c["out"]), data)
+        crops.append({
+            "figure": c["figure"], "box_px": box, "crop_px": crop_box, "width": crop.width,
+            "height": crop.height, "sha256": hashlib.sha256(data).hexdigest(), "image": _data_url(data),
+            "blank": is_blank(crop), "flags": list(rendered.flags) + flags,
+        })
+    return {"dpi": rendered.dpi, "page_width": width, "page_height": height, "crops": crops,
+            "seconds": time.perf_counter() - t0}
+
+
+def shrink_crop(path: str, factor: float) -> dict[str, Any]:
+    """The saved crop scaled by ``factor`` (a prompt over the context gets one smaller try)."""
+    from PIL import Image
+
+    with Image.open(path) as img:
+        img.load()
+        small = img.resize((max(16, int(img.width * factor)), max(16, int(img.height * factor))),
+                           Image.Resampling.LANCZOS)
+    data = encode(small, "png")
+    return {"image": _data_url(data), "width": small.width, "height": small.height}
+
+
+def page_pixel_size(path: str, page: int, dpi: float) -> tuple[int, int]:
+    """The size a page renders to at ``dpi`` (for estimates: PDFs are measured, not drawn)."""
+    from ..render import _lock, _scale_for, kind_of, open_pdf  # the renderer's own rules
+
+    p = Path(path)
+    sizing = Sizing(dpi=dpi, longest_side=None, max_pixels=DEFAULT_MAX_PIXELS)
+    if kind_of(p) == "pdf":
+        with _lock:
+            pdf = open_pdf(p)
+            if not 1 <= page <= len(pdf):
+                raise BadInput(f"page {page} does not exist: {p.name}")
+            w_pt, h_pt = pdf[page - 1].get_size()
+        scale, _ = _scale_for(w_pt, h_pt, sizing)
+        # pypdfium2 sizes the bitmap this way.
+        return max(1, math.ceil(w_pt * scale)), max(1, math.ceil(h_pt * scale))
+    img = render_page(p, page, sizing).image
+    return img.width, img.height
+
+
+
+def same_box(a: Any, b: Any) -> bool:
+    return isinstance(a, list) and isinstance(b, list) and len(a) == len(b) == 4 and all(
+        abs(float(x) - float(y)) < 0.01 for x, y in zip(a, b))
+
+
