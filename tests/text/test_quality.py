@@ -30,7 +30,7 @@ from vlmocr.text.quality import (
 )
 from vlmocr.record import Status
 
-DATA = Path(__file__).parent / "data" / "quality"
+DATA = Path(__file__).parent.parent / "data" / "quality"
 GT_PAGES = sorted(GT.glob("*/*.txt"))  # none when the ground truth is absent (see test_ground_truth_present)
 
 
