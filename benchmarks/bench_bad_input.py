@@ -7,6 +7,16 @@ speed on a 5 000-page PDF against a 50-page one (issue 10, figure 6).
                                                     # huge pages with --engine rapidocr --dpi 50,
                                                     # and the 5 000 vs 50 pages comparison
     python benchmarks/bench_bad_input.py --quick    # 500 vs 50 pages, a 12 000 px PNG
+    python benchmarks/bench_bad_input.py --hostile-only [--before SRC]
+                                                    # only the hostile files (below); --before
+                                                    # also decodes them with another tree's src/
+
+Hostile files (tiny on disk, made by tests/support/hostile.py): a TIFF whose second frame
+claims 28000² RGB px, one whose second frame claims 60000², a 0.001 × 14400 pt PDF page, a PDF
+whose page tree claims 1,000,000 pages, a 20000² RGB JPEG and two 20000² RGB TIFFs (400 MP each,
+at the cap) read by two workers at once, each folder alone through `vlmocr run --engine rapidocr
+--workers 2`; then each file decoded alone (render_page, one process, VmHWM), and every page
+of a 10,000-frame TIFF rendered in order.
 
 The cases: corrupt PDF, truncated PDF, encrypted PDF, zero-page PDF, a 200×200-inch PDF page, a
 30 000×30 000 PNG (over the 400 MP hard limit) and a 20 000×20 000 one (at it), hostile file
@@ -36,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -189,10 +200,11 @@ def _tree_rss_kb(root_pid: int) -> int:
     return total
 
 
-def run_vlmocr(args: list[str], timeout: float = 1800) -> dict[str, Any]:
+def run_vlmocr(args: list[str], timeout: float = 1800, cmd: list[str] | None = None,
+               src: Path = ROOT / "src") -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))}
-    cmd = [sys.executable, "-m", "vlmocr", "run", *args]
+        filter(None, [str(src), os.environ.get("PYTHONPATH")]))}
+    cmd = [*(cmd or [sys.executable, "-m", "vlmocr", "run"]), *args]
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     peak = [0]
@@ -275,6 +287,152 @@ def table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+# ---------------------------------------------------------------------------------------------
+# Hostile files
+# ---------------------------------------------------------------------------------------------
+
+
+def make_hostile(folder: Path, quick: bool) -> dict[str, dict[str, Any]]:
+    """One folder per case; {case: {"dir", "what", "expect": {page: status}, "reason": {page: text}}}."""
+    from PIL import Image
+    from support.hostile import write_pdf, write_tiff
+
+    big = 8000 if quick else 20_000
+    cases: dict[str, dict[str, Any]] = {}
+
+    def case(name: str, what: str, expect: dict[int, str], reason: dict[int, str] | None = None) -> Path:
+        d = folder / name
+        d.mkdir(parents=True)
+        cases[name] = {"dir": d, "what": what, "expect": expect, "reason": reason or {}}
+        return d
+
+    d = case("tiff-28000", "TIFF, frame 2 claims 28000² RGB", {1: "ok", 2: "bad_input"},
+             {2: "exceeds the 400 MP limit"})
+    write_tiff(d / "second.tif", [(1700, 2200), (28000, 28000)], samples=3)
+    d = case("tiff-60000", "TIFF, frame 2 claims 60000² grey", {1: "ok", 2: "bad_input"},
+             {2: "exceeds the 400 MP limit"})
+    write_tiff(d / "second.tif", [(1700, 2200), (60000, 60000)])
+    d = case("sliver", "PDF page 0.001 × 14400 pt", {1: "bad_input"}, {1: "too thin to read"})
+    write_pdf(d / "sliver.pdf", [(0.001, 14400)])
+    d = case("million", "PDF claiming 1,000,000 pages", {0: "bad_input"}, {0: "claims 1,000,000 pages"})
+    write_pdf(d / "million.pdf", [(595, 842)], claimed_pages=1_000_000)
+    d = case("jpeg-big", f"{big:,}² RGB JPEG ({big * big / 1e6:.0f} MP)", {1: "ok"})
+    img = Image.new("RGB", (big, big), (250, 248, 240))
+    img.save(d / "big.jpg", quality=85)
+    del img
+    d = case("tiff-big-x2", f"two {big:,}² RGB TIFFs, 2 workers", {1: "ok"})
+    write_tiff(d / "a.tif", [(big, big)], samples=3)
+    write_tiff(d / "b.tif", [(big, big)], samples=3, value=254)
+    return cases
+
+
+# VmHWM (this process's peak resident memory): ru_maxrss would start at the parent's peak.
+DECODE_PROBE = """
+import json, sys, time
+from pathlib import Path
+from vlmocr.exceptions import BadInput
+from vlmocr.render import Sizing, render_page
+mb = lambda: int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) / 1024
+base, t = mb(), time.monotonic()
+try:
+    r = render_page(Path(sys.argv[1]), int(sys.argv[2]), Sizing())
+    out = f"{r.image.width}x{r.image.height} {' '.join(r.flags)}".strip()
+except BadInput as exc:
+    out = "bad_input: " + exc.reason
+except BaseException as exc:
+    out = f"error: {type(exc).__name__}: {exc}"[:120]
+print(json.dumps({"base_mb": base, "peak_mb": mb(), "seconds": time.monotonic() - t, "outcome": out}))
+"""
+
+FRAMES_PROBE = """
+import json, sys, time
+from pathlib import Path
+from vlmocr.render import Sizing, count_pages, render_page
+path, pages = Path(sys.argv[1]), [int(p) for p in sys.argv[2].split(",")]
+t = time.monotonic()
+n = count_pages(path)
+count_s = time.monotonic() - t
+t = time.monotonic()
+for p in pages:
+    render_page(path, p, Sizing())
+print(json.dumps({"frames": n, "count_s": count_s, "render_s": time.monotonic() - t, "pages": len(pages)}))
+"""
+
+
+def _probe(src: Path, script: str, *args: str, timeout: float = 7200) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    proc = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, env=env,
+                          timeout=timeout)
+    if proc.returncode != 0:
+        return {"outcome": f"exit {proc.returncode}: {proc.stderr.strip().splitlines()[-1:]}"}
+    return json.loads(proc.stdout)
+
+
+def hostile_section(work: Path, quick: bool, before: Path | None) -> bool:
+    """Returns True when a case misbehaves."""
+    from support.hostile import write_tiff
+
+    bad = False
+    cases = make_hostile(work / "hostile", quick)
+    print("\n## hostile files: `vlmocr run CASE --engine rapidocr --workers 2`\n")
+    print("| case | on disk | exit | wall s | peak tree RSS MB | records: page status (reason) | verdict |")
+    print("|---|---:|---:|---:|---:|---|---|")
+    for name, case in cases.items():
+        run = work / f"run-{name}"
+        size = sum(f.stat().st_size for f in case["dir"].iterdir())
+        res = run_vlmocr([str(case["dir"]), "--out", str(run), "--engine", "rapidocr", "--workers", "2"])
+        recs = read_records(run)
+        fine = bool(recs)
+        shown = []
+        for r in sorted(recs, key=lambda r: (r["doc_id"], r["page"])):
+            want = case["expect"].get(r["page"])
+            fine &= want is not None and r["status"] == want
+            why = case["reason"].get(r["page"])
+            fine &= why is None or why in (r.get("error") or "")
+            note = (r.get("error") or ", ".join(r.get("flags") or [])).replace("|", "/")[:90]
+            shown.append(f"{r['doc_id']} p{r['page']} {r['status']}" + (f" ({note})" if note else ""))
+        bad |= not fine
+        print(f"| {case['what']} | {size / 1024:,.0f} KB | {res['rc']} | {res['wall_s']:.1f} | "
+              f"{res['peak_tree_rss_mb']:,.0f} | {'; '.join(shown)} | {'ok' if fine else '**MISBEHAVES**'} |")
+        print(f"RESULT hostile {name}: exit {res['rc']}, peak tree RSS {res['peak_tree_rss_mb']:.0f} MB, "
+              f"{res['wall_s']:.1f} s", file=sys.stderr)
+
+    trees = [("this tree", ROOT / "src")] + ([("before", before)] if before else [])
+    decodes = [("tiff-28000", "second.tif", 2), ("tiff-60000", "second.tif", 2), ("sliver", "sliver.pdf", 1),
+               ("jpeg-big", "big.jpg", 1), ("tiff-big-x2", "a.tif", 1)]
+    print("\n## hostile files decoded alone: render_page in one process (peak RSS, VmHWM)\n")
+    print("| file | tree | peak RSS MB (imports) | s | outcome |")
+    print("|---|---|---:|---:|---|")
+    for name, file, page in decodes:
+        for label, src in trees:
+            if label == "before" and name == "tiff-28000":
+                continue  # 9 GB in the issue's measurement: not on a shared machine
+            r = _probe(src, DECODE_PROBE, str(cases[name]["dir"] / file), str(page))
+            print(f"| {cases[name]['what']} p{page} | {label} | {r.get('peak_mb', 0):,.0f} "
+                  f"({r.get('base_mb', 0):,.0f}) | {r.get('seconds', 0):.1f} | {r['outcome'][:100]} |")
+
+    frames = 2000 if quick else 10_000
+    tif = write_tiff(work / "hostile" / "frames.tif", [(64, 64)] * frames)
+    print(f"\n## a {frames:,}-frame TIFF (64² px frames, {tif.stat().st_size / 1e6:.1f} MB): render_page on pages in order\n")
+    print("| tree | frames counted in s | pages rendered | s | ms per page |")
+    print("|---|---:|---:|---:|---:|")
+    for label, src in trees:
+        if label == "before":  # quadratic: time the last 20 pages only
+            pages = list(range(frames - 19, frames + 1))
+        else:
+            pages = list(range(1, frames + 1))
+        r = _probe(src, FRAMES_PROBE, str(tif), ",".join(map(str, pages)))
+        if "render_s" not in r:
+            print(f"| {label} | | | | {r.get('outcome')} |")
+            bad = True
+            continue
+        print(f"| {label} | {r['count_s']:.1f} | {'all ' if len(pages) == frames else 'last '}{len(pages):,} | "
+              f"{r['render_s']:.1f} | {1000 * r['render_s'] / len(pages):.1f} |")
+        print(f"RESULT frames {label}: {1000 * r['render_s'] / len(pages):.1f} ms/page over "
+              f"{len(pages)} pages of {frames}")
+    return bad
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true")
@@ -283,6 +441,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--huge-png", type=int, default=20_000)
     ap.add_argument("--no-rapidocr", action="store_true", help="skip the huge pages with rapidocr")
     ap.add_argument("--workdir", type=Path)
+    ap.add_argument("--hostile-only", action="store_true", help="only the hostile files section")
+    ap.add_argument("--before", type=Path, help="another tree's src/ to decode the hostile files with too")
     args = ap.parse_args(argv)
     if args.quick:
         args.big_pages, args.huge_png = 500, 12_000
@@ -296,6 +456,8 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
     bad = False
     try:
+        if args.hostile_only:
+            return 1 if hostile_section(work, args.quick, args.before) else 0
         t0 = time.monotonic()
         corpus = work / "corpus"
         cases = make_corpus(corpus, args.huge_png)
@@ -371,6 +533,7 @@ def main(argv: list[str] | None = None) -> int:
               f"({sp}-page {sp / sr['wall_s']:.0f} pages/s); marginal {marginal:.0f} pages/s "
               f"(extra pages / extra seconds)")
         bad |= bok != bp or sok != sp or br["rc"] != 0 or sr["rc"] != 0
+        bad |= hostile_section(work, args.quick, args.before)
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)

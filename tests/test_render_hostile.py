@@ -21,8 +21,9 @@ from vlmocr import render
 from vlmocr.exceptions import BadInput
 from vlmocr.render import Sizing, count_pages, render_page
 
-from conftest import read_records, run_cli
+from support.cli import run_cli
 from support.hostile import write_pdf, write_png, write_tiff
+from support.records import read_records
 
 SRC = Path(render.__file__).resolve().parents[1]  # the code under test, for child processes too
 
@@ -105,18 +106,21 @@ def test_a_tiff_of_thousands_of_frames_is_read_in_linear_time(tmp_path, monkeypa
 
 
 def _peak_rss_mb(script: str) -> dict[str, float]:
-    """Run `script` in a fresh interpreter; it prints 'base' and 'peak' ru_maxrss in MB."""
+    """Run `script` in a fresh interpreter; it prints 'base' and 'peak' resident memory in MB."""
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
                          timeout=300, env={**os.environ, "PYTHONPATH": str(SRC)})
     assert out.returncode == 0, out.stderr
     return {k: float(v) for k, v in (line.split() for line in out.stdout.splitlines())}
 
 
+# VmHWM, not ru_maxrss: a child's ru_maxrss starts at its parent's peak (Linux keeps it over
+# fork and exec), so after a few tests in this process it would hide the child's own peak.
 PROBE = """
-    import resource
     from pathlib import Path
     from vlmocr.render import Sizing, render_page
-    mb = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    def mb():
+        status = open("/proc/self/status").read()
+        return int(status.split("VmHWM:")[1].split()[0]) / 1024
     print("base", mb())
     r = render_page(Path({path!r}), 1, Sizing())
     assert r.image.size == {size!r} and r.flags == ["downscaled"], (r.image.size, r.flags)
