@@ -22,12 +22,13 @@ from vlmocr.text.clean import (
     is_page_number,
     load_rules,
     parse_rules,
-    strip_grounding,
 )
 from conftest import cli_in_process as cli
 from vlmocr.exceptions import UsageError
 from vlmocr.record import PageRecord
 from vlmocr.store import RecordWriter
+from vlmocr.profiles import load_profile
+from vlmocr.text.postprocess import postprocess, strip_grounding
 from vlmocr.text.textquality import lexicon
 
 
@@ -158,6 +159,18 @@ def test_grounding_tags_fences_nfc_loops():
     out, n = collapse_repetition(looped)
     assert n == 1 and out.count("| 1 | 2 | 3 |") == 1 and out.startswith("Intro line.")
     assert clean_text(looped) == out.strip()
+
+
+def test_cleaning_strips_grounding_as_reading_the_answer_does(monkeypatch):
+    monkeypatch.delenv("VLMOCR_PROFILE_PATH", raising=False)
+    # One parser: a grounded answer left in a record cleans to the text post-processing gives.
+    raw = ("Preamble\n<|ref|>title<|/ref|><|det|>[[1, 2, 3, 4]]<|/det|>\n# Heading\n"
+           "<|ref|>Signed<|/ref|><|det|>[[5, 6, 7, 8]]<|/det|>\n"
+           "<|det|>text [[9, 10, 11, 12]]<|/det|>Body\n<|ref|>note<|/ref|> aside <|ref|>image<|/ref|>")
+    read, _, _ = postprocess(load_profile("deepseek-ocr"), raw)
+    assert read == "Preamble\n\n# Heading\n\nSigned\n\nBody\nnote aside"
+    assert strip_grounding(raw) == read
+    assert clean_text(raw) == read
 
 
 def test_optional_quotes_dashes_paragraphs():

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from vlmocr.text.postprocess import postprocess, split_pages, strip_fences
+from vlmocr.figures import FIGURE_TYPES
 from vlmocr.profiles import Profile, load_profile
+from vlmocr.text.postprocess import LAYOUT_LABELS, postprocess, split_pages, strip_fences
 
 EOS = "<｜end▁of▁sentence｜>"
 
@@ -63,6 +64,27 @@ def test_a_lone_ref_does_not_swallow_the_next_tag() -> None:
     text, blocks, _ = postprocess(load_profile("deepseek-ocr"), raw)
     assert blocks == [{"type": "text", "bbox": [1, 2, 3, 4], "text": "Body"}]
     assert text == "note loose words\n\nBody"
+
+
+def test_a_single_word_in_ref_is_page_text_not_a_label() -> None:
+    # Word-level grounding puts the words read in <|ref|>: one word there is text, not a label.
+    raw = (
+        "<|ref|>CHATEAU<|/ref|><|det|>[[12, 34, 56, 78]]<|/det|>\n"
+        "<|ref|>Tamagne<|/ref|><|det|>[[60, 34, 99, 78]]<|/det|>\n"
+        "<|ref|>title<|/ref|><|det|>[[1, 2, 3, 4]]<|/det|>\n# Heading"
+    )
+    text, blocks, _ = postprocess(load_profile("deepseek-ocr"), raw)
+    assert text == "CHATEAU\n\nTamagne\n\n# Heading"
+    assert [(b["type"], b["text"]) for b in blocks] == [("text", "CHATEAU"), ("text", "Tamagne"), ("title", "# Heading")]
+
+
+def test_figure_kinds_are_layout_labels() -> None:
+    # figures.find crops blocks of these types: their label must never be read as page text.
+    assert FIGURE_TYPES <= LAYOUT_LABELS
+    raw = "<|ref|>chart<|/ref|><|det|>[[1, 2, 3, 4]]<|/det|>\n\n<|ref|>Picture<|/ref|><|det|>[[5, 6, 7, 8]]<|/det|>\nCaption"
+    text, blocks, _ = postprocess(load_profile("deepseek-ocr"), raw)
+    assert text == "Caption"
+    assert [b["type"] for b in blocks] == ["chart", "Picture"]
 
 
 def test_strip_without_keeping_blocks() -> None:

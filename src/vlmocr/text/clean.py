@@ -14,7 +14,8 @@ Rules run in this order, each switchable in a TOML file (``clean_rules/default.t
 the defaults, `vlmocr clean --show-rules` prints them):
 
 1. per page: strip grounding tags (``<|ref|>…<|/ref|>``, ``<|det|>…<|/det|>``, ``<loc_N>``,
-   special tokens) and a Markdown fence around the whole answer; Unicode NFC; collapse residual
+   special tokens; `postprocess.strip_grounding`, the parser that reads a model's answer) and a
+   Markdown fence around the whole answer; Unicode NFC; collapse residual
    repetition (`quality.detect_loop` / `trim_loop`);
 2. per document: remove running headers, footers and page numbers — short lines at the top or
    bottom of a page that recur (digits and roman numerals folded) at the same end of
@@ -55,7 +56,7 @@ from rapidfuzz import fuzz
 
 from ..exceptions import UsageError
 from ..assemble import assemble_markdown
-from .postprocess import strip_fences
+from .postprocess import strip_fences, strip_grounding
 from .quality import detect_loop, trim_loop
 from ..store import PAGES_FILE, final_records, write_json_atomic, write_text_atomic
 from .textquality import Lexicon, guess_language, lexicon, page_language
@@ -145,26 +146,6 @@ def load_rules(path: Path | str | None = None) -> CleanRules:
 
 
 # --- page rules ----------------------------------------------------------------------------
-
-_DET = re.compile(r"<\|det\|>.*?<\|/det\|>", re.DOTALL)
-_REF = re.compile(r"<\|ref\|>(.*?)<\|/ref\|>", re.DOTALL)
-_SPECIAL = re.compile(r"<\|/?[A-Za-z_][\w.-]{0,40}\|>")
-_LOC = re.compile(r"<loc_\d+>")
-# Layout labels that grounding models put in <|ref|>; any other <|ref|> content is page text.
-_LAYOUT_LABELS = frozenset(
-    "text title sub_title subtitle image image_caption figure figure_caption caption table table_caption "
-    "table_footnote footnote equation formula header footer page_header page_footer page_number list "
-    "list_item section_header paragraph code abstract reference author date signature stamp".split()
-)
-
-
-def strip_grounding(text: str) -> str:
-    if "<|" not in text and "<loc_" not in text:
-        return text
-    text = _DET.sub("", text)
-    text = _REF.sub(lambda m: "" if m.group(1).strip().lower() in _LAYOUT_LABELS else m.group(1), text)
-    text = _SPECIAL.sub("", text)
-    return _LOC.sub("", text)
 
 
 def collapse_repetition(text: str) -> tuple[str, int]:

@@ -131,16 +131,31 @@ def parse_front_matter(text: str) -> tuple[str, dict[str, Any] | None]:
     return text[match.end() :], fields
 
 
-# --- grounding tags (DeepSeek-OCR, Unlimited-OCR) ---------------------------------------
+# --- grounding tags (DeepSeek-OCR, Unlimited-OCR): the one parser, for post-processing and cleaning
 
 # <|ref|>LABEL<|/ref|><|det|>[[x1, y1, x2, y2]]<|/det|>  (DeepSeek-OCR)
 # <|det|>LABEL [[x1, y1, x2, y2], …]<|/det|> or <|det|>LABEL [x1, y1, x2, y2]<|/det|>  (Unlimited-OCR)
 # The captures may not contain "<|", so a lone <|ref|>…<|/ref|> cannot swallow the next tag.
 _NO_TAG = r"(?:(?!<\|).)*?"
 _TAG = re.compile(rf"(?:<\|ref\|>(?P<ref>{_NO_TAG})<\|/ref\|>\s*)?<\|det\|>(?P<det>{_NO_TAG})<\|/det\|>", re.DOTALL)
+_REF = re.compile(rf"<\|ref\|>(?P<ref>{_NO_TAG})<\|/ref\|>", re.DOTALL)
 _LONE_REF = re.compile(r"<\|/?ref\|>")
-_LABEL = re.compile(r"^[A-Za-z][\w-]{0,31}$")
+_SPECIAL = re.compile(r"<\|/?[A-Za-z_][\w.-]{0,40}\|>")
+_LOC = re.compile(r"<loc_\d+>")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+# The layout labels grounding models put in <|ref|>, the figure kinds `figures.find` crops
+# among them. Anything else there is page text: word-level grounding puts the words themselves
+# in <|ref|>, and a single word ("CHATEAU", "Hello") taken for a label would be lost.
+LAYOUT_LABELS = frozenset(
+    "text title sub_title subtitle image image_caption figure figure_caption caption table table_caption "
+    "table_footnote footnote equation formula header footer page_header page_footer page_number list "
+    "list_item section_header paragraph code abstract reference author date signature stamp chart picture".split()
+)
+
+
+def is_layout_label(ref: str) -> bool:
+    return ref.strip().lower() in LAYOUT_LABELS
 
 
 def _bbox(numbers: list[float]) -> list[float] | None:
@@ -152,27 +167,45 @@ def _bbox(numbers: list[float]) -> list[float] | None:
     return [int(v) if float(v).is_integer() else v for v in box]
 
 
-def _parse_tags(text: str) -> tuple[str, list[Block]] | None:
+def _unref(text: str) -> str:
+    """Text outside the tags: a <|ref|> without its <|det|> keeps its words unless they are a label."""
+    text = _REF.sub(lambda m: "" if is_layout_label(m.group("ref")) else m.group("ref"), text)
+    return _LONE_REF.sub("", text)
+
+
+def parse_tags(text: str) -> tuple[str, list[Block]] | None:
+    """(the text without tags, one block per <|det|> tag) for grounded output; None without tags.
+
+    Each block's text runs to the next tag; the texts are joined by blank lines."""
     matches = list(_TAG.finditer(text))
     if not matches:
         return None
-    pieces = [_LONE_REF.sub("", text[: matches[0].start()]).strip()]
+    pieces = [_unref(text[: matches[0].start()]).strip()]
     blocks: list[Block] = []
     for i, match in enumerate(matches):
         end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
-        body = _LONE_REF.sub("", text[match.end() : end]).strip()
+        body = _unref(text[match.end() : end]).strip()
         det = match.group("det").strip()
         bracket = det.find("[")
         det_label = (det[:bracket] if bracket >= 0 else det).strip()
         coords = [float(n) for n in _NUMBER.findall(det[bracket:])] if bracket >= 0 else []
         ref = (match.group("ref") or "").strip()
         label = ref or det_label or "text"
-        if ref and not _LABEL.match(ref):
-            # Word-level grounding puts the text itself in <|ref|>, not a layout label.
+        if ref and not is_layout_label(ref):
             label, body = "text", "\n".join(p for p in (ref, body) if p)
         blocks.append({"type": label, "bbox": _bbox(coords), "text": body})
         pieces.append(body)
     return "\n\n".join(p for p in pieces if p), blocks
+
+
+def strip_grounding(text: str) -> str:
+    """Grounded output as page text, the way `postprocess` makes it (`parse_tags`), with the marks
+    the tags leave aside gone too: other special tokens (<|grounding|>) and DocTags locations."""
+    if "<|" not in text and "<loc_" not in text:
+        return text
+    parsed = parse_tags(text)
+    text = parsed[0] if parsed is not None else _unref(text)
+    return _LOC.sub("", _SPECIAL.sub("", text))
 
 
 # --- dots.ocr JSON layout -----------------------------------------------------------------
@@ -331,10 +364,11 @@ def _parse_chandra_html(text: str) -> tuple[str, list[Block]] | None:
 
 
 _LAYOUT_PARSERS: dict[str, Callable[[str], tuple[str, list[Block]] | None]] = {
-    "tags": _parse_tags,
+    "tags": parse_tags,
     "dots-json": _parse_dots_json,
     "doctags": _parse_doctags,
     "chandra-html": _parse_chandra_html,
 }
 
-__all__ = ["parse_front_matter", "postprocess", "split_pages", "strip_fences"]
+__all__ = ["LAYOUT_LABELS", "is_layout_label", "parse_front_matter", "parse_tags", "postprocess", "split_pages",
+           "strip_fences", "strip_grounding"]
