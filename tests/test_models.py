@@ -470,7 +470,7 @@ def test_check_model_dir_accepts_the_right_revision_and_refuses_others(hub, tmp_
         models.check_model_dir(tmp_path / "nowhere", SHA_MAIN)
 
     # `vlmocr serve` refuses a local model directory of another commit before starting anything.
-    from vlmocr.cluster.serve import plan_server
+    from vlmocr.cluster.serve.plan import plan_server
 
     with pytest.raises(UsageError, match=SHA_OLD):
         plan_server("qwen3-vl", model_path=dest, revision=SHA_OLD, workdir=tmp_path / "w")

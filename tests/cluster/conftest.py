@@ -231,7 +231,7 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Slurm]:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # Tests that use the `slurm` fixture need the daemons: mark them even if a module forgets.
-    # (test_serve.py and the script-generation tests run without SLURM.)
+    # (serve/ and the script-generation tests run without SLURM.)
     for item in items:
         if _HERE in Path(item.path).resolve().parents and "slurm" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.slurm)

@@ -328,7 +328,7 @@ def grid_command(
             c = cell.evaluation.corpus
             console.print(f"grid: cell {i}/{n} {name}: CER {_pct(c.cer)} % [{_ci(c.cer_ci)}], {c.missing} missing")
 
-    from ..cluster.serve import serve_for_run
+    from ..cluster.serve.running import serve_for_run
     from ..config import RunConfig
 
     # --serve: one server for every cell (a prompt × dpi grid loads the model once); each cell's

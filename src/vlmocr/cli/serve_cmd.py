@@ -10,7 +10,10 @@ from typing import List, Optional
 
 import typer
 
-from ..cluster import serve as serving
+from ..cluster.serve.hfjobs import HF_JOBS_FLAVOR, HF_JOBS_PORT, HF_JOBS_TIMEOUT, hf_jobs_command
+from ..cluster.serve.plan import DEFAULT_HOST, SERVERS, plan_server
+from ..cluster.serve.process import DEFAULT_HEALTH_TIMEOUT
+from ..cluster.serve.running import running_server
 from ..exceptions import UsageError
 from ..progress import console
 from . import app
@@ -25,28 +28,28 @@ def serve_command(
                                              "(default: the profile's model)."),
     revision: Optional[str] = typer.Option(None, help="Pinned model revision (default: the profile's)."),
     port: Optional[int] = typer.Option(None, help="Port (default: a free one from the OS)."),
-    host: str = typer.Option(serving.DEFAULT_HOST, help="Address to listen on."),
+    host: str = typer.Option(DEFAULT_HOST, help="Address to listen on."),
     print_only: bool = typer.Option(False, "--print", help="Print the environment and command; run nothing."),
     target: str = typer.Option("local", help="local|hf-jobs (hf-jobs prints an `hf jobs run` command)."),
-    flavor: str = typer.Option(serving.HF_JOBS_FLAVOR, help="hf-jobs: hardware flavor (xN suffix = N GPUs)."),
-    timeout: str = typer.Option(serving.HF_JOBS_TIMEOUT, help="hf-jobs: maximum job duration, e.g. 2h."),
+    flavor: str = typer.Option(HF_JOBS_FLAVOR, help="hf-jobs: hardware flavor (xN suffix = N GPUs)."),
+    timeout: str = typer.Option(HF_JOBS_TIMEOUT, help="hf-jobs: maximum job duration, e.g. 2h."),
     image: Optional[str] = typer.Option(None, help="hf-jobs: container image (default per server)."),
     no_p2p: bool = typer.Option(False, "--no-p2p", help="GPUs without working peer-to-peer: "
                                 "NCCL_P2P_DISABLE=1 and --disable-custom-all-reduce."),
-    health_timeout: float = typer.Option(serving.DEFAULT_HEALTH_TIMEOUT, help="Seconds to wait for /health."),
+    health_timeout: float = typer.Option(DEFAULT_HEALTH_TIMEOUT, help="Seconds to wait for /health."),
     log: Optional[Path] = typer.Option(None, help="Server log file (default: in its $TMPDIR work directory)."),
     served_model_name: Optional[str] = typer.Option(None, help="Name clients use (default: the profile's repo id)."),
     json_out: bool = typer.Option(False, "--json", help="Print the server's details as JSON on stdout."),
 ) -> int:
     """Start vLLM or SGLang for a profile, wait until healthy, serve until SIGINT/SIGTERM."""
-    if server not in serving.SERVERS:
-        raise UsageError(f"--server {server!r}: use one of {', '.join(serving.SERVERS)}")
+    if server not in SERVERS:
+        raise UsageError(f"--server {server!r}: use one of {', '.join(SERVERS)}")
     extra_args = list(extra or [])
     if target == "hf-jobs":
-        cmd = serving.hf_jobs_command(profile, server, model_path, revision, extra_args, port=port, flavor=flavor,
-                                      timeout=timeout, image=image, no_p2p=no_p2p, served_name=served_model_name)
+        cmd = hf_jobs_command(profile, server, model_path, revision, extra_args, port=port, flavor=flavor,
+                              timeout=timeout, image=image, no_p2p=no_p2p, served_name=served_model_name)
         print(shlex.join(cmd), flush=True)
-        the_port = port or serving.HF_JOBS_PORT
+        the_port = port or HF_JOBS_PORT
         console.print(f"Then: vlmocr run … --endpoint https://JOB_ID--{the_port}.hf.jobs/v1 with your HF token "
                       "as the API key (VLMOCR_API_KEY).", markup=False)
         return 0
@@ -54,8 +57,8 @@ def serve_command(
         raise UsageError(f"--target {target!r}: use local or hf-jobs")
 
     if print_only:
-        plan = serving.plan_server(profile, server, model_path, revision, extra_args, host=host, port=port,
-                                   no_p2p=no_p2p, served_name=served_model_name, log=log)
+        plan = plan_server(profile, server, model_path, revision, extra_args, host=host, port=port,
+                           no_p2p=no_p2p, served_name=served_model_name, log=log)
         for warning in plan.warnings:
             console.print(f"warning: {warning}", markup=False)
         print(plan.shell_script(), end="", flush=True)
@@ -63,8 +66,8 @@ def serve_command(
 
     ready = False
     try:
-        with serving.running_server(profile, server, model_path, revision, extra_args, health_timeout, host=host,
-                                    port=port, no_p2p=no_p2p, served_name=served_model_name, log=log) as info:
+        with running_server(profile, server, model_path, revision, extra_args, health_timeout, host=host,
+                            port=port, no_p2p=no_p2p, served_name=served_model_name, log=log) as info:
             ready = True
             details = {"url": info.url, "model": info.model_name, "pid": info.pid, "log": str(info.log),
                        "server": info.server, "tensor_parallel": info.tensor_parallel, "versions": info.versions}

@@ -15,7 +15,10 @@ from typing import Any, List, Optional
 
 import typer
 
-from ..cluster import slurm as sl
+from ..cluster.slurm.layout import SHARDS, SLURM_DIR
+from ..cluster.slurm.script import DEFAULT_SIGNAL_LEAD, SlurmOptions, default_stop_grace
+from ..cluster.slurm.status import format_status, status
+from ..cluster.slurm.submit import compress_ranges, submit, submit_grid
 from ..exceptions import ExitCode, UsageError
 from ..progress import console
 from . import app
@@ -78,17 +81,17 @@ def split_run_args(tokens: List[str]) -> tuple[list[str], list[str]]:
 
 
 def _options(partition, gpus_per_task, cpus_per_task, time_limit, mem, account, qos, constraint, mail_user,
-             mail_type, signal_lead, max_running, sbatch_arg) -> sl.SlurmOptions:
-    return sl.SlurmOptions(partition=partition, gpus_per_task=gpus_per_task, cpus_per_task=cpus_per_task,
-                           time=time_limit, mem=mem, account=account, qos=qos, constraint=constraint,
-                           mail_user=mail_user, mail_type=mail_type, signal_lead=signal_lead,
-                           max_running=max_running, extra=list(sbatch_arg or []))
+             mail_type, signal_lead, max_running, sbatch_arg) -> SlurmOptions:
+    return SlurmOptions(partition=partition, gpus_per_task=gpus_per_task, cpus_per_task=cpus_per_task,
+                        time=time_limit, mem=mem, account=account, qos=qos, constraint=constraint,
+                        mail_user=mail_user, mail_type=mail_type, signal_lead=signal_lead,
+                        max_running=max_running, extra=list(sbatch_arg or []))
 
 
 def _with_stop_grace(run_args: list[str], signal_lead: int) -> list[str]:
     if "--stop-grace" in run_args:
         return run_args
-    return [*run_args, "--stop-grace", f"{sl.default_stop_grace(signal_lead):g}"]
+    return [*run_args, "--stop-grace", f"{default_stop_grace(signal_lead):g}"]
 
 
 @slurm_app.command("grid", context_settings=PASS_THROUGH)
@@ -105,7 +108,7 @@ def grid_command(
     constraint: Optional[str] = typer.Option(None, help="SLURM node constraint."),
     mail_user: Optional[str] = typer.Option(None, help="Mail this address when the job ends or fails."),
     mail_type: str = typer.Option("END,FAIL", help="SLURM --mail-type."),
-    signal_lead: int = typer.Option(sl.DEFAULT_SIGNAL_LEAD, help="Seconds before the limit the batch shell gets SIGTERM."),
+    signal_lead: int = typer.Option(DEFAULT_SIGNAL_LEAD, help="Seconds before the limit the batch shell gets SIGTERM."),
     sbatch_arg: Optional[List[str]] = typer.Option(None, help="Another #SBATCH option (repeatable)."),
     python: Optional[str] = typer.Option(None, help="Python that runs vlmocr on the node (default: this one)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Write the script; do not submit."),
@@ -119,7 +122,7 @@ def grid_command(
     """
     options = _options(partition, gpus_per_task, cpus_per_task, time_limit, mem, account, qos, constraint,
                        mail_user, mail_type, signal_lead, None, sbatch_arg)
-    result = sl.submit_grid(out, [a for a in ctx.args if a != "--"], options=options, dry_run=dry_run, python=python)
+    result = submit_grid(out, [a for a in ctx.args if a != "--"], options=options, dry_run=dry_run, python=python)
     if json_out:
         print(json.dumps(result))
     else:
@@ -143,7 +146,7 @@ def submit_command(
     constraint: Optional[str] = typer.Option(None, help="SLURM node constraint."),
     mail_user: Optional[str] = typer.Option(None, help="Mail this address when tasks end or fail."),
     mail_type: str = typer.Option("END,FAIL", help="SLURM --mail-type."),
-    signal_lead: int = typer.Option(sl.DEFAULT_SIGNAL_LEAD, help="Seconds before the limit the batch shell gets SIGTERM."),
+    signal_lead: int = typer.Option(DEFAULT_SIGNAL_LEAD, help="Seconds before the limit the batch shell gets SIGTERM."),
     max_running: Optional[int] = typer.Option(None, help="At most this many array tasks at once (--array=1-N%M)."),
     sbatch_arg: Optional[List[str]] = typer.Option(None, help="Another #SBATCH option, e.g. --exclusive (repeatable)."),
     hold: bool = typer.Option(False, "--hold", help="Submit held: start with `scontrol release JOB`."),
@@ -166,9 +169,9 @@ def submit_command(
     options = _options(partition, gpus_per_task, cpus_per_task, time_limit, mem, account, qos, constraint,
                        mail_user, mail_type, signal_lead, max_running, sbatch_arg)
     run_args = _with_stop_grace(run_args, signal_lead)
-    sub = sl.submit(out, paths=paths, manifest=manifest, shards=shards, run_args=run_args, options=options,
-                    hold=hold, dependency=dependency, dry_run=dry_run, all_shards=all_shards, python=python,
-                    argv=sys.argv[1:], warn=_warn)
+    sub = submit(out, paths=paths, manifest=manifest, shards=shards, run_args=run_args, options=options,
+                 hold=hold, dependency=dependency, dry_run=dry_run, all_shards=all_shards, python=python,
+                 argv=sys.argv[1:], warn=_warn)
     run_dir = Path(out).resolve()
     result: dict[str, Any] = {"run_dir": str(run_dir), "script": str(sub.script), "job_id": sub.job_id,
                               "array": sub.array, "skipped_shards": sub.skipped_shards, "held": hold,
@@ -178,10 +181,10 @@ def submit_command(
         print(json.dumps(result), flush=True)
         return ExitCode.ok
     if sub.skipped_shards and sub.job_id:
-        _warn(f"shard(s) {sl._compress(sub.skipped_shards)} already complete under this command: not resubmitted")
+        _warn(f"shard(s) {compress_ranges(sub.skipped_shards)} already complete under this command: not resubmitted")
     if sub.job_id:
         print(f"Submitted bulk job {sub.job_id} (array {sub.array}{', held' if hold else ''}): "
-              f"shards -> {run_dir / sl.SHARDS}/K, logs {run_dir / sl.SLURM_DIR / 'logs'}/{sub.job_id}_K.out", flush=True)
+              f"shards -> {run_dir / SHARDS}/K, logs {run_dir / SLURM_DIR / 'logs'}/{sub.job_id}_K.out", flush=True)
     else:
         print(f"{sub.note}. Script: {sub.script}", flush=True)
         if dry_run:
@@ -213,7 +216,7 @@ def gate_command(
     constraint: Optional[str] = typer.Option(None, help="SLURM node constraint."),
     mail_user: Optional[str] = typer.Option(None, help="Mail this address when jobs end or fail."),
     mail_type: str = typer.Option("END,FAIL", help="SLURM --mail-type."),
-    signal_lead: int = typer.Option(sl.DEFAULT_SIGNAL_LEAD, help="Seconds before the limit the batch shell gets SIGTERM."),
+    signal_lead: int = typer.Option(DEFAULT_SIGNAL_LEAD, help="Seconds before the limit the batch shell gets SIGTERM."),
     max_running: Optional[int] = typer.Option(None, help="At most this many bulk tasks at once."),
     sbatch_arg: Optional[List[str]] = typer.Option(None, help="Another #SBATCH option (repeatable)."),
     python: Optional[str] = typer.Option(None, help="Python that runs vlmocr on the nodes (default: this one)."),
@@ -281,11 +284,11 @@ def status_command(
     json_out: bool = typer.Option(False, "--json", help="Machine-readable status on stdout."),
 ) -> int:
     """Jobs (squeue; sacct or sacct -c) and per shard: pages final / total, review, failed."""
-    st = sl.status(run)
+    st = status(run)
     if json_out:
         print(json.dumps(st), flush=True)
     else:
-        print(sl.format_status(st), flush=True)
+        print(format_status(st), flush=True)
     return ExitCode.ok
 
 

@@ -19,27 +19,18 @@ from typing import Any, Sequence
 
 from ..evaluation import TruthPage, check_gate, load_truth, match_truth, parse_gate, score
 from ..exceptions import ExitCode, UsageError, VlmocrError
-from .slurm import (
-    EXIT_MEANINGS,
-    GATE_FILE,
-    GATE_RUN,
-    SLURM_DIR,
-    SlurmOptions,
+from .slurm.jobs import (
     active_tasks,
     check_not_active,
-    now_iso,
-    prepare_job,
-    read_json,
-    read_originals,
     record_event,
     record_job,
     sbatch,
     scancel,
     scontrol_release,
-    submit,
-    task_file,
-    write_json,
 )
+from .slurm.layout import GATE_FILE, GATE_RUN, SLURM_DIR, now_iso, read_json, task_file, write_json
+from .slurm.script import EXIT_MEANINGS, SlurmOptions
+from .slurm.submit import prepare_job, read_originals, submit
 
 
 def gate_docs(run_dir: Path) -> list[dict[str, str]]:

@@ -1,16 +1,16 @@
-"""`vlmocr slurm submit` and `status`: script generation (no SLURM needed) and real array jobs
-against the single-node SLURM of scripts/slurm-up.sh, reading coded PDFs from a test OpenAI
-server on 127.0.0.1 (the jobs run on this machine, so they reach it).
+"""`vlmocr slurm submit` and `vlmocr slurm grid`: run options checked by the run parser, jobs.json,
+complete shards skipped, and real array jobs against the single-node SLURM of scripts/slurm-up.sh,
+reading coded PDFs from a test OpenAI server on 127.0.0.1 (the jobs run on this machine, so they
+reach it).
 
-Every test in tests/cluster carries the ``slurm`` marker (conftest); those without the ``slurm``
-fixture run without a cluster."""
+Every test in tests/cluster carries the ``slurm`` marker when it uses the ``slurm`` fixture
+(conftest); the others run without a cluster."""
 
 from __future__ import annotations
 
 import json
 import os
-import signal
-import stat
+import shlex
 import subprocess
 import sys
 import time
@@ -18,71 +18,18 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from support.cli import run_cli
 from support.openai_server import ServerConfig, serve_in_process
-from support.pagecode import expected_text, make_coded_pdf
+from support.pagecode import expected_text, make_coded_pdf, make_coded_png
 
-from vlmocr.cluster import slurm as sl
+from vlmocr.cluster.slurm.jobs import sacct_states
+from vlmocr.cluster.slurm.submit import shard_argv
 from vlmocr.exceptions import UsageError
 from vlmocr.sources import derive_doc_id, shard_of
 
+from .helpers import FAKE, HOSTILE, REPO, cli, coded_corpus, no_injection, records, submit_json, write_exe
+
 pytestmark = pytest.mark.timeout(300)
-
-REPO = Path(__file__).resolve().parents[2]
-HOSTILE = [
-    "two  spaces here.pdf",
-    "it's \"quoted\".pdf",
-    "$(touch PWNED_dollar).pdf",
-    "`touch PWNED_backtick`.pdf",
-    "new\nline.pdf",
-    "comma,semi;colon.pdf",
-    "ümlaut ñ.PDF",
-]
-
-
-def cli(*args: str, cwd: Path, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "vlmocr", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=timeout, env={**os.environ, "VLMOCR_API_KEY": "", "OPENAI_API_KEY": "", **(env or {})})
-
-
-def submit_json(*args: str, cwd: Path) -> dict:
-    res = cli("slurm", "submit", *args, "--json", cwd=cwd)
-    assert res.returncode == 0, res.stderr
-    return json.loads(res.stdout.strip().splitlines()[-1])
-
-
-def records(run: Path) -> list[dict]:
-    path = run / "pages.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]  # every line parses
-
-
-def coded_corpus(folder: Path, docs: int, pages: int, first_code: int = 1) -> dict[str, dict[int, str]]:
-    """`docs` scanned-looking PDFs of `pages` coded pages; returns {doc_id: {page: text}}."""
-    folder.mkdir(parents=True, exist_ok=True)
-    truth: dict[str, dict[int, str]] = {}
-    code = first_code
-    for d in range(docs):
-        codes = list(range(code, code + pages))
-        code += pages
-        make_coded_pdf(folder / f"doc{d}.pdf", codes)
-        truth[f"doc{d}"] = {p: expected_text(c) for p, c in enumerate(codes, 1)}
-    return truth
-
-
-def write_exe(path: Path, text: str) -> Path:
-    path.write_text(text)
-    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-    return path
-
-
-def no_injection(*roots: Path) -> None:
-    for root in roots:
-        hits = [p for p in root.rglob("PWNED*") if "staged" not in p.parts] if root.exists() else []
-        # Staged symlinks and assembled docs legitimately *name* the hostile files; an executed
-        # injection would create a plain file called PWNED_dollar / PWNED_backtick somewhere.
-        created = [p for p in hits if p.name in ("PWNED_dollar", "PWNED_backtick", "PWNED_lang", "PWNED_run")]
-        assert not created, f"command injection: {created}"
 
 
 # ================================================================== without SLURM
@@ -107,169 +54,6 @@ def test_run_options_pass_through_validated_by_the_run_parser(tmp_path, monkeypa
         split_run_args(["--no-such-option"])
     with pytest.raises(UsageError):
         split_run_args(["--dpi", "many"])
-
-
-def test_dry_run_writes_safe_scripts_and_submits_nothing(tmp_path):
-    inputs = tmp_path / "in"
-    inputs.mkdir()
-    for i, name in enumerate(HOSTILE):
-        make_coded_pdf(inputs / name, [500 + i])
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    called = tmp_path / "sbatch-called"
-    write_exe(bin_dir / "sbatch", f"#!/bin/sh\ntouch {called}\necho 1\n")
-    run = tmp_path / "run $(touch PWNED_run) 'q'"
-    res = cli("slurm", "submit", str(inputs), "--out", str(run), "--shards", "3", "--partition", "gpu",
-              "--gpus-per-task", "1", "--cpus-per-task", "4", "--time", "4:00:00", "--mem", "32G",
-              "--mail-user", "me@example.org", "--max-running", "2", "--dry-run",
-              "--", "--profile", "generic", "--endpoint", "http://127.0.0.1:9/v1", "--lang", "$(touch PWNED_lang)",
-              cwd=tmp_path, env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})
-    assert res.returncode == 0, res.stderr
-    assert "dry run" in res.stdout and not called.exists()
-    assert not (run / "slurm" / "jobs.json").exists()
-    script = (run / "slurm" / "bulk.sbatch").read_text()
-    directives = [line for line in script.splitlines() if line.startswith("#SBATCH")]
-    assert directives == [
-        "#SBATCH --job-name=vlmocr-bulk-run_touch_PWNED_run_q",
-        "#SBATCH --array=1-3%2",
-        "#SBATCH --output=logs/%A_%a.out",
-        "#SBATCH --open-mode=append",
-        "#SBATCH --partition=gpu",
-        "#SBATCH --gpus-per-task=1",
-        "#SBATCH --cpus-per-task=4",
-        "#SBATCH --time=4:00:00",
-        "#SBATCH --mem=32G",
-        "#SBATCH --mail-user=me@example.org",
-        "#SBATCH --mail-type=END,FAIL",
-        "#SBATCH --signal=B:TERM@120",
-    ]
-    assert '--shard "$K/$N"' in script and 'N=3' in script
-    assert '"$PYTHON" -m vlmocr run --manifest "$MANIFEST" --out "$OUT"' in script
-    assert "--lang '$(touch PWNED_lang)'" in script and "--stop-grace 60" in script
-    assert "HF_HUB_OFFLINE=1" in script and 'VLLM_CACHE_ROOT="$JOB_TMP/vllm"' in script
-    assert "trap on_term TERM" in script and '& \npid=$!' not in script and "wait \"$pid\"" in script
-    # No document name reaches the script: only the staged manifest does.
-    for name in HOSTILE:
-        assert Path(name).stem not in script
-    subprocess.run(["bash", "-n", str(run / "slurm" / "bulk.sbatch")], check=True)
-    # Staged: ASCII symlinks to the originals, doc ids exactly as `vlmocr run` derives them.
-    originals = sl.read_originals(run)
-    assert sorted(r["original"] for r in originals) == sorted(str(inputs / n) for n in HOSTILE)
-    for r in originals:
-        assert r["staged"].isascii() and r["staged"][:4].isdigit()
-        assert os.readlink(run / "staged" / r["staged"]) == r["original"]
-        assert r["doc_id"] == derive_doc_id(Path(r["original"]).name)
-    staged = [d.doc_id for d in sl.staged_documents(run, "bulk")]
-    assert sorted(staged) == sorted(derive_doc_id(n) for n in HOSTILE)
-    no_injection(tmp_path, REPO)
-
-
-def test_unsafe_sbatch_values_are_refused(tmp_path):
-    for bad in ("a b", "gpu\n#SBATCH --uid=0", "$(id)", "x'y"):
-        with pytest.raises(UsageError):
-            sl.SlurmOptions(partition=bad).directives()
-    with pytest.raises(UsageError):
-        sl.SlurmOptions(extra=["--comment=a b"]).directives()
-    assert sl.SlurmOptions(extra=["--exclusive", "--nodelist=n[1-3]"]).directives()[-2:] == [
-        "--exclusive", "--nodelist=n[1-3]"]
-
-
-def test_generated_script_runs_vlmocr_and_forwards_sigterm(tmp_path):
-    """The batch script run by plain bash as an array task would: argv exactly as planned, hostile
-    option values inert, SIGTERM forwarded to vlmocr (here a stand-in) and its exit 130 kept."""
-    stub = write_exe(tmp_path / "python-stub", f"""#!{sys.executable}
-import json, os, signal, sys, time
-if sys.argv[1:3] == ["-m", "vlmocr.cluster.slurm"]:
-    print("== versions stub"); sys.exit(0)
-json.dump({{"argv": sys.argv[1:], "env": {{k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "TMPDIR", "VLLM_CACHE_ROOT")}}}},
-          open(os.environ["STUB_OUT"], "w"))
-def term(*_):
-    open(os.environ["STUB_OUT"] + ".term", "w").write("TERM")
-    sys.exit(130)
-signal.signal(signal.SIGTERM, term)
-time.sleep(60)
-""")
-    run = tmp_path / "run"
-    (run / "staged").mkdir(parents=True)
-    (run / "slurm").mkdir()
-    text = sl.render_script(kind="bulk", run_dir=run, python=str(stub), shards=4,
-                            run_args=["--lang", "$(touch PWNED_lang)", "--endpoint", "http://h/v1?a=`id`"],
-                            options=sl.SlurmOptions(), submit_dir=tmp_path, commit="abc", job_name="t")
-    script = write_exe(run / "slurm" / "bulk.sbatch", text)
-    out = tmp_path / "stub.json"
-    proc = subprocess.Popen(["bash", str(script)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env={**os.environ, "SLURM_ARRAY_TASK_ID": "2", "SLURM_JOB_ID": "77",
-                                            "SLURM_ARRAY_JOB_ID": "70", "STUB_OUT": str(out), "TMPDIR": str(tmp_path)})
-    deadline = time.monotonic() + 20
-    while not out.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.3)
-    task = json.loads((run / "slurm" / "tasks" / "bulk-2.json").read_text())
-    assert task["state"] == "RUNNING" and task["shard"] == 2 and task["job_id"] == "77"
-    proc.send_signal(signal.SIGTERM)  # as slurmctld's B:TERM does: only the batch shell
-    log, _ = proc.communicate(timeout=20)
-    assert proc.returncode == 130, log
-    assert (tmp_path / "stub.json.term").read_text() == "TERM"
-    got = json.loads(out.read_text())
-    assert got["argv"] == ["-m", "vlmocr", "run", "--manifest", str(run / "staged" / "bulk.csv"), "--out",
-                           str(run / "shards" / "2"), "--shard", "2/4", "--lang", "$(touch PWNED_lang)",
-                           "--endpoint", "http://h/v1?a=`id`"]
-    assert got["env"]["HF_HUB_OFFLINE"] == "1"
-    assert got["env"]["TMPDIR"].startswith(str(tmp_path / "vlmocr-77."))
-    assert got["env"]["VLLM_CACHE_ROOT"] == got["env"]["TMPDIR"] + "/vllm"
-    assert not Path(got["env"]["TMPDIR"]).exists()  # per-job cache removed at exit
-    assert "SIGTERM: forwarding to vlmocr" in log and "vlmocr exited 130: interrupted" in log
-    task = json.loads((run / "slurm" / "tasks" / "bulk-2.json").read_text())
-    assert (task["state"], task["exit_code"]) == ("FINISHED", 130)
-    no_injection(tmp_path)
-
-
-@pytest.mark.parametrize("when", ["while the shell prepares", "while Python starts"])
-def test_a_signal_before_vlmocr_listens_is_passed_on_to_record_an_interrupted_run(tmp_path, when):
-    """SIGTERM while the batch shell is still preparing (here: during the versions step), or
-    after it launched vlmocr but before Python has a handler (a signal then would kill it), must
-    not end the task without a record: the shell writes VLMOCR_STOP_FILE instead of signalling,
-    vlmocr reads it, records an interrupted run and exits 130; it is never signalled."""
-    started = tmp_path / "started"
-    stub = write_exe(tmp_path / "python-stub", f"""#!{sys.executable}
-import json, os, signal, sys, time
-preparing = {when == "while the shell prepares"!r}
-if sys.argv[1:3] == ["-m", "vlmocr.cluster.slurm"]:
-    if preparing:
-        open({str(started)!r}, "w").close()
-        time.sleep(1.5)
-    sys.exit(0)
-if not preparing:
-    open({str(started)!r}, "w").close()
-    time.sleep(1.5)  # Python's start-up: no SIGTERM handler yet, a signal now would kill this
-signal.signal(signal.SIGTERM, lambda *_: open(os.environ["STUB_OUT"] + ".term", "w").write("TERM"))
-stop = os.path.exists(os.environ["VLMOCR_STOP_FILE"])
-json.dump({{"stop": stop}}, open(os.environ["STUB_OUT"], "w"))
-time.sleep(0.5)
-sys.exit(130 if stop else 0)
-""")
-    run = tmp_path / "run"
-    (run / "staged").mkdir(parents=True)
-    (run / "slurm").mkdir()
-    text = sl.render_script(kind="bulk", run_dir=run, python=str(stub), shards=2, run_args=[],
-                            options=sl.SlurmOptions(), submit_dir=tmp_path, commit="abc", job_name="t")
-    script = write_exe(run / "slurm" / "bulk.sbatch", text)
-    out = tmp_path / "stub.json"
-    proc = subprocess.Popen(["bash", str(script)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env={**os.environ, "SLURM_ARRAY_TASK_ID": "1", "SLURM_JOB_ID": "78",
-                                            "STUB_OUT": str(out), "TMPDIR": str(tmp_path)})
-    deadline = time.monotonic() + 20
-    while not started.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGTERM)
-    log, _ = proc.communicate(timeout=20)
-    assert proc.returncode == 130, log
-    said = "signalled before vlmocr started" if when == "while the shell prepares" else "it will read the stop request"
-    assert said in log and "vlmocr exited 130: interrupted" in log
-    assert json.loads(out.read_text()) == {"stop": True}
-    assert not (tmp_path / "stub.json.term").exists()
-    task = json.loads((run / "slurm" / "tasks" / "bulk-1.json").read_text())
-    assert (task["state"], task["exit_code"]) == ("FINISHED", 130)
 
 
 def test_submit_records_jobs_and_skips_complete_shards(tmp_path):
@@ -303,7 +87,7 @@ print(9000 + n)
     shard1.mkdir(parents=True)
     (shard1 / "run.json").write_text(json.dumps({
         "summary": {"exit_code": 0},
-        "current": {"argv": sl.shard_argv(run, 1, 2, first["run_args"])}}))
+        "current": {"argv": shard_argv(run, 1, 2, first["run_args"])}}))
     res = cli(*args, cwd=tmp_path, env=env)
     assert res.returncode == 0, res.stderr
     second = json.loads(res.stdout)
@@ -312,36 +96,6 @@ print(9000 + n)
     # A different command (another dpi) resubmits every shard.
     res = cli(*args, "--dpi", "100", cwd=tmp_path, env=env)
     assert json.loads(res.stdout)["array"] == "1-2"
-
-
-def test_status_falls_back_to_the_task_files_and_sacct_c(tmp_path):
-    """squeue has forgotten the jobs (MinJobAge); a task killed without its end record is looked
-    up in sacct, and with accounting off (sacct exits 1) in the completion log (sacct -c)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    write_exe(bin_dir / "squeue", "#!/bin/sh\necho 'slurm_load_jobs error: Invalid job id specified' >&2\nexit 1\n")
-    write_exe(bin_dir / "sacct", """#!/bin/sh
-case " $* " in
-  *" -c "*) echo "31|vlmocr-bulk-run|TIMEOUT|0:0|00:01:30" ;;
-  *) echo "sacct: error: Slurm accounting storage is disabled" >&2; exit 1 ;;
-esac
-""")
-    coded_corpus(tmp_path / "in", docs=3, pages=1)
-    run = tmp_path / "run"
-    sl.stage_documents(run, "bulk", [str(tmp_path / "in")])
-    sl.record_job(run, {"kind": "bulk", "job_id": "30", "array": "1-2", "shards": 2})
-    tasks = run / "slurm" / "tasks"
-    tasks.mkdir(parents=True)
-    (tasks / "bulk-1.json").write_text(json.dumps({"task": "bulk-1", "job_id": "31", "state": "RUNNING"}))
-    (tasks / "bulk-2.json").write_text(json.dumps({"task": "bulk-2", "job_id": "32", "state": "FINISHED",
-                                                   "exit_code": 0}))
-    res = cli("slurm", "status", str(run), "--json", cwd=tmp_path, env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})
-    assert res.returncode == 0, res.stderr
-    st = json.loads(res.stdout)
-    jobs = {r["shard"]: r["job"] for r in st["shards"]}
-    assert (jobs[1]["state"], jobs[1]["source"]) == ("TIMEOUT", "sacct -c")
-    assert (jobs[2]["state"], jobs[2]["source"]) == ("COMPLETED", "task file")
-    assert st["totals"]["pages"] == 3 and st["totals"]["missing"] == 3  # nothing read yet: all owed
 
 
 # ================================================================== real SLURM
@@ -385,7 +139,7 @@ def test_array_of_three_shards_reads_the_whole_manifest(slurm, tmp_path):
     assert "final/pages" in table and "6/6" in table
     # Accounting is off here: plain sacct exits 1, the job completion log (sacct -c) answers.
     task_ids = [json.loads((run / "slurm" / "tasks" / f"bulk-{k}.json").read_text())["job_id"] for k in (1, 2, 3)]
-    acct = sl.sacct_states(task_ids)
+    acct = sacct_states(task_ids)
     assert {acct[t]["state"] for t in task_ids} == {"COMPLETED"}
     # The same command again: every shard is complete, nothing is submitted.
     again = submit_json("--manifest", str(manifest), "--out", str(run), "--shards", "3", "--time", "10",
@@ -550,7 +304,7 @@ def test_job_serving_its_own_model_stops_the_server_on_sigterm_and_resumes(slurm
     """Each task starts its server as on a GPU node (`vlmocr run --serve PROFILE`), here the
     stand-in tests/cluster/fake_vllm through VLMOCR_VLLM_BIN (the job inherits the environment).
     SIGTERM to the batch shell: vlmocr finishes pages in flight, stops the server, exits 130."""
-    fake = Path(__file__).resolve().parent / "fake_vllm"
+    fake = FAKE
     if not fake.exists():
         pytest.skip("tests/cluster/fake_vllm (the vlmocr serve stand-in) is not there")
     make_coded_pdf(tmp_path / "many.pdf", list(range(1, 31)))
@@ -589,3 +343,49 @@ def test_job_serving_its_own_model_stops_the_server_on_sigterm_and_resumes(slurm
     final = {(r["doc_id"], r["page"]): r for r in records(run / "shards" / "1")}
     assert len(final) == 30 and all(r["text"] == expected_text(p) for (_d, p), r in final.items())
     assert Counter((r["doc_id"], r["page"]) for r in records(run / "shards" / "1")).most_common(1)[0][1] == 1
+
+
+# ================================================================== grid
+
+
+def truth_folder(tmp_path: Path) -> Path:
+    truth = tmp_path / "truth"
+    truth.mkdir()
+    for code in (1, 2, 3):
+        make_coded_png(truth / f"p{code}.png", code)
+        (truth / f"p{code}.txt").write_text(expected_text(code), encoding="utf-8")
+    return truth
+
+
+def test_dry_run_writes_one_grid_job(tmp_path):
+    truth = truth_folder(tmp_path)
+    res = run_cli("slurm", "grid", "--out", str(tmp_path / "run"), "--time", "1:00:00", "--dry-run", "--json", "--",
+                  "--truth", str(truth), "--serve", "qwen3-vl", "--dpi", "150,200", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    script = Path(json.loads(res.stdout)["script"]).read_text()
+    assert "#SBATCH --time=1:00:00" in script and "#SBATCH --array" not in script
+    assert '-m vlmocr grid --truth' in script and "--serve qwen3-vl --dpi 150,200 --out \"$OUT\"" in script
+    assert 'OUT="$RUN_DIR/grid"' in script and "--signal=B:TERM@" in script
+    bad = run_cli("slurm", "grid", "--out", str(tmp_path / "run"), "--dry-run", "--", "--serve", "qwen3-vl")
+    assert bad.returncode == 3 and "--truth" in bad.stderr
+
+
+@pytest.mark.slurm
+def test_grid_job_loads_the_model_once_and_ranks_every_cell(slurm, tmp_path):
+    truth = truth_folder(tmp_path)
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    env = {"VLMOCR_VLLM_BIN": f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE))}", "TMPDIR": str(scratch),
+           "VLMOCR_API_KEY": "", "OPENAI_API_KEY": "", "FAKE_VLLM_RECORD": str(tmp_path / "record.json")}
+    run = tmp_path / "run"
+    res = run_cli("slurm", "grid", "--out", str(run), "--json", "--", "--truth", str(truth), "--serve", "qwen3-vl",
+                  "--engine", "openai", "--longest-side", "800,1200", cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stderr
+    job = json.loads(res.stdout)["job_id"]
+    state = slurm.wait(job, timeout=240)
+    log = "".join(p.read_text(errors="replace") for p in (run / "slurm" / "logs").glob("*"))
+    assert state == "COMPLETED", log
+    cells = json.loads((run / "grid" / "grid.json").read_text())["cells"]
+    assert len(cells) == 2 and all(c["corpus"]["cer"] == 0 and c["exit_code"] == 0 for c in cells), cells
+    assert len(list((run / "grid" / "logs").glob("server-*.log"))) == 1  # one server for both cells
+    assert not os.path.exists(scratch / "vlmocr-serve")  # nothing left behind by the server

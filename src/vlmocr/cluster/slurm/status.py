@@ -1,0 +1,180 @@
+"""``vlmocr slurm status``: what SLURM says of the jobs (squeue; sacct or ``sacct -c`` once the queue
+forgot them; the tasks' own files) and, per shard, how many pages are final, read from the run
+directories."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from ...exceptions import UsageError
+from ...sources import Document, shard_of
+from .jobs import TERMINAL_STATES, latest_job, load_jobs, sacct_states, squeue_tasks
+from .layout import GATE_FILE, GATE_RUN, SHARDS, SLURM_DIR, STAGED, read_json, task_file
+from .submit import staged_documents
+
+
+def _tally_shard(run_dir: Path, docs: list[Document]) -> dict[str, Any]:
+    """Completeness of one run directory for `docs`: pages final / total, by status group."""
+    from ...exceptions import BadInput
+    from ...record import STATUS_GROUP, Status
+    from ...render import count_pages
+    from ...store import PAGES_FILE, final_records
+
+    info = read_json(run_dir / "run.json", {}) or {}
+    keys = set(info.get("keys") or [])
+    finals = final_records(run_dir / PAGES_FILE, keys=keys) if keys else {}
+    by_doc: dict[str, dict[int, dict]] = {}
+    doc_pages: dict[str, int] = {}
+    for (doc_id, page), rec in finals.items():
+        by_doc.setdefault(doc_id, {})[page] = rec
+        if rec.get("doc_pages"):
+            doc_pages[doc_id] = int(rec["doc_pages"])
+    row = {"pages": 0, "final": 0, "ok": 0, "fallback": 0, "review": 0, "failed": 0, "missing": 0}
+    for doc in docs:
+        recs = by_doc.get(doc.doc_id, {})
+        n = doc_pages.get(doc.doc_id)
+        if n is None and not (0 in recs):
+            try:
+                n = count_pages(doc.path)
+            except BadInput:
+                n = None
+            except Exception:
+                n = None
+        wanted = [0] if n is None else (list(doc.pages) if doc.pages else list(range(1, n + 1)))
+        if n is not None and 0 in recs and not any(p in recs for p in wanted):
+            wanted = [0]
+        for p in wanted:
+            row["pages"] += 1
+            rec = recs.get(p)
+            if rec is None:
+                row["missing"] += 1
+                continue
+            row["final"] += 1
+            row[STATUS_GROUP[Status(rec["status"])]] += 1
+    summary = info.get("summary") or {}
+    row["exit_code"] = summary.get("exit_code") if summary else None
+    row["updated"] = (info.get("current") or {}).get("finished_at") or (info.get("current") or {}).get("started_at")
+    return row
+
+
+def status(run_dir: Path) -> dict[str, Any]:
+    """Jobs (squeue; sacct or ``sacct -c`` for jobs SLURM's queue forgot) and, per shard, pages
+    final / total with ok, fallback, review, failed and missing, read from the run directories."""
+    run_dir = Path(run_dir).resolve()
+    if not (run_dir / SLURM_DIR).is_dir() and not (run_dir / STAGED).is_dir():
+        raise UsageError(f"{run_dir} is not a `vlmocr slurm` run directory (no slurm/ or staged/)")
+    jobs = load_jobs(run_dir)
+    out: dict[str, Any] = {"run_dir": str(run_dir), "jobs": [], "shards": [], "gate": None}
+    bulk = latest_job(run_dir, "bulk")
+    n = int(bulk["shards"]) if bulk else 0
+    if not n:
+        n = len([p for p in (run_dir / SHARDS).glob("*") if p.name.isdigit()]) if (run_dir / SHARDS).is_dir() else 0
+    for job in jobs["jobs"]:
+        tasks = squeue_tasks(job["job_id"]) if job.get("job_id") else []
+        out["jobs"].append({**{k: job.get(k) for k in ("kind", "job_id", "array", "held", "submitted_at")},
+                            "tasks": tasks})
+    # Per task: squeue for the latest submission, then the task's own file, then sacct / sacct -c.
+    task_state: dict[str, dict[str, Any]] = {}
+    for kind in ("gate", "bulk"):
+        latest = latest_job(run_dir, kind)
+        if latest is None:
+            continue
+        for t in squeue_tasks(latest["job_id"]):
+            name = "gate" if kind == "gate" else f"bulk-{t['task']}" if t["task"].isdigit() else None
+            if name:
+                task_state[name] = {"state": t["state"], "reason": t["reason"], "job_id": t["job_id"], "source": "squeue"}
+            elif kind == "bulk" and t["task"]:  # pending tasks may still show as a range, e.g. 2-3
+                for k in _expand(t["task"]):
+                    task_state[f"bulk-{k}"] = {"state": t["state"], "reason": t["reason"], "job_id": t["job_id"],
+                                               "source": "squeue"}
+    names = (["gate"] if latest_job(run_dir, "gate") else []) + [f"bulk-{k}" for k in range(1, n + 1)]
+    lookup = []
+    for name in names:
+        tf = task_file(run_dir, name)
+        if name in task_state:
+            # squeue has the state; the task's own file the exit code of vlmocr, for this job.
+            if (task_state[name]["state"] in TERMINAL_STATES and tf.get("state") == "FINISHED"
+                    and str(tf.get("job_id")) == str(task_state[name].get("job_id"))):
+                task_state[name]["exit_code"] = tf.get("exit_code")
+            continue
+        if tf.get("state") == "FINISHED":
+            rc = tf.get("exit_code")
+            task_state[name] = {"state": "COMPLETED" if rc == 0 else "FAILED", "exit_code": rc,
+                                "job_id": tf.get("job_id"), "source": "task file"}
+        elif tf.get("job_id"):
+            lookup.append((name, tf["job_id"]))
+    if lookup:
+        acct = sacct_states([j for _, j in lookup])
+        for name, jid in lookup:
+            if jid in acct:
+                task_state[name] = {**acct[jid], "job_id": jid}
+            else:
+                task_state[name] = {"state": "UNKNOWN", "job_id": jid, "source": "task file (started, no end)"}
+    bulk_docs = staged_documents(run_dir, "bulk")
+    for k in range(1, n + 1):
+        docs = [d for d in bulk_docs if shard_of(d.doc_id, n) == k]
+        row = {"shard": k, "docs": len(docs), **_tally_shard(run_dir / SHARDS / str(k), docs),
+               "job": task_state.get(f"bulk-{k}", {})}
+        out["shards"].append(row)
+    gate = read_json(run_dir / SLURM_DIR / GATE_FILE)
+    if isinstance(gate, dict):
+        gdocs = staged_documents(run_dir, "gate")
+        out["gate"] = {"max_cer": gate.get("max_cer"), "gate_job": gate.get("gate_job"),
+                       "bulk_job": gate.get("bulk_job"), "job": task_state.get("gate", {}),
+                       "run": _tally_shard(run_dir / GATE_RUN, gdocs),
+                       "decision": {k: (gate.get("decision") or {}).get(k) for k in ("action", "message", "at")}
+                       if gate.get("decision") else None}
+    totals = {k: sum(r[k] for r in out["shards"]) for k in ("docs", "pages", "final", "ok", "fallback", "review",
+                                                           "failed", "missing")}
+    out["totals"] = totals
+    return out
+
+
+def _expand(spec: str) -> list[int]:
+    spec = spec.split("%")[0].strip("[]")
+    out: list[int] = []
+    for part in spec.split(","):
+        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
+        if m:
+            out.extend(range(int(m.group(1)), int(m.group(2) or m.group(1)) + 1))
+    return out
+
+
+def format_status(st: dict[str, Any]) -> str:
+    lines = [f"run {st['run_dir']}"]
+    for job in st["jobs"]:
+        states: dict[str, int] = {}
+        for t in job["tasks"]:
+            states[t["state"]] = states.get(t["state"], 0) + 1
+        live = ", ".join(f"{s} {c}" for s, c in sorted(states.items())) or "not in the queue"
+        lines.append(f"  {job['kind']:<5} job {job['job_id']:<8} array {job.get('array') or '-':<8} "
+                     f"submitted {job.get('submitted_at') or '?'}  squeue: {live}")
+    g = st.get("gate")
+    if g:
+        r = g["run"]
+        gstate = g["job"].get("state", "?") + (f"({g['job']['exit_code']})" if g["job"].get("exit_code") else "")
+        lines.append(f"gate: job {g['gate_job']} {gstate}, {r['final']}/{r['pages']} pages final, "
+                     f"max CER {g['max_cer']}")
+        if g.get("decision"):
+            lines.append(f"  decision: {g['decision']['message']}")
+        else:
+            lines.append("  not decided yet: `vlmocr slurm release RUN`")
+    header = f"{'shard':>5} {'job':<24} {'docs':>5} {'final/pages':>12} {'ok':>6} {'fallbk':>6} {'review':>6} " \
+             f"{'failed':>6} {'missing':>7} {'exit':>4}"
+    lines.append(header)
+    for r in st["shards"]:
+        job = r["job"]
+        state = job.get("state", "-")
+        if job.get("exit_code") not in (None, "") and state not in ("COMPLETED",):
+            state += f"({job['exit_code']})"
+        if job.get("reason") and job.get("reason") not in ("None",) and state == "PENDING":
+            state += f" {job['reason']}"
+        lines.append(f"{r['shard']:>5} {state[:24]:<24} {r['docs']:>5} {str(r['final']) + '/' + str(r['pages']):>12} "
+                     f"{r['ok']:>6} {r['fallback']:>6} {r['review']:>6} {r['failed']:>6} {r['missing']:>7} "
+                     f"{'-' if r['exit_code'] is None else r['exit_code']:>4}")
+    t = st["totals"]
+    lines.append(f"{'all':>5} {'':<24} {t['docs']:>5} {str(t['final']) + '/' + str(t['pages']):>12} {t['ok']:>6} "
+                 f"{t['fallback']:>6} {t['review']:>6} {t['failed']:>6} {t['missing']:>7}")
+    return "\n".join(lines)

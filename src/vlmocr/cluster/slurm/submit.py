@@ -1,0 +1,323 @@
+"""Submitting: the inputs staged under ASCII names, the shards that are already complete, the
+array (or grid) script written and handed to sbatch."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from ...exceptions import UsageError
+from ...sources import SUPPORTED_EXTS, Document, discover, from_manifest, shard_of
+from ...store import write_text_atomic
+from .jobs import check_not_active, record_job, sbatch
+from .layout import ORIGINALS, SHARDS, SLURM_DIR, STAGED, now_iso, read_json
+from .script import SlurmOptions, job_name_for, render_script, safe_sbatch_value
+
+# ============================================================================ staging
+
+
+@dataclass
+class StagedDoc:
+    kind: str
+    doc_id: str
+    staged: str  # file name under RUN/staged
+    original: str  # absolute path of the original file
+    pages: str = ""
+    dpi: str = ""
+
+
+def _pages_spec(pages: tuple[int, ...] | None) -> str:
+    if not pages:
+        return ""
+    out, start, prev = [], pages[0], pages[0]
+    for p in list(pages[1:]) + [None]:  # type: ignore[list-item]
+        if p is not None and p == prev + 1:
+            prev = p
+            continue
+        out.append(f"{start}-{prev}" if prev != start else str(start))
+        if p is not None:
+            start = prev = p
+    return ",".join(out)
+
+
+def _staged_suffix(path: Path) -> str:
+    ext = path.suffix.lower()
+    if ext in SUPPORTED_EXTS:
+        return ext
+    if re.fullmatch(r"\.[a-z0-9]{1,8}", ext):
+        return ext  # unsupported but harmless: the run reports it as bad_input, as it would anyway
+    return ".bin"
+
+
+def read_originals(run_dir: Path) -> list[dict[str, str]]:
+    path = Path(run_dir) / STAGED / ORIGINALS
+    if not path.exists():
+        return []
+    with path.open(encoding="utf-8", newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def stage_documents(run_dir: Path, kind: str, paths: Sequence[str] = (), manifest: str | Path | None = None,
+                    warn=print) -> tuple[Path, list[StagedDoc]]:
+    """Symlink every input under an ASCII name and write RUN/staged/<kind>.csv.
+
+    Document ids are derived from the original names exactly as ``vlmocr run`` derives them
+    (``discover``), before staging, so a shard's records carry the ids the user expects.
+    Restaging the same inputs reuses the same names (resubmitting resumes)."""
+    run_dir = Path(run_dir)
+    staged_dir = run_dir / STAGED
+    staged_dir.mkdir(parents=True, exist_ok=True)
+    docs = discover(list(paths), manifest)  # validates ids (unsafe, duplicate) before anything is submitted
+    previous = read_originals(run_dir)
+    by_original = {r["original"]: r["staged"] for r in previous}
+    used = {r["staged"] for r in previous}
+    numbers = [int(m.group(1)) for s in used if (m := re.match(r"(\d+)", s))]
+    next_number = max(numbers, default=0) + 1
+    staged: list[StagedDoc] = []
+    for doc in docs:
+        original = os.path.abspath(doc.path)
+        name = by_original.get(original)
+        if name is None:
+            while True:
+                name = f"{next_number:04d}{_staged_suffix(doc.path)}"
+                next_number += 1
+                if name not in used:
+                    break
+            used.add(name)
+            by_original[original] = name
+        link = staged_dir / name
+        try:
+            current = os.readlink(link)
+        except OSError:
+            current = None
+        if current != original:
+            tmp = staged_dir / f".{name}.{os.getpid()}.tmp"
+            if tmp.is_symlink() or tmp.exists():
+                tmp.unlink()
+            os.symlink(original, tmp)
+            os.replace(tmp, link)
+        staged.append(StagedDoc(kind, doc.doc_id, name, original, _pages_spec(doc.pages),
+                                "" if doc.dpi is None else repr(doc.dpi)))
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["doc_id", "path", "pages", "dpi"])
+    for s in staged:
+        writer.writerow([s.doc_id, s.staged, s.pages, s.dpi])
+    manifest_path = staged_dir / f"{kind}.csv"
+    _write_if_changed(manifest_path, buf.getvalue())
+    # The originals, for people and for merge (records name the staged file as their source).
+    rows = [r for r in previous if r.get("kind") != kind] + [asdict(s) for s in staged]
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=["kind", "doc_id", "staged", "original", "pages", "dpi"],
+                            lineterminator="\n", extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    _write_if_changed(staged_dir / ORIGINALS, buf.getvalue())
+    # The staged manifest must give the same ids (a manifest strips spaces around a doc_id).
+    reread = [d.doc_id for d in from_manifest(manifest_path)]
+    for s, got in zip(staged, reread):
+        if got != s.doc_id:
+            warn(f"warning: doc_id {s.doc_id!r} reads back as {got!r} from the staged manifest")
+            s.doc_id = got
+    return manifest_path, staged
+
+
+def staged_documents(run_dir: Path, kind: str) -> list[Document]:
+    path = Path(run_dir) / STAGED / f"{kind}.csv"
+    return from_manifest(path) if path.exists() else []
+
+
+def _write_if_changed(path: Path, text: str) -> bool:
+    """Write atomically unless the file already holds `text` (keeps its mtime stable)."""
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return False
+    except OSError:
+        pass
+    write_text_atomic(path, text)
+    return True
+
+
+# ============================================================================ submit
+
+
+@dataclass
+class Submission:
+    kind: str
+    script: Path
+    sbatch_args: list[str]
+    job_id: str | None = None
+    array: str | None = None
+    skipped_shards: list[int] = field(default_factory=list)
+    note: str = ""
+
+
+def compress_ranges(numbers: Iterable[int]) -> str:
+    """Shard numbers as SLURM writes an array: ``1-3,5``."""
+    return _pages_spec(tuple(sorted(set(numbers))))
+
+
+def vlmocr_commit() -> str | None:
+    from ...reading.scheduler import git_commit
+
+    return git_commit()
+
+
+def shard_argv(run_dir: Path, k: int, n: int, run_args: Sequence[str]) -> list[str]:
+    """The argv (after ``vlmocr``) a bulk task runs, as run.json records it."""
+    return ["run", "--manifest", str(Path(run_dir) / STAGED / "bulk.csv"), "--out",
+            str(Path(run_dir) / SHARDS / str(k)), "--shard", f"{k}/{n}", *run_args]
+
+
+# Options that change neither the text nor which pages are owed: a shard finished under other
+# values of these is still complete.
+_NEUTRAL_OPTIONS = {"--stop-grace": 1, "--workers": 1, "--concurrency": 1, "--request-timeout": 1, "--json": 0,
+                    "--adaptive": 0, "--fixed-concurrency": 0}
+
+
+def _comparable(argv: Sequence[str]) -> list[str]:
+    out, skip = [], 0
+    for a in argv:
+        if skip:
+            skip -= 1
+            continue
+        name = a.split("=", 1)[0]
+        if name in _NEUTRAL_OPTIONS:
+            skip = _NEUTRAL_OPTIONS[name] if "=" not in a else 0
+            continue
+        out.append(a)
+    return out
+
+
+def complete_shards(run_dir: Path, n: int, run_args: Sequence[str]) -> list[int]:
+    """Shards whose last run finished with exit 0 under this command (up to options that change
+    neither text nor work, e.g. --stop-grace, --workers), after the staged manifest last changed:
+    resubmitting need not start them again (no server start, no GPU)."""
+    run_dir = Path(run_dir)
+    manifest = run_dir / STAGED / "bulk.csv"
+    try:
+        manifest_mtime = manifest.stat().st_mtime
+    except OSError:
+        return []
+    done = []
+    for k in range(1, n + 1):
+        path = run_dir / SHARDS / str(k) / "run.json"
+        info = read_json(path, {}) or {}
+        summary = info.get("summary") or {}
+        argv = (info.get("current") or {}).get("argv")
+        try:
+            fresh = path.stat().st_mtime > manifest_mtime
+        except OSError:
+            continue
+        if (fresh and summary.get("exit_code") == 0 and isinstance(argv, list)
+                and _comparable(argv) == _comparable(shard_argv(run_dir, k, n, run_args))):
+            done.append(k)
+    return done
+
+
+def prepare_job(run_dir: Path, kind: str, *, paths: Sequence[str] = (), manifest: str | Path | None = None,
+                shards: int | None, run_args: Sequence[str], options: SlurmOptions, python: str | None = None,
+                warn=print) -> tuple[Path, list[StagedDoc]]:
+    """Stage the inputs and write RUN/slurm/<kind>.sbatch; return the script and the staged docs."""
+    run_dir = Path(run_dir).resolve()
+    _, staged = stage_documents(run_dir, kind, paths, manifest, warn=warn)
+    slurm_dir = run_dir / SLURM_DIR
+    (slurm_dir / "logs").mkdir(parents=True, exist_ok=True)
+    text = render_script(
+        kind=kind, run_dir=run_dir, python=python or sys.executable, shards=shards, run_args=run_args,
+        options=options, submit_dir=Path.cwd(), commit=vlmocr_commit(), job_name=job_name_for(run_dir, kind))
+    script = slurm_dir / f"{kind}.sbatch"
+    script.write_text(text, encoding="utf-8")
+    script.chmod(0o755)
+    return script, staged
+
+
+def submit(run_dir: Path, *, paths: Sequence[str] = (), manifest: str | Path | None = None, shards: int,
+           run_args: Sequence[str] = (), options: SlurmOptions | None = None, hold: bool = False,
+           dependency: str | None = None, dry_run: bool = False, all_shards: bool = False,
+           python: str | None = None, kind: str = "bulk", argv: Sequence[str] | None = None,
+           warn=print) -> Submission:
+    """Stage, write the array script and submit it (``sbatch --parsable``); record it in jobs.json.
+
+    Resubmitting the same command resumes: same staged names, same shard directories. Shards
+    that already finished under exactly this command are left out of the array unless
+    ``all_shards``; with nothing left, nothing is submitted."""
+    if shards < 1:
+        raise UsageError("--shards must be at least 1")
+    options = options or SlurmOptions()
+    run_dir = Path(run_dir).resolve()
+    if not dry_run:
+        check_not_active(run_dir, kind)
+    script, staged = prepare_job(run_dir, kind, paths=paths, manifest=manifest, shards=shards, run_args=run_args,
+                                 options=options, python=python, warn=warn)
+    empty = [k for k in range(1, shards + 1) if not any(shard_of(s.doc_id, shards) == k for s in staged)]
+    if empty:
+        warn(f"note: shard(s) {compress_ranges(empty)} of {shards} hold no document (they finish at once)")
+    args: list[str] = []
+    sub = Submission(kind, script, args)
+    todo = list(range(1, shards + 1))
+    if not all_shards:
+        done = complete_shards(run_dir, shards, run_args)
+        sub.skipped_shards = done
+        todo = [k for k in todo if k not in done]
+    if not todo:
+        sub.note = f"all {shards} shards are complete under this command: nothing submitted (--all-shards to rerun)"
+        return sub
+    if len(todo) < shards:
+        sub.array = compress_ranges(todo) + (f"%{options.max_running}" if options.max_running else "")
+        args.append(f"--array={sub.array}")
+    else:
+        sub.array = f"1-{shards}" + (f"%{options.max_running}" if options.max_running else "")
+    if hold:
+        args.append("--hold")
+    if dependency:
+        args.append(f"--dependency={safe_sbatch_value('--dependency', dependency)}")
+    if dry_run:
+        sub.note = "dry run: nothing submitted"
+        return sub
+    sub.job_id = sbatch(script, args)
+    record_job(run_dir, {
+        "kind": kind, "job_id": sub.job_id, "array": sub.array, "shards": shards, "held": hold,
+        "dependency": dependency, "script": str(script.relative_to(run_dir)), "submitted_at": now_iso(),
+        "sbatch": ["sbatch", "--parsable", *args, script.name], "run_args": list(run_args),
+        "documents": len(staged), "skipped_shards": sub.skipped_shards, "argv": list(argv or sys.argv[1:]),
+        "cwd": str(Path.cwd()),
+    })
+    return sub
+
+
+# ============================================================================ grid
+
+
+def submit_grid(run_dir: Path, grid_args: Sequence[str], *, options: SlurmOptions | None = None,
+                dry_run: bool = False, python: str | None = None) -> dict[str, Any]:
+    """One job that reads a prompt × dpi (× profile) grid against ONE server it starts
+    (`vlmocr grid --serve P …`), so the model loads once for every cell. Results land in
+    RUN/grid (grid.json, one run directory per cell)."""
+    options = options or SlurmOptions()
+    run_dir = Path(run_dir).resolve()
+    if "--out" in grid_args or "-o" in grid_args:
+        raise UsageError("the grid writes to RUN/grid: give --out to `vlmocr slurm grid`, not to the grid")
+    if "--truth" not in grid_args:
+        raise UsageError("a grid needs --truth (pass the `vlmocr grid` options after --)")
+    (run_dir / SLURM_DIR / "logs").mkdir(parents=True, exist_ok=True)
+    script = run_dir / SLURM_DIR / "grid.sbatch"
+    text = render_script(kind="grid", run_dir=run_dir, python=python or sys.executable, shards=None, run_args=(),
+                         options=options, submit_dir=Path.cwd(), commit=vlmocr_commit(),
+                         job_name=job_name_for(run_dir, "grid"),
+                         command=["grid", *[os.path.abspath(a) if os.path.exists(a) else a for a in grid_args]])
+    script.write_text(text, encoding="utf-8")
+    result: dict[str, Any] = {"script": str(script), "job_id": None}
+    if not dry_run:
+        result["job_id"] = sbatch(script, [])
+        record_job(run_dir, {"kind": "grid", "job_id": result["job_id"], "array": None, "shards": None,
+                             "held": False, "dependency": None, "script": str(script.relative_to(run_dir)),
+                             "submitted_at": now_iso(), "sbatch": ["sbatch", "--parsable", script.name],
+                             "run_args": list(grid_args), "argv": sys.argv[1:], "cwd": str(Path.cwd())})
+    return result

@@ -1,0 +1,72 @@
+"""Helpers of the `vlmocr slurm` tests: the CLI in a subprocess, coded corpora, executables written
+for a test, and the check that no hostile file name ran as a command."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+from support.pagecode import expected_text, make_coded_pdf
+
+REPO = Path(__file__).resolve().parents[3]
+#: The `vlmocr serve` stand-in (tests/cluster/fake_vllm), started through VLMOCR_VLLM_BIN.
+FAKE = Path(__file__).resolve().parents[1] / "fake_vllm"
+HOSTILE = [
+    "two  spaces here.pdf",
+    "it's \"quoted\".pdf",
+    "$(touch PWNED_dollar).pdf",
+    "`touch PWNED_backtick`.pdf",
+    "new\nline.pdf",
+    "comma,semi;colon.pdf",
+    "ümlaut ñ.PDF",
+]
+
+
+def cli(*args: str, cwd: Path, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vlmocr", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=timeout, env={**os.environ, "VLMOCR_API_KEY": "", "OPENAI_API_KEY": "", **(env or {})})
+
+
+def submit_json(*args: str, cwd: Path) -> dict:
+    res = cli("slurm", "submit", *args, "--json", cwd=cwd)
+    assert res.returncode == 0, res.stderr
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def records(run: Path) -> list[dict]:
+    path = run / "pages.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]  # every line parses
+
+
+def coded_corpus(folder: Path, docs: int, pages: int, first_code: int = 1) -> dict[str, dict[int, str]]:
+    """`docs` scanned-looking PDFs of `pages` coded pages; returns {doc_id: {page: text}}."""
+    folder.mkdir(parents=True, exist_ok=True)
+    truth: dict[str, dict[int, str]] = {}
+    code = first_code
+    for d in range(docs):
+        codes = list(range(code, code + pages))
+        code += pages
+        make_coded_pdf(folder / f"doc{d}.pdf", codes)
+        truth[f"doc{d}"] = {p: expected_text(c) for p, c in enumerate(codes, 1)}
+    return truth
+
+
+def write_exe(path: Path, text: str) -> Path:
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+def no_injection(*roots: Path) -> None:
+    for root in roots:
+        hits = [p for p in root.rglob("PWNED*") if "staged" not in p.parts] if root.exists() else []
+        # Staged symlinks and assembled docs legitimately *name* the hostile files; an executed
+        # injection would create a plain file called PWNED_dollar / PWNED_backtick somewhere.
+        created = [p for p in hits if p.name in ("PWNED_dollar", "PWNED_backtick", "PWNED_lang", "PWNED_run")]
+        assert not created, f"command injection: {created}"
