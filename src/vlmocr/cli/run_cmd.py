@@ -59,7 +59,7 @@ def run_command(
         pages_per_request=pages_per_request, library=library,
     )
     cfg = load_config(cli, config)
-    from ..cluster.serve import serve_for_run  # only now: it is heavy and rarely needed
+    from ..cluster.serve.running import serve_for_run  # only now: it is heavy and rarely needed
     with serve_for_run(cfg):  # --serve: start the server, point cfg at it, always stop it
         summary = run_pages(cfg, RunProgress(enabled=True))
     if summary.fallback_docs:
