@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import GT, need
 
-from vlmocr import quality
+from vlmocr.text import loops, nonanswers, quality
+from vlmocr.text.loops import LoopFinding, detect_loop, trim_loop
 from vlmocr.text.quality import (
     FLAG_BLANK_PAGE,
     FLAG_FINISH_CONTENT_FILTER,
@@ -22,11 +23,8 @@ from vlmocr.text.quality import (
     FLAG_LOOP,
     FLAG_NO_TEXT_ANSWER,
     FLAG_TEXT_ON_BLANK,
-    LoopFinding,
     assess,
     classify,
-    detect_loop,
-    trim_loop,
 )
 from vlmocr.record import Status
 
@@ -94,7 +92,7 @@ def test_real_loops_are_loops(name: str) -> None:
     _, body = read_excerpt(name)
     finding = detect_loop(body)
     assert finding is not None, name
-    assert finding.at_end or finding.share >= quality.MID_MIN_SHARE
+    assert finding.at_end or finding.share >= loops.MID_MIN_SHARE
     # Either way the generation stopped (max_tokens or a normal stop), the status is loop.
     for reason in ("length", "stop"):
         status, flags = classify(body, reason)
@@ -622,9 +620,9 @@ def test_letters_that_apologise_are_content() -> None:
 def test_ground_truth_contains_no_refusal_or_no_text_answer() -> None:
     for path in GT_PAGES:
         text = gt_text(path)
-        assert not quality.is_refusal(text), path
-        assert not quality.is_no_text_answer(text), path
-        assert not quality.is_empty(text), path
+        assert not nonanswers.is_refusal(text), path
+        assert not nonanswers.is_no_text_answer(text), path
+        assert not nonanswers.is_empty(text), path
 
 
 # --------------------------------------------------------------------------------------------
@@ -633,11 +631,11 @@ def test_ground_truth_contains_no_refusal_or_no_text_answer() -> None:
 
 def _executed_lines(func, *args) -> int:
     count = 0
-    module_file = quality.__file__
+    module_files = {m.__file__ for m in (loops, nonanswers, quality)}
 
     def tracer(frame, event, arg):
         nonlocal count
-        if frame.f_code.co_filename != module_file:
+        if frame.f_code.co_filename not in module_files:
             return None
         if event == "line":
             count += 1

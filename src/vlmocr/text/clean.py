@@ -16,7 +16,7 @@ the defaults, `vlmocr clean --show-rules` prints them):
 1. per page: strip grounding tags (``<|ref|>…<|/ref|>``, ``<|det|>…<|/det|>``, ``<loc_N>``,
    special tokens; `postprocess.strip_grounding`, the parser that reads a model's answer) and a
    Markdown fence around the whole answer; Unicode NFC; collapse residual
-   repetition (`quality.detect_loop` / `trim_loop`);
+   repetition (`loops.detect_loop` / `trim_loop`);
 2. per document: remove running headers, footers and page numbers — short lines at the top or
    bottom of a page that recur (digits and roman numerals folded) at the same end of
    neighbouring pages;
@@ -45,20 +45,21 @@ import os
 import re
 import tomllib
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 from rapidfuzz import fuzz
 
-from ..exceptions import UsageError
 from ..assemble import assemble_markdown
-from .postprocess import strip_fences, strip_grounding
-from .quality import detect_loop, trim_loop
+from ..exceptions import UsageError
 from ..store import PAGES_FILE, final_records, write_json_atomic, write_text_atomic
+from .loops import detect_loop, trim_loop
+from .postprocess import strip_fences, strip_grounding
 from .textquality import Lexicon, guess_language, lexicon, page_language
 
 CLEAN_DIR = "clean"
