@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ...exceptions import UsageError
-from ...profiles import Profile, load_profile
-from .plan import SERVERS, VLLM_ENV, check_extra_args, refuse_control_characters, served_name_default, tp_from_extra
+from ...profiles import Profile
+from .plan import VLLM_ENV, check_extra_args, choose_model, refuse_control_characters, tp_from_extra
 
 HF_JOBS_IMAGES = {"vllm": "vllm/vllm-openai:latest", "sglang": "lmsysorg/sglang:latest"}
 HF_JOBS_FLAVOR = "a10g-large"
@@ -37,16 +37,9 @@ def hf_jobs_command(
     model, authenticated by the forwarded ``HF_TOKEN`` secret), listens on 0.0.0.0, and its JSON
     flags are inline (a local args file does not exist there). Tensor parallelism comes from the
     flavor's ``xN`` suffix (``a10g-largex2`` → 2)."""
-    if server not in SERVERS:
-        raise UsageError(f"unknown server {server!r}; use one of {', '.join(SERVERS)}")
-    prof = load_profile(profile) if isinstance(profile, str) else profile
-    model = str(model_path) if model_path else prof.model
-    if not model:
-        raise UsageError(f"profile {prof.name} names no model: give --model-path REPO_ID")
+    prof, model, rev, name = choose_model(profile, server, model_path, revision, served_name, hint="REPO_ID")
     if Path(model).expanduser().exists():
         raise UsageError(f"{model} is a local path; a Hugging Face job needs a repo id (--model-path ORG/NAME)")
-    rev = revision or prof.revision or None
-    name = served_name or served_name_default(prof, model)
     refuse_control_characters({"--model-path" if model_path else f"profile {prof.name}: model": model,
                                 "--revision": rev, "--served-model-name": name, "--image": image,
                                 "--flavor": flavor, "--timeout": timeout})

@@ -282,8 +282,18 @@ def refuse_control_characters(named: Mapping[str, object]) -> None:
             raise UsageError(f"{what} {text!r}: control characters are not allowed in names and paths")
 
 
-def served_name_default(profile: Profile, model: str) -> str:
-    return profile.model or model
+def choose_model(profile: Profile | str, server: str, model_path: str | os.PathLike[str] | None,
+                 revision: str | None, served_name: str | None, *, hint: str) -> tuple[Profile, str, str | None, str]:
+    """The profile, model, revision and served name of a start: what was given, else the profile's.
+    The served name defaults to the profile's repo id, so records read through ``--serve`` name the
+    same model as records read through an endpoint someone started with the repo id."""
+    if server not in SERVERS:
+        raise UsageError(f"unknown server {server!r}; use one of {', '.join(SERVERS)}")
+    prof = load_profile(profile) if isinstance(profile, str) else profile
+    model = os.fspath(model_path) if model_path else prof.model
+    if not model:
+        raise UsageError(f"profile {prof.name} names no model: give --model-path {hint}")
+    return prof, model, revision or prof.revision or None, served_name or prof.model or model
 
 
 def plan_server(
@@ -308,15 +318,8 @@ def plan_server(
     repo id, so records read through ``--serve`` name the same model as records read through an
     endpoint someone started with the repo id. Creates ``workdir`` (default: a new directory
     under ``$TMPDIR``) holding the args file, the log (unless ``log``) and the private caches."""
-    if server not in SERVERS:
-        raise UsageError(f"unknown server {server!r}; use one of {', '.join(SERVERS)}")
-    prof = load_profile(profile) if isinstance(profile, str) else profile
+    prof, model, rev, name = choose_model(profile, server, model_path, revision, served_name, hint="DIR_OR_REPO")
     env = os.environ if environ is None else environ
-    model = os.fspath(model_path) if model_path else prof.model
-    if not model:
-        raise UsageError(f"profile {prof.name} names no model: give --model-path DIR_OR_REPO")
-    rev = revision or prof.revision or None
-    name = served_name or served_name_default(prof, model)
     refuse_control_characters({"--model-path" if model_path else f"profile {prof.name}: model": model,
                                 "--revision": rev, "--served-model-name": name, "--host": host,
                                 "--log": log, "workdir": workdir})
