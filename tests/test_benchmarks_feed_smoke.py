@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import GT, REPO, need
+from support.components import GT, REPO, need
 
 BENCH = REPO / "benchmarks"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from conftest import GT, REPO, need
+from support.components import GT, REPO, need
 
 BENCH = REPO / "benchmarks"
 

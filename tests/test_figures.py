@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from conftest import finals, run_cli
+from support.cli import run_cli
 from support.openai_server import NOCODE, ServerConfig, serve_in_process
 from support.pagecode import draw_code, make_coded_image
+from support.records import finals
 from vlmocr.exceptions import EndpointUnavailable
 from vlmocr.figures import (
     DEFAULT_PROMPT,

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import read_records
-from plugins.hostile_endpoint import hostile_endpoint
 from support.openai_server import ServerConfig, serve_in_process
 from support.pagecode import make_coded_pdf
+from support.records import read_records
+from plugins.hostile_endpoint import hostile_endpoint
 
 # Runs the command and prints its peak RSS (kB, the largest process of its tree) as the last
 # line: RUSAGE_CHILDREN of a fresh wrapper covers the run and its pool, nothing else.
@@ -160,7 +160,8 @@ def test_credentials_in_the_endpoint_url_are_used_but_never_stored(tmp_path, pdf
 def test_a_full_disk_stops_the_run_at_the_first_failed_write_and_the_resume_is_clean(tmp_path):
     import os
 
-    from conftest import make_text_pdf, need
+    from support.components import need
+    from support.documents import make_text_pdf
 
     need(os.geteuid() == 0, "root, to mount a small tmpfs (the full disk)")
     pdf = make_text_pdf(tmp_path / "many.pdf", [[f"Page {i} of a long report", "with some text"] for i in range(1, 301)])

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_scan_pdf, page_lines, read_records, run_cli
+from support.cli import run_cli
+from support.documents import make_scan_pdf, page_lines
+from support.records import read_records
 
 pytestmark = pytest.mark.slow
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
-from library.helpers import make_doc, snapshot, textlayer_run
+from support.cli import run_cli, textlayer_run
+from support.documents import make_doc
+from support.library import snapshot
 from vlmocr.store import OUTPUT_MARKER
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from support.cli import run_cli
 from support.openai_server import ServerConfig, serve_in_process
 from test_triage import build_corpus
 
@@ -76,7 +76,7 @@ def test_nothing_to_ocr(tmp_path):
     from vlmocr.plan import load_corpus, make_plan
     from vlmocr.triage import triage
 
-    from conftest import make_text_pdf
+    from support.documents import make_text_pdf
 
     make_text_pdf(tmp_path / "a.pdf", [["A page of text with enough characters to count as a text layer."]])
     triage([str(tmp_path / "a.pdf")], tmp_path / "t.csv")

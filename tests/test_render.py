@@ -7,7 +7,7 @@ from PIL import Image
 from vlmocr.exceptions import BadInput
 from vlmocr.render import Sizing, count_pages, is_blank, render_page, text_layer, usable_text_layer
 
-from conftest import make_scan_pdf, make_text_pdf, text_image
+from support.documents import make_scan_pdf, make_text_pdf, text_image
 
 
 def test_pdf_render_at_dpi_and_longest_side(tmp_path):

@@ -12,7 +12,10 @@ import pytest
 
 from vlmocr.evaluation import cer
 
-from conftest import REPO, finals, make_scan_pdf, make_text_pdf, page_lines, read_records, run_cli, text_image
+from support.cli import run_cli
+from support.components import REPO
+from support.documents import make_scan_pdf, make_text_pdf, page_lines, text_image
+from support.records import finals, read_records
 
 SAMPLES = REPO / "samples"
 

@@ -7,7 +7,7 @@ import pytest
 from vlmocr.exceptions import UsageError
 from vlmocr.sources import check_doc_id, derive_doc_id, discover, parse_pages, parse_shard, shard_of
 
-from conftest import make_text_pdf
+from support.documents import make_text_pdf
 
 
 def touch_pdf(p: Path) -> Path:

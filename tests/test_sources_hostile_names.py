@@ -15,7 +15,9 @@ from vlmocr.exceptions import UsageError
 from vlmocr.sources import (CSV_FORMULA_START, check_doc_id, derive_doc_id, discover, neutralise_cell,
                             restore_cell)
 
-from conftest import cli_in_process, make_text_pdf, read_records
+from support.cli import cli_in_process
+from support.documents import make_text_pdf
+from support.records import read_records
 
 LINE = "A short line of real text, long enough for the text layer to count."
 

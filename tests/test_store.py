@@ -155,7 +155,7 @@ def test_a_record_damaged_after_writing_is_read_again_not_counted_done(tmp_path,
 
 
 def _run_pngs(tmp_path, out, *pngs):
-    from conftest import run_cli
+    from support.cli import run_cli
 
     res = run_cli("run", *map(str, pngs), "--out", str(out), "--engine", "rapidocr", "--workers", "1", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
@@ -163,7 +163,7 @@ def _run_pngs(tmp_path, out, *pngs):
 
 
 def _export_txt(tmp_path, run_dir, name):
-    from conftest import run_cli
+    from support.cli import run_cli
 
     out = tmp_path / name
     res = run_cli("export", str(run_dir), "--format", "txt", "--out", str(out))
@@ -175,7 +175,8 @@ def test_a_flipped_byte_in_a_real_runs_text_is_read_again_and_never_exported(tmp
     """A real run (RapidOCR on two generated PNGs); one byte inside the text of one record is
     flipped on disk, leaving valid JSON. Export leaves the damaged text out, and resume reads
     that page again; the export after it holds the text as read, not the damaged one."""
-    from conftest import read_records, text_image
+    from support.documents import text_image
+    from support.records import read_records
 
     pngs = []
     for name, lines in (("a", ["Hello world", "second line"]), ("b", ["Other page", "more text"])):

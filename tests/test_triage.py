@@ -12,7 +12,8 @@ import pypdfium2 as pdfium
 import pytest
 from PIL import Image
 
-from conftest import make_scan_pdf, make_text_pdf, page_lines, run_cli, text_image
+from support.cli import run_cli
+from support.documents import make_scan_pdf, make_text_pdf, page_lines, text_image
 
 ENG = ["The history of the town is told in the records of the council and the church,",
        "which were kept by the clerk for more than two hundred years and are now in the archive."]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 
-from conftest import cli_in_process
+from support.cli import cli_in_process
 from support.hostile import write_pdf, write_tiff
 
 

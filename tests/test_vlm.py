@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import finals, make_text_pdf, read_records, run_cli
+from support.cli import run_cli
+from support.documents import make_text_pdf
 from support.openai_server import ServerConfig, serve_in_process
 from support.pagecode import expected_text, make_coded_pdf
+from support.records import finals, read_records
 
 
 @pytest.fixture

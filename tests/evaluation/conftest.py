@@ -5,7 +5,9 @@ from __future__ import annotations
 import shutil
 
 import pytest
-from conftest import GT, need, run_cli
+
+from support.cli import run_cli
+from support.components import GT, need
 
 GT_PAGES = ["ehri_en/EHRI-DR-19390519-US_03.jpg", "ehri_en/EHRI-BF-19380810_EN_01.jpg"]
 

@@ -6,12 +6,11 @@ import json
 import shutil
 
 import pytest
-from conftest import cli_in_process as cli
+from support.cli import cli_in_process as cli
+from support.runs import write_run, write_truth_csv
 
 from vlmocr.evaluation import compare_records, load_truth
 from vlmocr.store import RecordWriter, final_records
-
-from .helpers import write_run, write_truth_csv
 
 
 def test_compare_flags_the_right_pages(tmp_path):
@@ -48,7 +47,6 @@ def test_compare_against_truth_uses_the_cer_difference(tmp_path):
     assert cmp.corpus["cer_a"] == pytest.approx(0.05) and cmp.corpus["cer_b"] == pytest.approx(0.1)
     res = cli("compare", str(a), str(b), "--truth", str(truth))
     assert res.returncode == 4 and "-10.00 pp" in res.stdout
-
 
 
 @pytest.mark.tesseract

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import make_scan_pdf, run_cli
+from support.cli import run_cli
+from support.documents import make_scan_pdf
+from support.runs import write_truth_csv
 
 from vlmocr.evaluation import TruthPage, cell_name, grid_cells, sample_truth
-
-from .helpers import write_truth_csv
 
 
 def test_grid_cells_and_sample():

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import cli_in_process as cli
-from conftest import run_cli
+from support.cli import cli_in_process as cli
+from support.cli import run_cli
+from support.runs import write_run, write_truth_csv
 
 from vlmocr.evaluation import (
     aggregate,
@@ -25,7 +26,6 @@ from vlmocr.evaluation import (
 from vlmocr.exceptions import UsageError
 from vlmocr.store import final_records
 
-from .helpers import write_run, write_truth_csv
 
 # --- distances by hand -----------------------------------------------------------------------
 

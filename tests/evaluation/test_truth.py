@@ -4,13 +4,12 @@ matching of truth pages to a run's documents."""
 from __future__ import annotations
 
 import pytest
-from conftest import cli_in_process as cli
-from conftest import text_image
+from support.cli import cli_in_process as cli
+from support.documents import text_image
+from support.runs import write_run, write_truth_csv
 
 from vlmocr.evaluation import TruthPage, evaluate_run, load_truth, match_truth
 from vlmocr.exceptions import UsageError
-
-from .helpers import write_run, write_truth_csv
 
 
 def test_truth_folder_layout_matches_folder_run_ids(tmp_path):

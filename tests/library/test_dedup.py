@@ -6,12 +6,11 @@ import csv
 import json
 import shutil
 
-from conftest import make_scan_pdf, make_text_pdf, run_cli
+from support.cli import run_cli, textlayer_run
+from support.documents import body_lines, make_doc, make_scan_pdf, make_text_pdf
 from vlmocr.library.dedup import normalise_text, text_digest
 from vlmocr.library.publish import publish
 from vlmocr.sources import from_manifest
-
-from .helpers import body_lines, make_doc, textlayer_run
 
 
 def test_duplicates_by_bytes_and_by_text_and_a_manifest_of_what_is_new(tmp_path):

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from support.cli import run_cli, textlayer_run
+from support.documents import make_doc
+from support.library import snapshot
 from vlmocr.store import KILL_AT_ENV, OUTPUT_MARKER
-
-from .helpers import make_doc, snapshot, textlayer_run
 
 
 @pytest.fixture(scope="module")

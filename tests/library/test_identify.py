@@ -13,12 +13,11 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from conftest import make_text_pdf, run_cli
+from support.cli import run_cli, textlayer_run
+from support.documents import body_lines, make_text_pdf
 from vlmocr.library.catalog import Catalog
 from vlmocr.library.identify import (Crossref, LookupError_, find_identifiers, isbn10_ok, isbn13_ok,
                                      normalise_isbn)
-
-from .helpers import body_lines, textlayer_run
 
 
 def kinds(pages, **kw):

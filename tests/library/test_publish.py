@@ -12,15 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from support.cli import publish_cli, run_cli, textlayer_run
+from support.documents import make_doc
+from support.library import catalog_rows, snapshot
+from support.records import finals_by_doc
+from support.runs import drop_records
 from vlmocr.library import Catalog, LibraryLock, library_holds, skip_held
 from vlmocr.library.publish import publish
 from vlmocr.library.runs import PAGE_SEPARATOR
 from vlmocr.sources import discover
 from vlmocr.store import checked_line
-
-from .helpers import (catalog_rows, drop_records, finals_by_doc, make_doc, publish_cli, snapshot,
-                      textlayer_run)
 
 
 @pytest.fixture(scope="module")

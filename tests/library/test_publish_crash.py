@@ -13,12 +13,12 @@ from pathlib import Path
 import orjson
 import pytest
 
-from conftest import run_cli
+from support.cli import run_cli, textlayer_run
+from support.documents import make_doc
+from support.library import catalog_rows
 from vlmocr.library import Catalog
 from vlmocr.library.publish import publish
 from vlmocr.store import KILL_AT_ENV, checked_line, iter_records
-
-from .helpers import catalog_rows, make_doc, textlayer_run
 
 
 @pytest.fixture(scope="module")

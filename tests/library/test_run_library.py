@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from conftest import make_text_pdf, read_records, run_cli
+from support.cli import run_cli
+from support.documents import make_text_pdf
+from support.records import read_records
 
 
 def test_run_skips_documents_the_library_holds(tmp_path):

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from support.cli import run_cli, textlayer_run
+from support.documents import make_doc
 from vlmocr.library.catalog import MAX_PREFIX_TERMS, MAX_QUERY_CHARS, MAX_QUERY_TERMS
-
-from .helpers import make_doc, textlayer_run
 
 
 @pytest.fixture(scope="module")

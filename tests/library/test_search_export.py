@@ -8,13 +8,14 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import STRICT, make_text_pdf, run_cli
+from support.cli import run_cli, textlayer_run
+from support.components import STRICT
+from support.documents import body_lines, make_doc, make_text_pdf
+from support.records import finals_by_doc
 from vlmocr.library.catalog import Catalog
 from vlmocr.library.export import export
 from vlmocr.library.publish import publish
 from vlmocr.library.runs import PAGE_SEPARATOR
-
-from .helpers import body_lines, finals_by_doc, make_doc, textlayer_run
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +160,7 @@ def test_export_layers(published, tmp_path):
 def test_export_leaves_incomplete_documents_out_unless_asked(published, tmp_path):
     import shutil
 
-    from .helpers import drop_records
+    from support.runs import drop_records
 
     run = tmp_path / "run"
     shutil.copytree(published["run"], run)

@@ -6,7 +6,6 @@ Without Chromium the browser tests are skipped, or fail when VLMOCR_TEST_STRICT=
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -14,19 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from .cdp import Chromium, Page, find_chromium
-
-STRICT = os.environ.get("VLMOCR_TEST_STRICT") == "1"
+from support.chromium import Chromium, Page, find_chromium
+from support.components import need
 
 
 @pytest.fixture(scope="session")
 def chromium() -> Iterator[Chromium]:
     exe = find_chromium()
-    if exe is None:
-        what = "chromium (bash scripts/install-browser.sh)"
-        if STRICT:
-            pytest.fail(f"missing component in strict mode: {what}")
-        pytest.skip(f"missing: {what}")
+    need(exe is not None, "chromium (bash scripts/install-browser.sh)")
     tmp = Path(tempfile.mkdtemp(prefix="vlmocr-chromium-"))
     browser = Chromium(exe, tmp / "profile")
     try:

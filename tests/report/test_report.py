@@ -15,13 +15,15 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import REPO, make_text_pdf, run_cli
+from support.cli import run_cli
+from support.components import REPO
+from support.documents import make_text_pdf
+from support.report_runs import XSS, XSS_DOC, FlaggedRun, make_flagged_run, write_large_run
 
 from vlmocr.evaluation import char_errors
 from vlmocr.report import ReportOptions, build_report, diff_ops
 from vlmocr.store import PAGES_FILE, iter_records
 
-from .runs import XSS, XSS_DOC, FlaggedRun, make_flagged_run, write_large_run
 
 SCREENSHOT_DOC = REPO / "docs" / "report-screenshot.png"
 

@@ -11,6 +11,8 @@ from pathlib import Path
 from vlmocr.record import PageRecord, Status
 from vlmocr.store import PAGES_FILE, RecordWriter, final_records
 
+from .documents import make_text_pdf, text_image
+
 XSS = "<script>document.title='pwned'</script><img src=x onerror=\"document.title='pwned2'\">"
 XSS_DOC = "delta<img src=x onerror=alert(1)>"  # a doc id with markup in it (ids may hold < and >)
 KEY = "k-report-test"
@@ -41,8 +43,6 @@ def _record(doc_id: str, source: str, page: int, status: Status, text: str, *, a
 def make_flagged_run(root: Path) -> FlaggedRun:
     """A run over a real 6-page PDF, a PNG and a missing file, with every kind of flagged page,
     a page whose text is an XSS attempt, a cleaned layer, a run.json and a truth CSV."""
-    from conftest import make_text_pdf, text_image  # tests/conftest.py
-
     src = root / "src"
     src.mkdir(parents=True)
     pdf = make_text_pdf(src / "alpha.pdf", [[f"Alpha page {n}", "The quick brown fox jumps over the lazy dog."]

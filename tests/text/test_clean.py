@@ -23,7 +23,7 @@ from vlmocr.text.clean import (
     load_rules,
     parse_rules,
 )
-from conftest import cli_in_process as cli
+from support.cli import cli_in_process as cli
 from vlmocr.exceptions import UsageError
 from vlmocr.record import PageRecord
 from vlmocr.store import RecordWriter

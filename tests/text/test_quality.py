@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import GT, need
+from support.components import GT, need
 
 from vlmocr.text import loops, nonanswers, quality
 from vlmocr.text.loops import LoopFinding, detect_loop, trim_loop

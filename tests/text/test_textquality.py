@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import cli_in_process as cli
-from conftest import run_cli
+from support.cli import cli_in_process as cli
+from support.cli import run_cli
 
 from vlmocr.record import PageRecord
 from vlmocr.store import RecordWriter
@@ -24,8 +24,6 @@ from vlmocr.text.textquality import (
     wordfreq_code,
     words_of,
 )
-
-
 
 
 def rec(text: str, doc_id: str = "d", page: int = 1, **extra) -> dict:
@@ -142,7 +140,7 @@ def test_suspicious_cli(gt, tmp_path):
 @pytest.mark.tesseract
 def test_greek_page_read_as_english_is_suspicious(gt, tmp_path):
     if shutil.which("tesseract") is None:
-        from conftest import need
+        from support.components import need
 
         need(False, "tesseract binary")
     pages = [gt / "zonaras" / "zonaras_0009.png", gt / "ehri_en" / "EHRI-BF-19380810_EN_01.jpg"]

@@ -1,0 +1,68 @@
+"""Real documents made on the fly: born-digital PDFs with a text layer (reportlab), images of
+text (Pillow) and image-only PDFs, as a scanner makes them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PIL import Image, ImageDraw, ImageFont
+
+WORDS = ("archive letter river council harvest railway winter printer harbour village market bridge "
+         "teacher garden engine lantern orchard mill chapel ledger").split()
+
+
+def make_text_pdf(path: Path, pages: list[list[str]]) -> Path:
+    """A born-digital PDF with a real text layer; returns the path."""
+    from reportlab.lib.pagesizes import A4
+    from reportlab.pdfgen import canvas
+
+    c = canvas.Canvas(str(path), pagesize=A4)
+    for lines in pages:
+        y = 780
+        for line in lines:
+            c.setFont("Helvetica", 12)
+            c.drawString(72, y, line)
+            y -= 18
+        c.showPage()
+    c.save()
+    return path
+
+
+def text_image(lines: list[str], size: tuple[int, int] = (900, 1200), font_size: int = 34) -> Image.Image:
+    img = Image.new("L", size, 255)
+    draw = ImageDraw.Draw(img)
+    font = ImageFont.load_default(size=font_size)
+    y = 60
+    for line in lines:
+        draw.text((60, y), line, fill=0, font=font)
+        y += int(font_size * 1.6)
+    return img
+
+
+def make_scan_pdf(path: Path, pages: list[list[str]], size: tuple[int, int] = (900, 1200)) -> Path:
+    """An image-only PDF (no text layer): what a scanner produces."""
+    imgs = [text_image(lines, size) for lines in pages]
+    imgs[0].save(path, save_all=True, append_images=imgs[1:], resolution=100)
+    return path
+
+
+def page_lines(doc: int, page: int) -> list[str]:
+    return [f"Document {doc} page {page}", "The quick brown fox", f"jumps over {page * 7} lazy dogs"]
+
+
+def body_lines(doc: int, page: int, n: int = 5) -> list[str]:
+    """Lines long enough for a usable text layer, different per document and page."""
+    out = []
+    for i in range(n):
+        words = [WORDS[(doc * 7 + page * 3 + i * 5 + k) % len(WORDS)] for k in range(8)]
+        out.append(f"Doc{doc} page {page} line {i}: " + " ".join(words))
+    return out
+
+
+def make_doc(folder: Path, name: str, doc: int, pages: int, extra: dict[int, list[str]] | None = None) -> Path:
+    content = []
+    for p in range(1, pages + 1):
+        lines = list((extra or {}).get(p, [])) + body_lines(doc, p)
+        content.append(lines)
+    folder.mkdir(parents=True, exist_ok=True)
+    return make_text_pdf(folder / name, content)
