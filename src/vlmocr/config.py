@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .exceptions import UsageError
 from .redact import public_url
-from .render import DEFAULT_DPI, DEFAULT_MAX_PIXELS, Sizing
+from .record import DEFAULT_DPI, DEFAULT_MAX_PIXELS, Sizing
 
 EngineName = Literal["auto", "textlayer", "rapidocr", "tesseract", "openai"]
 
@@ -85,10 +85,18 @@ class RunConfig(BaseModel):
 
     # ------------------------------------------------------------------ derived
 
-    def sizing(self, doc_dpi: float | None = None) -> Sizing:
-        if self.longest_side and doc_dpi is None:
-            return Sizing(dpi=None, longest_side=self.longest_side, max_pixels=self.max_pixels)
-        return Sizing(dpi=doc_dpi or self.dpi or DEFAULT_DPI, longest_side=None, max_pixels=self.max_pixels)
+    def sizing(self, doc_dpi: float | None = None, image: Any = None) -> Sizing:
+        """How large a page image is: a document's own dpi (manifest), else --dpi or
+        --longest-side, else the model profile's `image` defaults, else 200 dpi. The profile's
+        pixel cap, when it has one, wins over --max-pixels (the model cannot take more)."""
+        max_pixels = (getattr(image, "max_pixels", None) or self.max_pixels) if image is not None else self.max_pixels
+        if doc_dpi is None and self.longest_side:
+            return Sizing(dpi=None, longest_side=self.longest_side, max_pixels=max_pixels)
+        if doc_dpi or self.dpi or image is None:
+            return Sizing(dpi=doc_dpi or self.dpi or DEFAULT_DPI, longest_side=None, max_pixels=max_pixels)
+        if image.longest_side:
+            return Sizing(dpi=None, longest_side=image.longest_side, max_pixels=max_pixels)
+        return Sizing(dpi=float(image.dpi), longest_side=None, max_pixels=max_pixels)
 
     def reader(self) -> str:
         """The engine that reads pages without a usable text layer."""
@@ -96,12 +104,12 @@ class RunConfig(BaseModel):
             return "openai" if (self.endpoint or self.profile or self.serve) else self.ocr_engine
         return self.engine
 
-    def key_material(self, doc_dpi: float | None = None) -> dict[str, Any]:
+    def key_material(self, doc_dpi: float | None = None, sizing: Sizing | None = None) -> dict[str, Any]:
         material: dict[str, Any] = {
             "reader_revision": READER_REVISION,
             "engine": self.engine,
             "reader": self.reader(),
-            "sizing": self.sizing(doc_dpi).as_dict(),
+            "sizing": (sizing or self.sizing(doc_dpi)).as_dict(),
         }
         if self.reader() == "tesseract":
             material["lang"] = self.lang

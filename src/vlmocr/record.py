@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
@@ -109,6 +111,63 @@ class PageRecord(BaseModel):
             if data.get(optional) is None:
                 data.pop(optional, None)
         return data
+
+
+DEFAULT_DPI = 200.0
+DEFAULT_MAX_PIXELS = 25_000_000  # ≈ A3 at 300 dpi; an A0 poster is scaled down to this
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """How large a page image should be. `longest_side` wins over `dpi` when both are set."""
+
+    dpi: float | None = DEFAULT_DPI
+    longest_side: int | None = None
+    max_pixels: int = DEFAULT_MAX_PIXELS
+
+    def as_dict(self) -> dict:
+        return {"dpi": self.dpi, "longest_side": self.longest_side, "max_pixels": self.max_pixels}
+
+
+@dataclass(frozen=True)
+class PageTask:
+    """A page owed a read (or several consecutive pages read in one request): what the
+    scheduler hands a reader and a reader hands a pool worker. Frozen and picklable; a
+    changed task (the next ladder step, a smaller image) is a new one (`at`)."""
+
+    doc_id: str
+    source: str
+    path: str
+    page: int
+    doc_pages: int | None
+    key: str
+    engine: str  # auto | textlayer | rapidocr | tesseract | openai
+    reader: str  # what reads a page without a usable text layer
+    sizing: Sizing
+    attempt: int = 1
+    # Several pages in one request (profiles with multi-page support): their numbers and attempts.
+    pages: tuple[int, ...] = ()
+    attempts: tuple[int, ...] = ()
+    # How a VLM page is encoded for the request.
+    image_format: str = "png"
+    jpeg_quality: int = 90
+
+    def at(self, **changes: Any) -> "PageTask":
+        return dataclasses.replace(self, **changes)
+
+    def singles(self) -> list["PageTask"]:
+        """One task per page of a multi-page task (itself when it holds one page)."""
+        if not self.pages:
+            return [self]
+        return [self.at(page=p, attempt=a, pages=(), attempts=()) for p, a in zip(self.pages, self.attempts)]
+
+    def record(self, status: Status, **fields: Any) -> "PageRecord":
+        """A record of this page: the fields every record of it carries, whatever becomes of it."""
+        return PageRecord(doc_id=self.doc_id, source=self.source, page=self.page, doc_pages=self.doc_pages,
+                          key=self.key, attempt=self.attempt, status=status, **fields)
+
+    def __str__(self) -> str:
+        return f"{self.doc_id} page {self.page}"
 
 
 def now_iso() -> str:

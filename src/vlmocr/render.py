@@ -21,10 +21,9 @@ import pypdfium2 as pdfium
 from PIL import ExifTags, Image, ImageOps
 
 from .exceptions import BadInput
+from .record import DEFAULT_DPI, DEFAULT_MAX_PIXELS, Sizing  # noqa: F401  (the renderer's settings)
 from .sources import IMAGE_EXTS, PDF_EXTS, printable
 
-DEFAULT_DPI = 200.0
-DEFAULT_MAX_PIXELS = 25_000_000  # ≈ A3 at 300 dpi; an A0 poster is scaled down to this
 HARD_MAX_IMAGE_PIXELS = 400_000_000  # larger image frames are refused instead of decoded
 # A page longer than this many times its width (a 0.001 × 14400 pt PDF page, a 1 × 40000 px
 # strip) is no document page: OCR engines fail on it every time (RapidOCR scales its short
@@ -48,18 +47,6 @@ REDUCING_GAP = 3.0
 # We enforce our own limits; Pillow's bomb check would turn a big scan into an exception.
 Image.MAX_IMAGE_PIXELS = HARD_MAX_IMAGE_PIXELS
 warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-
-
-@dataclass(frozen=True)
-class Sizing:
-    """How large a page image should be. `longest_side` wins over `dpi` when both are set."""
-
-    dpi: float | None = DEFAULT_DPI
-    longest_side: int | None = None
-    max_pixels: int = DEFAULT_MAX_PIXELS
-
-    def as_dict(self) -> dict:
-        return {"dpi": self.dpi, "longest_side": self.longest_side, "max_pixels": self.max_pixels}
 
 
 @dataclass

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import List, Optional
 
@@ -11,7 +10,7 @@ import typer
 
 from ..config import load_config
 from ..progress import RunProgress, console
-from ..reading.scheduler import run as run_pages
+from ..reading.scheduler import DocumentFilter, run as run_pages
 from . import app
 
 
@@ -61,7 +60,7 @@ def run_command(
     cfg = load_config(cli, config)
     from ..cluster.serve.running import serve_for_run  # only now: it is heavy and rarely needed
     with serve_for_run(cfg):  # --serve: start the server, point cfg at it, always stop it
-        summary = run_pages(cfg, RunProgress(enabled=True))
+        summary = run_pages(cfg, RunProgress(enabled=True), skip=_held_by(cfg.library))
     if summary.fallback_docs:
         shown = ", ".join(summary.fallback_docs[:10]) + (" …" if len(summary.fallback_docs) > 10 else "")
         console.print(f"[yellow]{len(summary.fallback_docs)} document(s) over --max-fallback "
@@ -74,3 +73,17 @@ def run_command(
     else:
         print(summary.done_line(), flush=True)
     return int(summary.exit_code())
+
+
+def _held_by(library: Path | None) -> DocumentFilter | None:
+    """GPU jobs never redo published work: skip what the library holds (same bytes)."""
+    if library is None:
+        return None
+
+    def skip(docs: list) -> tuple[list, str]:
+        from ..library import skip_held
+
+        kept, held = skip_held(Path(library), docs)
+        return kept, f"{len(held)} document(s) already in library {library}: skipped" if held else ""
+
+    return skip

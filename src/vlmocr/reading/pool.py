@@ -1,8 +1,5 @@
-"""How the scheduler gets a record for a page, whatever the engine.
-
-A reader is the scheduler's only view of an engine: `await reader.process(spec) -> record`,
-plus how many pages it wants in flight. CPU engines run in a process pool; HTTP engines
-(issue: VLM endpoints) render in the same pool and read over async HTTP."""
+"""The worker pool every reader renders in: forkserver processes that preload the page code and
+the engines' libraries, and survive a page that crashes its worker."""
 
 from __future__ import annotations
 
@@ -11,28 +8,9 @@ import os
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Protocol
+from typing import Any
 
-from ..record import PageRecord, Status
 from . import worker as pagework
-
-
-class PageReader(Protocol):
-    max_in_flight: int
-
-    def sizing(self, doc_dpi: float | None = None) -> Any: ...
-
-    def key_material(self, doc_dpi: float | None = None) -> dict[str, Any]: ...
-
-    def owes_retry(self, status: Status | None, attempts: int) -> bool: ...
-
-    async def ladder(self, spec: dict[str, Any], emit: Any, should_stop: Any) -> None: ...
-
-    async def process(self, spec: dict[str, Any]) -> dict[str, Any]: ...
-
-    async def inspect(self, path: str) -> tuple[int | None, str | None]: ...
-
-    async def aclose(self, abandon: bool = False) -> None: ...
 
 
 def _short_socket_dir() -> None:
@@ -149,44 +127,3 @@ class WorkerPool:
                 except Exception:
                     pass
         self._pool.shutdown(wait=not abandon, cancel_futures=True)
-
-
-class CpuReader:
-    """Render and read in the pool: the image never crosses a process boundary."""
-
-    def __init__(self, cfg: Any, pool: WorkerPool) -> None:
-        self.cfg = cfg
-        self.pool = pool
-        # Two pages per worker keep every core busy while results travel back.
-        self.max_in_flight = pool.workers * 2
-
-    def sizing(self, doc_dpi: float | None = None) -> Any:
-        return self.cfg.sizing(doc_dpi)
-
-    def key_material(self, doc_dpi: float | None = None) -> dict[str, Any]:
-        return self.cfg.key_material(doc_dpi)
-
-    def owes_retry(self, status: Status | None, attempts: int) -> bool:
-        return False  # the embedded engines are deterministic: a retry reads the same
-
-    async def ladder(self, spec: dict[str, Any], emit: Any, should_stop: Any) -> None:
-        return None
-
-    async def inspect(self, path: str) -> tuple[int | None, str | None]:
-        ok, result = await self.pool.call_safely(pagework.inspect_doc, path)
-        if not ok:
-            return None, "the document crashed the PDF reader"
-        return result
-
-    async def process(self, spec: dict[str, Any]) -> dict[str, Any]:
-        ok, result = await self.pool.call_safely(pagework.read_page, spec)
-        if ok:
-            return result
-        return PageRecord(
-            doc_id=spec["doc_id"], source=spec["source"], page=spec["page"], doc_pages=spec.get("doc_pages"),
-            key=spec["key"], attempt=spec.get("attempt", 1), status=Status.bad_input, engine=spec["engine"],
-            error="the page crashed the reader process twice",
-        ).to_json_dict()
-
-    async def aclose(self, abandon: bool = False) -> None:
-        self.pool.shutdown(abandon)

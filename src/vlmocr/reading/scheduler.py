@@ -24,12 +24,18 @@ from ..exceptions import EndpointUnavailable, ExitCode, StoreFailed, UsageError,
 from ..assemble import add_figures, rebuild_documents, write_document
 from .limiter import Limiter
 from ..progress import RunProgress
-from .pool import CpuReader, PageReader, WorkerPool
+from .base import PageReader
+from .cpu import CpuReader
+from .pool import WorkerPool
 from .tasks import TaskRunner
 from ..redact import public_argv
-from ..record import RETRY_ON_RESUME, PageRecord, Status
+from ..record import RETRY_ON_RESUME, PageRecord, PageTask, Status
 from ..sources import Document, discover, parse_shard, shard_of
 from ..store import PAGES_FILE, DocState, RecordWriter, ResumeIndex, RunLock, write_json_atomic
+
+
+# Documents → (those to read, a note on what was left out and why, or "").
+DocumentFilter = Callable[[list[Document]], tuple[list[Document], str]]
 
 
 @dataclass
@@ -73,10 +79,6 @@ class Summary:
         d["pages_per_hour"] = round(self.pages_per_hour, 1)
         d["exit_code"] = int(self.exit_code())
         return d
-
-
-def _task_name(spec: dict[str, Any]) -> str:
-    return f"{spec['doc_id']} page {spec.get('page')}"
 
 
 def select_pages(doc: Document, doc_pages: int) -> list[int]:
@@ -170,7 +172,8 @@ class Scheduler(TaskRunner):
     """Pages: plan the documents, run the reader over the pages owed, write each record."""
 
     def __init__(self, cfg: RunConfig, progress: RunProgress | None = None,
-                 reader_factory: Callable[[RunConfig], Awaitable[PageReader]] = make_reader) -> None:
+                 reader_factory: Callable[[RunConfig], Awaitable[PageReader]] = make_reader,
+                 skip: DocumentFilter | None = None) -> None:
         if cfg.out is None:
             raise UsageError("--out RUN is required")
         self.progress = progress or RunProgress(enabled=False)
@@ -178,10 +181,11 @@ class Scheduler(TaskRunner):
         self.cfg = cfg
         self.run_dir = Path(cfg.out)
         self.reader_factory = reader_factory
+        self.skip = skip
         self.summary = Summary(run_dir=str(self.run_dir))
         self._collect: dict[str, dict[str, Any]] = {}
         self._deferred: set[str] = set()
-        self._ladder: deque[dict[str, Any]] = deque()
+        self._ladder: deque[PageTask] = deque()
 
     # ------------------------------------------------------------------ documents
 
@@ -190,13 +194,10 @@ class Scheduler(TaskRunner):
         if self.cfg.shard:
             k, n = parse_shard(self.cfg.shard)
             docs = [d for d in docs if shard_of(d.doc_id, n) == k]
-        if self.cfg.library:
-            # GPU jobs never redo published work: skip what the library holds (same bytes).
-            from ..library import skip_held
-
-            docs, held = skip_held(Path(self.cfg.library), docs)
-            if held:
-                self.progress.note(f"{len(held)} document(s) already in library {self.cfg.library}: skipped")
+        if self.skip is not None:
+            docs, why = self.skip(docs)
+            if why:
+                self.progress.note(why)
         return docs
 
     # ------------------------------------------------------------------ main
@@ -264,25 +265,22 @@ class Scheduler(TaskRunner):
         """Pass 1 reads pages owed a first read; pass 2 climbs the retry ladder for review
         pages (those found on resume and those pass 1 produced)."""
         self.limiter = Limiter(self.reader.max_in_flight)
-        controller = None
-        if hasattr(self.reader, "control_concurrency"):
-            controller = asyncio.create_task(self.reader.control_concurrency(self.limiter))
+        controller = asyncio.create_task(self.reader.control_concurrency(self.limiter))
         try:
             await self._passes(docs, keys)
         finally:
-            if controller is not None:
-                controller.cancel()
-                await asyncio.gather(controller, return_exceptions=True)
+            controller.cancel()
+            await asyncio.gather(controller, return_exceptions=True)
 
     async def _passes(self, docs: list[Document], keys: dict[str, str]) -> None:
         async def first_pass():
             for doc in docs:
                 if self.stop.is_set():
                     return
-                for spec in await self._plan_doc(doc, keys[doc.doc_id]):
-                    yield spec
+                for task in await self._plan_doc(doc, keys[doc.doc_id]):
+                    yield task
 
-        await self.drain(first_pass(), self._read_one, self.limiter, _task_name)
+        await self.drain(first_pass(), self._read_one, self.limiter)
         if self.cfg.no_retry or self.stop.is_set() or self.abandon.is_set() or not self._ladder:
             return
         self.progress.note(f"retry ladder: {len(self._ladder)} page(s)")
@@ -291,51 +289,46 @@ class Scheduler(TaskRunner):
             while self._ladder and not self.stop.is_set():
                 yield self._ladder.popleft()
 
-        await self.drain(second_pass(), self._ladder_one, self.limiter, _task_name)
+        await self.drain(second_pass(), self._ladder_one, self.limiter)
 
-    def _failed_records(self, spec: dict[str, Any], exc: BaseException) -> None:
-        """Every page of `spec` ends with a record naming why it failed, whatever went wrong in
+    def _failed_records(self, task: PageTask, exc: BaseException) -> None:
+        """Every page of `task` ends with a record naming why it failed, whatever went wrong in
         the reader (a bug, an answer of an unforeseen shape): `error`, so a resubmit retries it."""
         reason = f"{type(exc).__name__}: {exc}"[:2000]
-        for page, attempt in zip(spec.get("pages") or [spec["page"]], spec.get("attempts") or [spec["attempt"]]):
-            self._finish(PageRecord(
-                doc_id=spec["doc_id"], source=spec["source"], page=int(page), doc_pages=spec.get("doc_pages"),
-                key=spec["key"], attempt=int(attempt), status=Status.error, engine=self.cfg.reader(),
-                error=f"internal error while reading: {reason}", flags=["internal_error"],
-            ).to_json_dict())
+        for single in task.singles():
+            self._finish(single.record(Status.error, engine=self.cfg.reader(), flags=["internal_error"],
+                                       error=f"internal error while reading: {reason}"))
 
-    async def _read_one(self, spec: dict[str, Any]) -> None:
+    async def _read_one(self, task: PageTask) -> None:
         try:
-            out = await self.reader.process(spec)
+            out = await self.reader.process(task)
         except EndpointUnavailable as exc:
             self.fail(exc)
             return
         except Exception as exc:
-            self._failed_records(spec, exc)
+            self._failed_records(task, exc)
             return
         for rec in out if isinstance(out, list) else [out]:
             self._finish(rec)
-            status = Status(rec["status"])
-            if int(rec["page"]) > 0 and self.reader.owes_retry(status, int(rec["attempt"])):
+            if rec.page > 0 and self.reader.owes_retry(rec.status, rec.attempt):
                 # The ladder reads one page per request, whatever the first pass did.
-                self._ladder.append({**spec, "page": int(rec["page"]), "pages": None,
-                                     "attempt": int(rec["attempt"]) + 1})
+                self._ladder.append(task.at(page=rec.page, pages=(), attempts=(), attempt=rec.attempt + 1))
 
-    async def _ladder_one(self, spec: dict[str, Any]) -> None:
-        attempts = [int(spec["attempt"])]
+    async def _ladder_one(self, task: PageTask) -> None:
+        attempts = [task.attempt]
 
-        def emit(rec: dict[str, Any]) -> None:
-            attempts.append(int(rec["attempt"]) + 1)
+        def emit(rec: PageRecord) -> None:
+            attempts.append(rec.attempt + 1)
             self._finish(rec)
 
         try:
-            await self.reader.ladder(spec, emit, self.stop.is_set)
+            await self.reader.ladder(task, emit, self.stop.is_set)
         except EndpointUnavailable as exc:
             self.fail(exc)
         except Exception as exc:
-            self._failed_records({**spec, "attempt": attempts[-1]}, exc)
+            self._failed_records(task.at(attempt=attempts[-1]), exc)
 
-    async def _plan_doc(self, doc: Document, key: str) -> list[dict[str, Any]]:
+    async def _plan_doc(self, doc: Document, key: str) -> list[PageTask]:
         """The page tasks still owed for one document (opening it only when needed)."""
         cfg = self.cfg
         state = self.index.get(key, doc.doc_id)
@@ -349,17 +342,17 @@ class Scheduler(TaskRunner):
                         doc_id=doc.doc_id, source=doc.source, page=0, doc_pages=None, key=key,
                         status=Status.bad_input, engine=cfg.engine, error=err,
                         attempt=(state.attempts_of(0) if state else 0) + 1,
-                    ).to_json_dict())
+                    ))
                 return []
             doc_pages = n
         assert doc_pages is not None
         pages = select_pages(doc, doc_pages)
-        sizing = self.reader.sizing(doc.dpi).as_dict()
-        reader = cfg.reader()
+        first = PageTask(doc_id=doc.doc_id, source=doc.source, path=str(doc.path), page=pages[0] if pages else 1,
+                         doc_pages=doc_pages, key=key, engine=cfg.engine, reader=cfg.reader(),
+                         sizing=self.reader.sizing(doc.dpi))
 
-        def spec(p: int, attempt: int) -> dict[str, Any]:
-            return dict(doc_id=doc.doc_id, source=doc.source, path=str(doc.path), page=p, doc_pages=doc_pages,
-                        key=key, engine=cfg.engine, reader=reader, sizing=sizing, attempt=attempt)
+        def spec(p: int, attempt: int) -> PageTask:
+            return first.at(page=p, attempt=attempt)
 
         if cfg.force or state is None:
             pending = [] if cfg.retry_only else pages
@@ -377,20 +370,18 @@ class Scheduler(TaskRunner):
         self.progress.add_total(len(pending))
         if len(pending) == len(pages):
             self._collect[doc.doc_id] = {"expect": len(pages), "recs": {}}
-        specs = [spec(p, (state.attempts_of(p) if state else 0) + 1) for p in pending]
-        n = getattr(self.reader, "pages_per_request", 1)
+        tasks = [spec(p, (state.attempts_of(p) if state else 0) + 1) for p in pending]
+        n = self.reader.pages_per_request
         if n <= 1:
-            return specs
-        grouped = []
-        for i in range(0, len(specs), n):
-            chunk = specs[i:i + n]
-            grouped.append({**chunk[0], "pages": [c["page"] for c in chunk], "attempts": [c["attempt"] for c in chunk]})
-        return grouped
+            return tasks
+        return [chunk[0].at(pages=tuple(t.page for t in chunk), attempts=tuple(t.attempt for t in chunk))
+                for chunk in (tasks[i:i + n] for i in range(0, len(tasks), n))]
 
-    def _finish(self, rec: dict[str, Any]) -> None:
+    def _finish(self, record: PageRecord) -> None:
         """The single point where a finished page becomes durable."""
         if self.store_broken:
             return  # not durable, so not done: read again on resume
+        rec = record.to_json_dict()
         try:
             self.writer.append(rec)
         except OSError as exc:
@@ -400,8 +391,7 @@ class Scheduler(TaskRunner):
         self.summary.read_now += 1
         self.progress.advance(rec["status"])
         doc_id = rec["doc_id"]
-        if hasattr(self.reader, "live"):
-            self.progress.extra = self.reader.live()
+        self.progress.extra = self.reader.live()
         slot = self._collect.get(doc_id)
         if slot is not None and int(rec["page"]) > 0:
             slot["recs"][int(rec["page"])] = rec
@@ -484,8 +474,9 @@ class Scheduler(TaskRunner):
         history = list(previous.get("history", []))
         entry = {"started_at": started, "host": socket.gethostname(), "pid": os.getpid(),
                  "argv": public_argv(sys.argv[1:]), "key": settings_key(self.reader.key_material())}
-        if hasattr(self.reader, "final_stats"):
-            entry["reader"] = self.reader.final_stats()
+        stats = self.reader.final_stats()
+        if stats is not None:
+            entry["reader"] = stats
         if summary is not None:
             entry["finished_at"] = PageRecord.model_fields["finished_at"].default_factory()  # type: ignore[misc]
             entry["summary"] = summary.as_dict()
@@ -508,6 +499,7 @@ class Scheduler(TaskRunner):
         write_json_atomic(path, data)
 
 
-def run(cfg: RunConfig, progress: RunProgress | None = None) -> Summary:
-    """Library entry point: read every page owed under `cfg` and return the summary."""
-    return asyncio.run(Scheduler(cfg, progress).run())
+def run(cfg: RunConfig, progress: RunProgress | None = None, skip: DocumentFilter | None = None) -> Summary:
+    """Library entry point: read every page owed under `cfg` and return the summary. `skip`
+    leaves documents out before planning (e.g. those a library already holds) and says why."""
+    return asyncio.run(Scheduler(cfg, progress, skip=skip).run())

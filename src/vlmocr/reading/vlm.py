@@ -11,18 +11,17 @@ import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-from ..config import READER_REVISION, RunConfig
+from ..config import RunConfig
+from ..exceptions import EndpointUnavailable, UsageError
+from ..profiles import Profile, load_profile
+from ..record import LADDER, PageRecord, PageTask, Sizing, Status
+from ..text.postprocess import postprocess, split_pages
+from .base import PageReader
 from .client import ChatResult, OpenAIClient, RequestFailed, api_key_from_env, parse_metrics, public_url, queue_depth
 from .limiter import Limiter, next_limit, render_ahead
-from ..exceptions import EndpointUnavailable, UsageError
-from .worker import classify, prepare_for_http, read_page
-from ..text.postprocess import postprocess, split_pages
-from ..profiles import Profile, load_profile
 from .pool import WorkerPool
-from ..record import LADDER, PageRecord, Status
-from ..render import DEFAULT_MAX_PIXELS, Sizing
 from .request import build_chat_request, ladder_overrides
-
+from .worker import Prepared, classify, inspect_doc, prepare_for_http, read_page
 
 
 @dataclass
@@ -35,7 +34,7 @@ class Answer:
     image: str  # the image finally sent (smaller after a context overflow)
 
 
-class VlmReader:
+class VlmReader(PageReader):
     def __init__(self, cfg: RunConfig, profile: Profile, client: OpenAIClient, server_kind: str,
                  model_name: str, pool: WorkerPool) -> None:
         self.cfg = cfg
@@ -55,26 +54,18 @@ class VlmReader:
         self.prompt_id = profile.prompt_id_for(server_kind) if not profile.image_only else None
         self._t0 = time.monotonic()
         self.max_model_len: int | None = None  # from /v1/models when the server says
+        self.adaptive_active = False
 
     # ------------------------------------------------------------------ settings
 
     def sizing(self, doc_dpi: float | None = None) -> Sizing:
-        img = self.profile.image
-        max_pixels = img.max_pixels or self.cfg.max_pixels or DEFAULT_MAX_PIXELS
-        if doc_dpi is not None or self.cfg.dpi is not None:
-            return Sizing(dpi=doc_dpi or self.cfg.dpi, longest_side=None, max_pixels=max_pixels)
-        if self.cfg.longest_side is not None:
-            return Sizing(dpi=None, longest_side=self.cfg.longest_side, max_pixels=max_pixels)
-        if img.longest_side:
-            return Sizing(dpi=None, longest_side=img.longest_side, max_pixels=max_pixels)
-        return Sizing(dpi=float(img.dpi), longest_side=None, max_pixels=max_pixels)
+        return self.cfg.sizing(doc_dpi, self.profile.image)
 
     def key_material(self, doc_dpi: float | None = None) -> dict[str, Any]:
         p = self.profile
         kind = self.server_kind
         return {
-            "reader_revision": READER_REVISION,
-            "engine": self.cfg.engine,
+            **self.cfg.key_material(doc_dpi, self.sizing(doc_dpi)),
             "reader": "openai",
             "server_kind": kind,
             "model": self.model_name,
@@ -82,7 +73,6 @@ class VlmReader:
             "prompt": None if p.image_only else p.prompt_for(kind),
             "system_prompt": p.system_prompt,
             "image_position": p.image_position,
-            "sizing": self.sizing(doc_dpi).as_dict(),
             "format": [p.image.format, p.image.jpeg_quality if p.image.format == "jpeg" else None],
             "sampling": p.sampling.model_dump(exclude_none=True),
             "max_tokens": p.max_tokens,
@@ -102,40 +92,40 @@ class VlmReader:
     # ------------------------------------------------------------------ reading
 
     async def inspect(self, path: str) -> tuple[int | None, str | None]:
-        from .worker import inspect_doc
-
         ok, result = await self.pool.call_safely(inspect_doc, path)
         return result if ok else (None, "the document crashed the PDF reader")
 
-    def _spec_for_http(self, spec: dict[str, Any], sizing: dict[str, Any] | None = None) -> dict[str, Any]:
-        return {**spec, "sizing": sizing or spec["sizing"], "format": self.profile.image.format,
-                "quality": self.profile.image.jpeg_quality}
+    def _for_http(self, task: PageTask) -> PageTask:
+        return task.at(image_format=self.profile.image.format, jpeg_quality=self.profile.image.jpeg_quality)
 
-    async def process(self, spec: dict[str, Any]) -> dict[str, Any] | list[dict[str, Any]]:
+    async def _prepare(self, task: PageTask) -> Prepared | PageRecord:
+        ok, prep = await self.pool.call_safely(prepare_for_http, self._for_http(task))
+        if not ok:
+            return self._record(task, Status.bad_input, time.monotonic(), error="the page crashed the renderer twice")
+        return prep
+
+    async def process(self, task: PageTask) -> PageRecord | list[PageRecord]:
         """The first pass (or a resumed attempt): one read at the ladder step of this attempt.
-        A spec with several `pages` is read in one request (records for each page)."""
-        if len(spec.get("pages") or ()) > 1:
-            return await self._multi(spec)
-        step = max(0, int(spec.get("attempt", 1)) - 1)
+        A task with several `pages` is read in one request (records for each page)."""
+        if len(task.pages) > 1:
+            return await self._multi(task)
+        step = max(0, task.attempt - 1)
         overrides = ladder_overrides(self.profile, self.server_kind, step)
         if overrides is None:
-            return await self.fallback(spec, "ladder exhausted")
-        return await self._attempt(spec, overrides, step)
+            return await self.fallback(task, "ladder exhausted")
+        return await self._attempt(task, overrides, step)
 
-    async def _multi(self, spec: dict[str, Any]) -> list[dict[str, Any]]:
+    async def _multi(self, task: PageTask) -> list[PageRecord]:
         """Several consecutive pages in one request, split on the profile's separator. When
         the split does not give one part per page, those pages are read one by one."""
         t0 = time.monotonic()
-        singles = [{**spec, "page": p, "pages": None, "attempt": a}
-                   for p, a in zip(spec["pages"], spec["attempts"])]
-        preps = await asyncio.gather(*(self.pool.call_safely(prepare_for_http, self._spec_for_http(s)) for s in singles))
-        done: list[dict[str, Any]] = []
-        batch: list[tuple[dict[str, Any], dict[str, Any]]] = []
-        for s, (ok, prep) in zip(singles, preps):
-            if not ok:
-                done.append(self._record(s, Status.bad_input, t0, error="the page crashed the renderer twice"))
-            elif "record" in prep:
-                done.append(prep["record"])
+        singles = task.singles()
+        preps = await asyncio.gather(*(self._prepare(s) for s in singles))
+        done: list[PageRecord] = []
+        batch: list[tuple[PageTask, Prepared]] = []
+        for s, prep in zip(singles, preps):
+            if isinstance(prep, PageRecord):
+                done.append(prep)
             else:
                 batch.append((s, prep))
         if not batch:
@@ -144,7 +134,7 @@ class VlmReader:
             done += await self._multi_request(group, t0)
         return done
 
-    def _fit_context(self, batch: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[list[tuple[dict, dict]]]:
+    def _fit_context(self, batch: list[tuple[PageTask, Prepared]]) -> list[list[tuple[PageTask, Prepared]]]:
         """Pack pages into requests that fit the context: the server's max_model_len (from
         /v1/models) or the profile's context_length. Image tokens are estimated at one per
         28×28 patch (Qwen-style ViTs); a page that fits nowhere goes alone and meets the
@@ -153,11 +143,11 @@ class VlmReader:
         if not budget:
             return [batch]
         per_page_out = self.profile.max_tokens
-        groups: list[list[tuple[dict, dict]]] = [[]]
+        groups: list[list[tuple[PageTask, Prepared]]] = [[]]
         used = 0
         for item in batch:
             prep = item[1]
-            cost = -(-prep["width"] // 28) * -(-prep["height"] // 28) + per_page_out + 64
+            cost = -(-prep.width // 28) * -(-prep.height // 28) + per_page_out + 64
             if groups[-1] and used + cost > budget:
                 groups.append([])
                 used = 0
@@ -165,11 +155,10 @@ class VlmReader:
             used += cost
         return groups
 
-    async def _multi_request(self, batch: list[tuple[dict[str, Any], dict[str, Any]]], t0: float) -> list[dict[str, Any]]:
-        done: list[dict[str, Any]] = []
+    async def _multi_request(self, batch: list[tuple[PageTask, Prepared]], t0: float) -> list[PageRecord]:
         if len(batch) == 1:
             return [await self._attempt(batch[0][0], {}, 0)]
-        body = build_chat_request(self.profile, [(p["image"], "") for _, p in batch], self.server_kind,
+        body = build_chat_request(self.profile, [(p.image, "") for _, p in batch], self.server_kind,
                                   self.model_name, None)
         try:
             async with self.requests:
@@ -179,39 +168,37 @@ class VlmReader:
         parts = split_pages(self.profile, result.text, len(batch)) if result is not None else None
         if parts is None or result is None:
             why = "multipage_failed" if result is None else "multipage_split_mismatch"
+            done = []
             for s, _ in batch:
                 rec = await self._attempt(s, {}, 0)
-                rec["flags"] = list(rec.get("flags", [])) + [why]
-                done.append(rec)
+                done.append(rec.model_copy(update={"flags": [*rec.flags, why]}))
             return done
         n = len(batch)
         share = lambda v: (v + n - 1) // n if v is not None else None  # noqa: E731
+        done = []
         for (s, prep), part in zip(batch, parts):
             text, blocks, fields = postprocess(self.profile, part)
-            status, qflags = classify(text, result.finish_reason, blank_image=bool(prep.get("blank")))
+            status, qflags = classify(text, result.finish_reason, blank_image=prep.blank)
             done.append(self._record(
                 s, status, t0, prep=prep, text=text, finish_reason=result.finish_reason,
                 tokens_in=share(result.tokens_in), tokens_out=share(result.tokens_out),
-                flags=list(prep["flags"]) + qflags + [f"multipage:{n}"],
-                blocks=[b.model_dump() if hasattr(b, "model_dump") else b for b in blocks] if blocks else None,
-                fields=fields,
+                flags=[*prep.flags, *qflags, f"multipage:{n}"], blocks=blocks or None, fields=fields,
             ))
         return done
 
-    async def ladder(self, spec: dict[str, Any], emit: Callable[[dict[str, Any]], None],
-                     should_stop: Callable[[], bool]) -> None:
-        """Continue a review page's ladder from `spec['attempt']`, one record per attempt."""
-        attempt = int(spec["attempt"])
+    async def ladder(self, task: PageTask, emit: Callable[[PageRecord], None], should_stop: Callable[[], bool]) -> None:
+        """Continue a review page's ladder from `task.attempt`, one record per attempt."""
+        attempt = task.attempt
         while not should_stop():
             step = attempt - 1
             overrides = ladder_overrides(self.profile, self.server_kind, step)
-            s = {**spec, "attempt": attempt}
+            at = task.at(attempt=attempt)
             if overrides is None:
-                emit(await self.fallback(s, "ladder exhausted"))
+                emit(await self.fallback(at, "ladder exhausted"))
                 return
-            rec = await self._attempt(s, overrides, step)
+            rec = await self._attempt(at, overrides, step)
             emit(rec)
-            if Status(rec["status"]) not in LADDER:
+            if rec.status not in LADDER:
                 return
             attempt += 1
 
@@ -244,68 +231,58 @@ class VlmReader:
                             continue
                     return Answer(None, str(exc), flags + (["context_overflow"] if exc.overflow else []), image)
 
-    async def _attempt(self, spec: dict[str, Any], overrides: dict[str, Any], step: int) -> dict[str, Any]:
+    async def _attempt(self, task: PageTask, overrides: dict[str, Any], step: int) -> PageRecord:
         t0 = time.monotonic()
-        ok, prep = await self.pool.call_safely(prepare_for_http, self._spec_for_http(spec))
-        if not ok:
-            return self._record(spec, Status.bad_input, t0, error="the page crashed the renderer twice")
-        if "record" in prep:
-            return prep["record"]
-        state = {"prep": prep}
+        prep = await self._prepare(task)
+        if isinstance(prep, PageRecord):
+            return prep
+        sent = [prep]
 
         async def shrink(factor: float) -> str | None:
-            side = int(max(prep["width"], prep["height"]) * factor)
-            sizing = {**spec["sizing"], "dpi": None, "longest_side": max(side, 64)}
-            ok, smaller = await self.pool.call_safely(prepare_for_http, self._spec_for_http(spec, sizing))
-            if not (ok and "image" in smaller):
+            side = int(max(prep.width, prep.height) * factor)
+            smaller = await self._prepare(task.at(sizing=Sizing(dpi=None, longest_side=max(side, 64),
+                                                                 max_pixels=task.sizing.max_pixels)))
+            if not isinstance(smaller, Prepared):
                 return None
-            state["prep"] = smaller
-            return smaller["image"]
+            sent.append(smaller)
+            return smaller.image
 
-        answer = await self.ask(prep["image"], overrides, shrink=shrink)
+        answer = await self.ask(prep.image, overrides, shrink=shrink)
         assert answer is not None
-        prep = state["prep"]
+        prep = sent[-1]
         result = answer.result
         if result is None:
-            return self._record(spec, Status.error, t0, error=answer.error, prep=prep,
-                                flags=list(prep["flags"]) + answer.flags)
+            return self._record(task, Status.error, t0, error=answer.error, prep=prep,
+                                flags=[*prep.flags, *answer.flags])
         text, blocks, fields = postprocess(self.profile, result.text)
-        status, qflags = classify(text, result.finish_reason, blank_image=bool(prep.get("blank")))
-        flags = list(prep["flags"]) + answer.flags + qflags
+        status, qflags = classify(text, result.finish_reason, blank_image=prep.blank)
+        flags = [*prep.flags, *answer.flags, *qflags]
         if step:
             flags.append(f"ladder:{step}")
         if result.requests > 1:
             flags.append(f"http_tries:{result.requests}")
-        return self._record(
-            spec, status, t0, prep=prep, text=text, finish_reason=result.finish_reason,
-            tokens_in=result.tokens_in, tokens_out=result.tokens_out, flags=flags,
-            blocks=[b.model_dump() if hasattr(b, "model_dump") else b for b in blocks] if blocks else None,
-            fields=fields,
-        )
+        return self._record(task, status, t0, prep=prep, text=text, finish_reason=result.finish_reason,
+                            tokens_in=result.tokens_in, tokens_out=result.tokens_out, flags=flags,
+                            blocks=blocks or None, fields=fields)
 
-    def _record(self, spec: dict[str, Any], status: Status, t0: float, *, prep: dict | None = None,
-                text: str = "", error: str | None = None, flags: list[str] | None = None, **extra: Any) -> dict[str, Any]:
-        prep = prep or {}
-        return PageRecord(
-            doc_id=spec["doc_id"], source=spec["source"], page=spec["page"], doc_pages=spec.get("doc_pages"),
-            key=spec["key"], attempt=int(spec.get("attempt", 1)), status=status, text=text, engine="openai",
-            model=self.model_name, revision=self.profile.revision or None, prompt_id=self.prompt_id,
-            dpi=prep.get("dpi"), image_sha256=prep.get("sha256"), width=prep.get("width"), height=prep.get("height"),
-            error=error, seconds=round(time.monotonic() - t0, 4), flags=flags or list(prep.get("flags", [])),
-            **extra,
-        ).to_json_dict()
+    def _record(self, task: PageTask, status: Status, t0: float, *, prep: Prepared | None = None,
+                flags: list[str] | None = None, **fields: Any) -> PageRecord:
+        seen = {} if prep is None else dict(dpi=prep.dpi, image_sha256=prep.sha256, width=prep.width,
+                                             height=prep.height)
+        return task.record(status, engine="openai", model=self.model_name, revision=self.profile.revision or None,
+                           prompt_id=self.prompt_id, seconds=round(time.monotonic() - t0, 4),
+                           flags=flags if flags is not None else list(prep.flags if prep else ()), **seen, **fields)
 
-    async def fallback(self, spec: dict[str, Any], why: str) -> dict[str, Any]:
+    async def fallback(self, task: PageTask, why: str) -> PageRecord:
         """The embedded engines: the text layer where usable, else the CPU OCR engine."""
-        fb = {**spec, "engine": "auto", "reader": self.cfg.ocr_engine, "sizing": self.cfg.sizing().as_dict()}
-        ok, rec = await self.pool.call_safely(read_page, fb)
+        ok, rec = await self.pool.call_safely(read_page, task.at(engine="auto", reader=self.cfg.ocr_engine,
+                                                                   sizing=self.cfg.sizing()))
         if not ok:
-            rec = self._record(spec, Status.bad_input, time.monotonic(), error="the page crashed the fallback engine")
-            return rec
-        if rec["status"] == Status.ok.value:
-            rec["status"] = Status.fallback.value
-        rec["flags"] = list(rec.get("flags", [])) + ["fallback", f"fallback_reason:{why}"]
-        return rec
+            return self._record(task, Status.bad_input, time.monotonic(), error="the page crashed the fallback engine")
+        return rec.model_copy(update={
+            "status": Status.fallback if rec.status is Status.ok else rec.status,
+            "flags": [*rec.flags, "fallback", f"fallback_reason:{why}"],
+        })
 
     async def control_concurrency(self, window: Limiter, interval: float = 0.5) -> None:
         """Resize the request limit from the server's queue gauges, and the scheduler's page
@@ -341,7 +318,7 @@ class VlmReader:
     def final_stats(self) -> dict[str, Any]:
         s = self.client.stats
         lim = self.requests
-        concurrency = {"start": lim.history[0], "adaptive": getattr(self, "adaptive_active", False),
+        concurrency = {"start": lim.history[0], "adaptive": self.adaptive_active,
                        "final": lim.limit, "min": min(lim.history), "max": max(lim.history),
                        "changes": len(lim.history) - 1,
                        "render_ahead": self.max_in_flight - lim.history[0]}

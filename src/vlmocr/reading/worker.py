@@ -1,12 +1,15 @@
 """Work done inside pool processes: open documents, render pages, run CPU engines.
 
-Everything here is a top-level function taking and returning plain data, so it pickles, and a
-document that crashes pdfium takes down a worker, never the scheduler."""
+Everything here is a top-level function taking a `PageTask` and returning a `PageRecord` (or a
+`Prepared` page for an HTTP engine): all of it pickles, and a document that crashes pdfium takes
+down a worker, never the scheduler."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
+from dataclasses import dataclass
 import signal
 import time
 import traceback
@@ -15,9 +18,9 @@ from typing import Any
 
 from ..engines.base import PageInput, Reading
 from ..exceptions import BadInput
-from ..record import PageRecord, Status, now_iso
+from ..record import PageRecord, PageTask, Status
 from ..sources import printable
-from ..render import (Sizing, count_pages, encode, grey_if_neutral, is_blank, render_page, text_layer,
+from ..render import (count_pages, encode, grey_if_neutral, is_blank, render_page, text_layer,
                      usable_text_layer)
 
 _engines: dict[str, Any] = {}
@@ -94,109 +97,98 @@ def classify(text: str, finish_reason: str | None, blank_image: bool) -> tuple[S
     return Status(status), list(flags)
 
 
-def _record_base(spec: dict[str, Any]) -> dict[str, Any]:
-    """The fields every record of this page carries, whatever becomes of it."""
-    return dict(doc_id=spec["doc_id"], source=spec["source"], page=int(spec["page"]),
-                doc_pages=spec.get("doc_pages"), key=spec["key"], attempt=int(spec.get("attempt", 1)))
-
-
-def read_page(spec: dict[str, Any]) -> dict[str, Any]:
-    """Read one page with a CPU engine; always returns a record (never raises for bad input).
-
-    spec: doc_id, source, path, page, doc_pages, key, engine ('auto' or a CPU engine),
-    reader (engine for pages without text layer), sizing (dict), attempt."""
+def read_page(task: PageTask) -> PageRecord:
+    """Read one page with a CPU engine; always returns a record (never raises for bad input)."""
     t0 = time.perf_counter()
-    path = Path(spec["path"])
-    page = int(spec["page"])
-    base = _record_base(spec)
-    sizing = Sizing(**spec["sizing"])
-    mode = spec["engine"]
+    path = Path(task.path)
+    mode = task.engine
     try:
         flags: list[str] = []
         layer = ""
         if mode in ("auto", "textlayer"):
-            rec, layer, flags = from_text_layer(path, page, mode, base, t0)
+            rec, layer, flags = from_text_layer(task, mode, t0)
             if rec is not None:
                 return rec
-        reader = spec["reader"] if mode == "auto" else mode
-        rendered = render_page(path, page, sizing)
+        reader = task.reader if mode == "auto" else mode
+        rendered = render_page(path, task.page, task.sizing)
         flags += rendered.flags
         img = rendered.image
         same = str(rendered.same_as_file) if rendered.same_as_file else None
-        reading: Reading = engine(reader).read(PageInput(spec["doc_id"], page, img, layer, rendered.dpi, flags, same))
+        reading: Reading = engine(reader).read(PageInput(task.doc_id, task.page, img, layer, rendered.dpi, flags, same))
         # Ink is counted only when it matters: an empty reading of a blank page is fine.
         blank = not reading.text.strip() and is_blank(img)
         status, qflags = classify(reading.text, reading.finish_reason, blank_image=blank)
-        return PageRecord(
-            **base, status=status, text=reading.text, engine=reader, model=reading.model,
+        return task.record(
+            status, text=reading.text, engine=reader, model=reading.model,
             revision=reading.revision, dpi=rendered.dpi, finish_reason=reading.finish_reason,
             seconds=round(time.perf_counter() - t0, 4), image_sha256=image_digest(img),
             width=img.width, height=img.height, flags=flags + qflags + reading.flags,
-        ).to_json_dict()
+        )
     except BadInput as exc:
-        return PageRecord(
-            **base, status=Status.bad_input, engine=mode, error=exc.reason,
-            seconds=round(time.perf_counter() - t0, 4),
-        ).to_json_dict()
+        return task.record(Status.bad_input, engine=mode, error=exc.reason, seconds=round(time.perf_counter() - t0, 4))
     except Exception as exc:  # an engine bug or resource failure: retried on resubmit
-        return PageRecord(
-            **base, status=Status.error, engine=mode,
+        return task.record(
+            Status.error, engine=mode,
             # printable: a message quoting a non-UTF-8 file name would not fit in a record
             error=printable(f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"[:2000]),
             seconds=round(time.perf_counter() - t0, 4),
-        ).to_json_dict()
+        )
 
 
-def from_text_layer(path: Path, page: int, mode: str, base: dict[str, Any],
-                    t0: float) -> tuple[dict[str, Any] | None, str, list[str]]:
+def from_text_layer(task: PageTask, mode: str, t0: float) -> tuple[PageRecord | None, str, list[str]]:
     """The page's record when its text layer serves it (always, for the textlayer engine;
     when usable, for auto); otherwise no record, the layer, and the flag saying why not."""
-    layer = text_layer(path, page)
+    layer = text_layer(Path(task.path), task.page)
     usable, why = usable_text_layer(layer)
     if mode != "textlayer" and not usable:
         return None, layer, [f"textlayer_unusable:{why}"]
-    reading = engine("textlayer").read(PageInput(base["doc_id"], page, None, layer))
+    reading = engine("textlayer").read(PageInput(task.doc_id, task.page, None, layer))
     status, qflags = classify(reading.text, reading.finish_reason, blank_image=False)
     if mode == "textlayer" and status is Status.empty:
         qflags.append("no_text_layer")
-    return PageRecord(
-        **base, status=status, text=reading.text, engine="textlayer", finish_reason=reading.finish_reason,
+    return task.record(
+        status, text=reading.text, engine="textlayer", finish_reason=reading.finish_reason,
         seconds=round(time.perf_counter() - t0, 4), flags=qflags + (["textlayer"] if usable else []),
-    ).to_json_dict(), layer, []
+    ), layer, []
 
 
-def finished_at() -> str:
-    return now_iso()
+@dataclass(frozen=True)
+class Prepared:
+    """A page rendered and encoded for an HTTP engine, ready to send."""
+
+    image: str  # data URL
+    sha256: str  # of the decoded pixels sent (as a CPU engine's image_sha256)
+    width: int
+    height: int
+    dpi: float | None
+    flags: tuple[str, ...]
+    blank: bool
+
+    def with_flag(self, flag: str) -> "Prepared":
+        return dataclasses.replace(self, flags=(*self.flags, flag))
 
 
-def prepare_for_http(spec: dict[str, Any]) -> dict[str, Any]:
+def prepare_for_http(task: PageTask) -> Prepared | PageRecord:
     """For an HTTP engine: a finished record when the text layer serves the page (auto) or the
     page is bad input; otherwise the page rendered and encoded as a data URL, ready to send."""
     import base64
 
     t0 = time.perf_counter()
-    path = Path(spec["path"])
-    page = int(spec["page"])
-    base = _record_base(spec)
     try:
         flags: list[str] = []
-        if spec["engine"] == "auto":
-            rec, _, flags = from_text_layer(path, page, "auto", base, t0)
+        if task.engine == "auto":
+            rec, _, flags = from_text_layer(task, "auto", t0)
             if rec is not None:
-                return {"record": rec}
-        rendered = render_page(path, page, Sizing(**spec["sizing"]))
+                return rec
+        rendered = render_page(Path(task.path), task.page, task.sizing)
         img = grey_if_neutral(rendered.image)
-        fmt = spec.get("format", "png")
-        data = encode(img, fmt, int(spec.get("quality", 90)))
+        fmt = task.image_format
+        data = encode(img, fmt, task.jpeg_quality)
         mime = "image/jpeg" if fmt in ("jpeg", "jpg") else "image/png"
-        return {
-            "image": f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}",
-            "sha256": hashlib.sha256(data).hexdigest(), "width": img.width, "height": img.height,
-            "dpi": rendered.dpi, "flags": flags + rendered.flags, "blank": is_blank(img),
-            "seconds": time.perf_counter() - t0,
-        }
+        return Prepared(image=f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}",
+                        sha256=image_digest(img), width=img.width, height=img.height, dpi=rendered.dpi,
+                        flags=(*flags, *rendered.flags), blank=is_blank(img))
     except BadInput as exc:
-        return {"record": PageRecord(
-            **base, status=Status.bad_input, engine=spec["engine"], error=exc.reason,
-            seconds=round(time.perf_counter() - t0, 4),
-        ).to_json_dict()}
+        return task.record(Status.bad_input, engine=task.engine, error=exc.reason,
+                           seconds=round(time.perf_counter() - t0, 4))
+

@@ -1,0 +1,54 @@
+"""The scheduler's only view of an engine: a page reader.
+
+`process(task)` gives the record(s) of a task; the rest says how the reader wants to be driven.
+Every member is declared here with what a reader that has no use for it does, so the scheduler
+never probes a reader for what it happens to have."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from .limiter import Limiter
+from ..record import PageRecord, PageTask, Sizing, Status
+
+
+class PageReader:
+    max_in_flight: int = 1
+    pages_per_request: int = 1  # pages a task may hold (multi-page requests)
+
+    def sizing(self, doc_dpi: float | None = None) -> Sizing:
+        raise NotImplementedError
+
+    def key_material(self, doc_dpi: float | None = None) -> dict[str, Any]:
+        """Everything that changes a page's text under this reader: the settings key's input."""
+        raise NotImplementedError
+
+    async def inspect(self, path: str) -> tuple[int | None, str | None]:
+        """(page count, None), or (None, why the document cannot be read)."""
+        raise NotImplementedError
+
+    async def process(self, task: PageTask) -> PageRecord | list[PageRecord]:
+        raise NotImplementedError
+
+    def owes_retry(self, status: Status | None, attempts: int) -> bool:
+        """Does a page whose last record has `status` after `attempts` owe a ladder step?"""
+        return False
+
+    async def ladder(self, task: PageTask, emit: Callable[[PageRecord], None], should_stop: Callable[[], bool]) -> None:
+        """Continue a review page's retry ladder from `task.attempt`, one record per attempt."""
+        return None
+
+    async def control_concurrency(self, window: Limiter) -> None:
+        """Resize the scheduler's page `window` while the run lasts (adaptive concurrency)."""
+        return None
+
+    def live(self) -> str:
+        """A few words for the progress line."""
+        return ""
+
+    def final_stats(self) -> dict[str, Any] | None:
+        """What run.json records about the reader's run."""
+        return None
+
+    async def aclose(self, abandon: bool = False) -> None:
+        return None

@@ -1,0 +1,40 @@
+"""The embedded engines' reader: render and read in the pool, so the image never crosses a
+process boundary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..record import PageRecord, PageTask, Sizing, Status
+from . import worker
+from .base import PageReader
+from .pool import WorkerPool
+
+
+class CpuReader(PageReader):
+    def __init__(self, cfg: Any, pool: WorkerPool) -> None:
+        self.cfg = cfg
+        self.pool = pool
+        # Two pages per worker keep every core busy while results travel back.
+        self.max_in_flight = pool.workers * 2
+
+    def sizing(self, doc_dpi: float | None = None) -> Sizing:
+        return self.cfg.sizing(doc_dpi)
+
+    def key_material(self, doc_dpi: float | None = None) -> dict[str, Any]:
+        return self.cfg.key_material(doc_dpi)
+
+    async def inspect(self, path: str) -> tuple[int | None, str | None]:
+        ok, result = await self.pool.call_safely(worker.inspect_doc, path)
+        if not ok:
+            return None, "the document crashed the PDF reader"
+        return result
+
+    async def process(self, task: PageTask) -> PageRecord:
+        ok, result = await self.pool.call_safely(worker.read_page, task)
+        if ok:
+            return result
+        return task.record(Status.bad_input, engine=task.engine, error="the page crashed the reader process twice")
+
+    async def aclose(self, abandon: bool = False) -> None:
+        self.pool.shutdown(abandon)
