@@ -11,7 +11,7 @@ speed on a 5 000-page PDF against a 50-page one (issue 10, figure 6).
                                                     # only the hostile files (below); --before
                                                     # also decodes them with another tree's src/
 
-Hostile files (tiny on disk, made by tests/support/hostile.py): a TIFF whose second frame
+Hostile files (tiny on disk, made by vlmocr.testing.hostile_files): a TIFF whose second frame
 claims 28000² RGB px, one whose second frame claims 60000², a 0.001 × 14400 pt PDF page, a PDF
 whose page tree claims 1,000,000 pages, a 20000² RGB JPEG and two 20000² RGB TIFFs (400 MP each,
 at the cap) read by two workers at once, each folder alone through `vlmocr run --engine rapidocr
@@ -39,14 +39,14 @@ import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import zlib
 from pathlib import Path
 from typing import Any
 
+from measure import run_vlmocr
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -173,72 +173,8 @@ def make_corpus(folder: Path, huge_png: int) -> dict[str, dict[str, Any]]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Running and measuring
+# Judging the records
 # ---------------------------------------------------------------------------------------------
-
-
-def _tree_rss_kb(root_pid: int) -> int:
-    children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as fh:
-                stat = fh.read()
-            fields = stat[stat.rfind(")") + 2:].split()
-            pid = int(entry)
-            children.setdefault(int(fields[1]), []).append(pid)
-            rss[pid] = int(fields[21]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
-        except (OSError, ValueError, IndexError):
-            continue
-    total, stack = 0, [root_pid]
-    while stack:
-        pid = stack.pop()
-        total += rss.get(pid, 0)
-        stack.extend(children.get(pid, []))
-    return total
-
-
-def run_vlmocr(args: list[str], timeout: float = 1800, cmd: list[str] | None = None,
-               src: Path = ROOT / "src") -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        filter(None, [str(src), os.environ.get("PYTHONPATH")]))}
-    cmd = [*(cmd or [sys.executable, "-m", "vlmocr", "run"]), *args]
-    t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    peak = [0]
-    done = threading.Event()
-
-    def sample() -> None:
-        while not done.is_set():
-            peak[0] = max(peak[0], _tree_rss_kb(proc.pid))
-            done.wait(0.05)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    out_chunks: list[bytes] = []
-    err_chunks: list[bytes] = []
-    readers = [
-        threading.Thread(target=lambda: out_chunks.append(proc.stdout.read()), daemon=True),  # type: ignore[union-attr]
-        threading.Thread(target=lambda: err_chunks.append(proc.stderr.read()), daemon=True),  # type: ignore[union-attr]
-    ]
-    for t in readers:
-        t.start()
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    wall = time.monotonic() - t0
-    done.set()
-    for t in readers:
-        t.join(timeout)
-    return {
-        "rc": proc.returncode,
-        "wall_s": wall,
-        "peak_tree_rss_mb": peak[0] / 1024,
-        "maxrss_mb": usage.ru_maxrss / 1024,
-        "stdout": b"".join(out_chunks).decode("utf-8", "replace"),
-        "stderr": b"".join(err_chunks).decode("utf-8", "replace"),
-    }
 
 
 def read_records(run: Path) -> list[dict[str, Any]]:
@@ -295,7 +231,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 def make_hostile(folder: Path, quick: bool) -> dict[str, dict[str, Any]]:
     """One folder per case; {case: {"dir", "what", "expect": {page: status}, "reason": {page: text}}}."""
     from PIL import Image
-    from support.hostile import write_pdf, write_tiff
+    from vlmocr.testing.hostile_files import write_pdf, write_tiff
 
     big = 8000 if quick else 20_000
     cases: dict[str, dict[str, Any]] = {}
@@ -370,7 +306,7 @@ def _probe(src: Path, script: str, *args: str, timeout: float = 7200) -> dict[st
 
 def hostile_section(work: Path, quick: bool, before: Path | None) -> bool:
     """Returns True when a case misbehaves."""
-    from support.hostile import write_tiff
+    from vlmocr.testing.hostile_files import write_tiff
 
     bad = False
     cases = make_hostile(work / "hostile", quick)

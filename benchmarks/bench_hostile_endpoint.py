@@ -5,7 +5,7 @@ normally. Before every body read was bounded, an endless chunked answer took the
 
     python benchmarks/bench_hostile_endpoint.py [--pages 8] [--concurrency 4]
 
-Peak RSS is the sum over the run's process tree (sampled every 50 ms, bench_bad_input.run_vlmocr).
+Peak RSS is the sum over the run's process tree (sampled every 50 ms, measure.run_vlmocr).
 Prints a Markdown table and one RESULT line per case; exits 1 when a case is not cut off."""
 
 from __future__ import annotations
@@ -16,12 +16,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "tests"), str(Path(__file__).resolve().parent)]
-
-from bench_bad_input import run_vlmocr  # noqa: E402
-from plugins.hostile_endpoint import hostile_endpoint  # noqa: E402
-from support.pagecode import make_coded_pdf  # noqa: E402
+from measure import run_vlmocr
+from vlmocr.testing.hostile_endpoint import hostile_endpoint
+from vlmocr.testing.pagecode import make_coded_pdf
 
 CASES = [("echo_key", "normal answers (baseline)"), ("chat_endless", "chat: endless chunked body"),
          ("chat_huge_declared", "chat: Content-Length 2 GB"), ("models_endless", "/v1/models: endless body")]

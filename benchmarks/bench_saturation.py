@@ -2,7 +2,7 @@
 """Saturation: does `vlmocr run` keep a server with C slots and latency L full?
 
 Such a server completes at most C/L pages/s. The benchmark runs `vlmocr run --engine openai
---concurrency K` against tests/support/openai_server.py (its own process; C slots, each request
+--concurrency K` against vlmocr.testing.openai_server (its own process; C slots, each request
 holding its slot L seconds, answer "static") for C = 8, 64, 256 and K = C and K = 1.25 × C,
 each with adaptive concurrency (the default: resized from the server's /metrics queue gauges)
 and with `--fixed-concurrency`, and reports pages/s ÷ (C/L). Goal: >= 0.95.
@@ -34,11 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bench_feed import (  # noqa: E402  (shared helpers; the benchmarks dir is not a package)
-    MODEL, Server, machine_line, med, run_vlmocr, spread, time_pool, warm_pool, raw_task, write_profile,
-)
+from feeding import Server, machine_line, med, raw_task, run_vlmocr, spread, time_pool, warm_pool, write_profile
 
 A6 = (298.0, 420.0)  # points: a small page keeps rendering cheap
 

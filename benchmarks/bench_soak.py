@@ -37,13 +37,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-
-from support.pagecode import expected_text, make_coded_pdf
 from vlmocr.store import line_intact
+from vlmocr.testing.pagecode import expected_text, make_coded_pdf
 
-SERVER = ROOT / "tests" / "support" / "openai_server.py"
+ROOT = Path(__file__).resolve().parents[1]
 # Every fault kind, each at a rate within 1–10 %. At most one fault fires per request (the first
 # in the server's order that matches), so about a third of the requests go wrong in some way.
 FAULT_RATES: dict[str, float] = {
@@ -108,7 +105,7 @@ def make_corpus(folder: Path, pages: int, per_doc: int = 100) -> dict[tuple[str,
 
 def start_server(seed: int, faults: dict[str, float], log: Path) -> tuple[subprocess.Popen, str]:
     cmd = [
-        sys.executable, str(SERVER), "--port", "0", "--slots", "32", "--latency", "0",
+        sys.executable, "-m", "vlmocr.testing.openai_server", "--port", "0", "--slots", "32", "--latency", "0",
         "--seed", str(seed), "--hang-seconds", "3", "--retry-after", "0.2",
         "--faults", json.dumps(faults),
     ]

@@ -41,14 +41,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from vlmocr.exceptions import BadInput
+from vlmocr.render import count_pages
+from vlmocr.sources import discover
+from vlmocr.triage import TriageOptions, triage
+
 REPO = Path(__file__).resolve().parent.parent
 GT = Path(os.environ.get("VLMOCR_GT", REPO.parent / "shared" / "gt"))
-sys.path.insert(0, str(REPO / "src"))
-
-from vlmocr.exceptions import BadInput  # noqa: E402
-from vlmocr.render import count_pages  # noqa: E402
-from vlmocr.sources import discover  # noqa: E402
-from vlmocr.triage import TriageOptions, triage  # noqa: E402
 
 BORN_PAGES = [1, 1, 2, 2, 3, 3, 4, 5, 6, 8, 10, 12, 16, 24, 60, 150]
 SCAN_PAGES = [1, 1, 1, 2, 2, 3, 3, 4, 4, 5, 6, 8]

@@ -20,9 +20,8 @@ import pytest
 from PIL import Image
 
 from support.cli import run_cli
-from support.openai_server import NOCODE, ServerConfig, serve_in_process
-from support.pagecode import draw_code, make_coded_image
 from support.records import finals
+from vlmocr.assemble import assemble_markdown
 from vlmocr.exceptions import EndpointUnavailable
 from vlmocr.figures import (
     DEFAULT_PROMPT,
@@ -39,9 +38,10 @@ from vlmocr.figures import (
     page_figures,
     pixel_boxes,
 )
-from vlmocr.assemble import assemble_markdown
 from vlmocr.profiles import prompt_id
 from vlmocr.store import checked_line
+from vlmocr.testing.openai_server import NOCODE, ServerConfig, serve_in_process
+from vlmocr.testing.pagecode import draw_code, make_coded_image
 
 PAGE_W, PAGE_H = 612.0, 792.0  # US letter, points
 DPI = 200.0

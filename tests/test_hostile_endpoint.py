@@ -1,4 +1,4 @@
-"""The VLM client against endpoints that misbehave on purpose (tests/plugins/hostile_endpoint.py):
+"""The VLM client against endpoints that misbehave on purpose (vlmocr.testing.hostile_endpoint):
 every answer is read with a limit, every attempted page ends with a record naming the reason, a
 hung or key-refusing endpoint stops the run with exit 5, and secrets never reach a file."""
 
@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from support.openai_server import ServerConfig, serve_in_process
-from support.pagecode import make_coded_pdf
 from support.records import read_records
-from plugins.hostile_endpoint import hostile_endpoint
+from vlmocr.testing.hostile_endpoint import hostile_endpoint
+from vlmocr.testing.pagecode import make_coded_pdf
 
 # Runs the command and prints its peak RSS (kB, the largest process of its tree) as the last
 # line: RUSAGE_CHILDREN of a fresh wrapper covers the run and its pool, nothing else.

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from support.cli import run_cli
-from support.openai_server import ServerConfig, serve_in_process
 from test_triage import build_corpus
+from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 
 OCR_DOCS = {"scan", "mixed", "book", "symbols", "photo", "multi"}  # readable, unique, pages without text
 

@@ -20,9 +20,9 @@ from PIL import Image, TiffImagePlugin
 from vlmocr import render
 from vlmocr.exceptions import BadInput
 from vlmocr.render import Sizing, count_pages, render_page
+from vlmocr.testing.hostile_files import write_pdf, write_png, write_tiff
 
 from support.cli import run_cli
-from support.hostile import write_pdf, write_png, write_tiff
 from support.records import read_records
 
 SRC = Path(render.__file__).resolve().parents[1]  # the code under test, for child processes too

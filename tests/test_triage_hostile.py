@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 
 from support.cli import cli_in_process
-from support.hostile import write_pdf, write_tiff
+from vlmocr.testing.hostile_files import write_pdf, write_tiff
 
 
 def test_triage_names_oversized_frames_thin_pages_and_page_tree_liars(tmp_path, monkeypatch):

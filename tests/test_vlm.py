@@ -12,9 +12,9 @@ import pytest
 
 from support.cli import run_cli
 from support.documents import make_text_pdf
-from support.openai_server import ServerConfig, serve_in_process
-from support.pagecode import expected_text, make_coded_pdf
 from support.records import finals, read_records
+from vlmocr.testing.openai_server import ServerConfig, serve_in_process
+from vlmocr.testing.pagecode import expected_text, make_coded_pdf
 
 
 @pytest.fixture
@@ -286,7 +286,7 @@ def test_endpoint_going_away_stops_the_run_without_error_records(tmp_path):
     import time
 
     pdf = make_coded_pdf(tmp_path / "many.pdf", list(range(1, 31)), size=(300, 400))
-    server = subprocess.Popen([sys.executable, str(Path(__file__).parent / "support" / "openai_server.py"),
+    server = subprocess.Popen([sys.executable, "-m", "vlmocr.testing.openai_server",
                                "--port", "0", "--slots", "2", "--latency", "0.3"],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     url = server.stdout.readline().strip()

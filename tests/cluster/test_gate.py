@@ -13,11 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.openai_server import ServerConfig, serve_in_process
-from support.pagecode import expected_text, make_coded_pdf, make_coded_png
 
 from vlmocr.cluster import gate
 from vlmocr.evaluation import TruthPage, load_truth
+from vlmocr.testing.openai_server import ServerConfig, serve_in_process
+from vlmocr.testing.pagecode import expected_text, make_coded_pdf, make_coded_png
 
 pytestmark = pytest.mark.timeout(300)
 

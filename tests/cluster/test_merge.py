@@ -11,11 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.openai_server import ServerConfig, serve_in_process
-from support.pagecode import expected_text, make_coded_pdf
 
 from vlmocr.cluster.merge import merge
 from vlmocr.exceptions import UsageError
+from vlmocr.testing.openai_server import ServerConfig, serve_in_process
+from vlmocr.testing.pagecode import expected_text, make_coded_pdf
 
 
 def rec(doc, page, text, status="ok", key="k", at="2026-01-01T00:00:00.000+00:00", source=None, doc_pages=2):

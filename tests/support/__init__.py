@@ -1,2 +1,3 @@
-"""Test support: the fake vLLM server (``openai_server``) and the page code drawn into test pages
-(``pagecode``). Kept import-light: importing this package does not start or import the server."""
+"""Helpers the tests import, one module per job (components, documents, cli, records, runs,
+library, chromium, report_runs); conftest.py files hold only fixtures. The fake vLLM server,
+the page codes and the hostile endpoint and files are part of the package: ``vlmocr.testing``."""

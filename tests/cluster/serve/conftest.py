@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.pagecode import make_coded_pdf
+from vlmocr.testing.pagecode import make_coded_pdf
 
 
 @pytest.fixture

@@ -13,10 +13,10 @@ import time
 import pytest
 from support.cli import run_cli
 from support.components import REPO
-from support.pagecode import expected_text, make_coded_pdf
 from support.records import finals
 
 from vlmocr.exceptions import ExitCode
+from vlmocr.testing.pagecode import expected_text, make_coded_pdf
 
 from .helpers import fake_env, gone, read_record
 
@@ -95,7 +95,7 @@ def test_run_serve_rejects_endpoint_too(tmp_path, scratch, coded):
 
 
 def test_grid_serve_loads_the_model_once_for_every_cell(tmp_path, scratch):
-    from support.pagecode import make_coded_png
+    from vlmocr.testing.pagecode import make_coded_png
 
     truth = tmp_path / "truth"
     truth.mkdir()

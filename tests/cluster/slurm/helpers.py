@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from support.pagecode import expected_text, make_coded_pdf
+from vlmocr.testing.pagecode import expected_text, make_coded_pdf
 
 REPO = Path(__file__).resolve().parents[3]
 #: The `vlmocr serve` stand-in (tests/cluster/fake_vllm), started through VLMOCR_VLLM_BIN.

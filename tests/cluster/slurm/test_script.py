@@ -17,12 +17,12 @@ import time
 from pathlib import Path
 
 import pytest
-from support.pagecode import make_coded_pdf
 
 from vlmocr.cluster.slurm.script import SlurmOptions, render_script
 from vlmocr.cluster.slurm.submit import read_originals, staged_documents
 from vlmocr.exceptions import UsageError
 from vlmocr.sources import derive_doc_id
+from vlmocr.testing.pagecode import make_coded_pdf
 
 from .helpers import HOSTILE, REPO, cli, no_injection, write_exe
 

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 from support.cli import run_cli
-from support.openai_server import ServerConfig, serve_in_process
-from support.pagecode import expected_text, make_coded_pdf, make_coded_png
 
 from vlmocr.cluster.slurm.jobs import sacct_states
 from vlmocr.cluster.slurm.submit import shard_argv
 from vlmocr.exceptions import UsageError
 from vlmocr.sources import derive_doc_id, shard_of
+from vlmocr.testing.openai_server import ServerConfig, serve_in_process
+from vlmocr.testing.pagecode import expected_text, make_coded_pdf, make_coded_png
 
 from .helpers import FAKE, HOSTILE, REPO, cli, coded_corpus, no_injection, records, submit_json, write_exe
 

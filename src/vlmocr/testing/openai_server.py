@@ -22,7 +22,7 @@ Several images in one request are answered in order, separated by a blank line.
 Start it in a background process (``serve_in_process``), in a thread of the current process
 (``serve_in_thread``, for callables that cannot be pickled), or from the command line:
 
-    python tests/support/openai_server.py --port 0 --slots 8 --latency 0.5
+    python -m vlmocr.testing.openai_server --port 0 --slots 8 --latency 0.5
 
 which prints the base URL (``http://127.0.0.1:PORT/v1``) as its first stdout line.
 
@@ -58,10 +58,7 @@ import orjson
 from aiohttp import web
 from PIL import Image
 
-try:  # imported as part of the tests package
-    from .pagecode import expected_text, read_code
-except ImportError:  # run as a script: this file's directory is on sys.path
-    from pagecode import expected_text, read_code  # type: ignore[no-redef]
+from .pagecode import expected_text, read_code
 
 __all__ = [
     "FAULT_KINDS",

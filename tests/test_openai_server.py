@@ -26,7 +26,7 @@ import httpx2 as httpx
 import pytest
 from PIL import Image
 
-from .openai_server import (
+from vlmocr.testing.openai_server import (
     DEFAULT_LOOP_LINE,
     NOCODE,
     REFUSAL_TEXT,
@@ -35,7 +35,7 @@ from .openai_server import (
     serve_in_process,
     serve_in_thread,
 )
-from .pagecode import (
+from vlmocr.testing.pagecode import (
     MAX_CODE,
     draw_code,
     expected_text,
@@ -45,7 +45,6 @@ from .pagecode import (
     read_code,
 )
 
-SERVER_SCRIPT = Path(__file__).with_name("openai_server.py")
 PAGE_SIZE = (425, 550)  # US letter at 50 dpi: small, so tests stay fast
 
 
@@ -537,7 +536,8 @@ def test_cli_prints_url_and_serves() -> None:
     process = subprocess.Popen(
         [
             sys.executable,
-            str(SERVER_SCRIPT),
+            "-m",
+            "vlmocr.testing.openai_server",
             "--port",
             "0",
             "--slots",
