@@ -266,9 +266,13 @@ def _render_image(path: Path, page: int, sizing: Sizing) -> Rendered:
         img, kept = _image_file(path)
         try:
             rendered = _render_frame(img, path, page, sizing)
+        except BadInput as exc:
+            if kept and isinstance(exc, _UndecodableFrame):
+                _forget_frame_files()  # a failed decode leaves the file object half-read
+            raise  # a frame refused from its header: the file object serves the next one as before
         except BaseException:
             if kept:
-                _forget_frame_files()  # a failed frame may leave the file object half-read
+                _forget_frame_files()
             raise
         finally:
             if not kept:
@@ -315,6 +319,10 @@ def _large_decode(nbytes: int) -> Iterator[None]:
         os.close(fd)
 
 
+class _UndecodableFrame(BadInput):
+    """A frame whose data failed to decode (after its header passed the checks)."""
+
+
 def _render_frame(img: Image.Image, path: Path, page: int, sizing: Sizing) -> Rendered:
     """Decode frame `page` of the open `img` within the limits, as a new image of its own."""
     try:
@@ -348,7 +356,7 @@ def _render_frame(img: Image.Image, path: Path, page: int, sizing: Sizing) -> Re
     except MemoryError:
         raise
     except Exception as exc:  # truncated data, a hostile header: the same on every attempt
-        raise BadInput(f"truncated or corrupt image ({type(exc).__name__}: {exc}): {shown(path)} "
+        raise _UndecodableFrame(f"truncated or corrupt image ({type(exc).__name__}: {exc}): {shown(path)} "
                        f"frame {page}") from None
     turned = orientation not in (0, 1)
     if turned:
