@@ -164,7 +164,7 @@ def compress_ranges(numbers: Iterable[int]) -> str:
 
 
 def vlmocr_commit() -> str | None:
-    from ...reading.scheduler import git_commit
+    from ...rundir import git_commit
 
     return git_commit()
 
