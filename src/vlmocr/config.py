@@ -14,11 +14,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .engines.registry import ENGINE_CHOICES, HTTP_ENGINE, OCR_ENGINES
 from .exceptions import UsageError
 from .redact import public_url
 from .record import DEFAULT_DPI, DEFAULT_MAX_PIXELS, Sizing
 
-EngineName = Literal["auto", "textlayer", "rapidocr", "tesseract", "openai"]
 
 # Bump when a change in vlmocr itself alters what an engine reads for the same settings
 # (e.g. a new text-layer rule), so old records are not mistaken for current ones.
@@ -32,8 +32,8 @@ class RunConfig(BaseModel):
     inputs: list[str] = Field(default_factory=list)
     out: Path | None = None
     manifest: Path | None = None
-    engine: EngineName = "auto"
-    ocr_engine: Literal["rapidocr", "tesseract"] = "rapidocr"  # what `auto` uses for scans
+    engine: str = "auto"  # engines.registry.ENGINE_CHOICES
+    ocr_engine: str = "rapidocr"  # what `auto` uses for scans: engines.registry.OCR_ENGINES
     lang: str = "eng"  # tesseract languages, e.g. "deu+eng"
     dpi: float | None = None
     longest_side: int | None = None
@@ -60,6 +60,20 @@ class RunConfig(BaseModel):
     pages_per_request: int = Field(default=1, ge=1, le=64)  # profiles with multi-page support
     adaptive: bool = True  # size concurrency from the server's /metrics queue gauges when exported
     max_fallback: float = Field(default=0.2, ge=0, le=1)  # a document with a larger share of fallback pages is marked
+
+    @field_validator("engine")
+    @classmethod
+    def _engine(cls, v: str) -> str:
+        if v not in ENGINE_CHOICES:
+            raise ValueError(f"unknown engine {v!r}; known: {', '.join(ENGINE_CHOICES)}")
+        return v
+
+    @field_validator("ocr_engine")
+    @classmethod
+    def _ocr_engine(cls, v: str) -> str:
+        if v not in OCR_ENGINES:
+            raise ValueError(f"unknown OCR engine {v!r}; known: {', '.join(OCR_ENGINES)}")
+        return v
 
     @field_validator("dpi")
     @classmethod
@@ -101,7 +115,7 @@ class RunConfig(BaseModel):
     def reader(self) -> str:
         """The engine that reads pages without a usable text layer."""
         if self.engine == "auto":
-            return "openai" if (self.endpoint or self.profile or self.serve) else self.ocr_engine
+            return HTTP_ENGINE if (self.endpoint or self.profile or self.serve) else self.ocr_engine
         return self.engine
 
     def key_material(self, doc_dpi: float | None = None, sizing: Sizing | None = None) -> dict[str, Any]:

@@ -1,8 +1,11 @@
-"""A run directory's layout in one place: every path of RUN/ and its run.json."""
+"""A run directory's layout in one place: every path of RUN/, its run.json, and the provenance
+run.json records (versions, git commit)."""
 
 from __future__ import annotations
 
 import json
+import platform
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,3 +49,53 @@ class RunDir:
         except (OSError, ValueError):
             return {}
         return data if isinstance(data, dict) else {}
+
+
+# ---------------------------------------------------------------- provenance
+
+
+def versions(reader: str) -> dict[str, str | None]:
+    """vlmocr's and its readers' versions, for run.json."""
+    import PIL
+
+    from . import __version__
+    from .engines.registry import CPU_ENGINES
+
+    v: dict[str, str | None] = {
+        "vlmocr": __version__,
+        "python": platform.python_version(),
+        "pypdfium2": dist_version("pypdfium2"),
+        "pdfium": _pdfium_build(),
+        "pillow": PIL.__version__,
+    }
+    engine = CPU_ENGINES.get(reader)
+    if engine is not None:
+        v.update(engine.versions())
+    return v
+
+
+def dist_version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def _pdfium_build() -> str | None:
+    try:
+        from pypdfium2.version import PDFIUM_INFO
+
+        return str(PDFIUM_INFO)
+    except Exception:
+        return None
+
+
+def git_commit() -> str | None:
+    here = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+    except Exception:
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None

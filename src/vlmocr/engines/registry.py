@@ -1,24 +1,77 @@
-"""Engine names → constructors. CPU engines are built once per worker process."""
+"""Every engine's name in one place: CPU engines as data (how to build one in a worker, what the
+forkserver preloads for it, how to ask its version, what to check before any page), plus the
+HTTP engine. A new CPU engine is one file plus one entry here."""
 
 from __future__ import annotations
 
-from typing import Any
+import subprocess
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
-CPU_ENGINES = ("textlayer", "rapidocr", "tesseract")
-ENGINE_CHOICES = ("auto",) + CPU_ENGINES + ("openai",)
+from ..rundir import dist_version
+
+
+def _tesseract_version() -> dict[str, str | None]:
+    try:
+        out = subprocess.run(["tesseract", "--version"], capture_output=True, text=True, timeout=10)
+        return {"tesseract": (out.stdout or out.stderr).splitlines()[0]}
+    except Exception:
+        return {"tesseract": None}
+
+
+def _tesseract_check(options: dict[str, Any]) -> dict[str, Any]:
+    from .tesseract import TesseractEngine
+
+    # Fail fast, before any page, on a missing binary/language; workers reuse the answer.
+    return {"tesseract_version": TesseractEngine(lang=options.get("lang") or "eng").version}
+
+
+def _textlayer(options: dict[str, Any]) -> Any:
+    from .textlayer import TextLayerEngine
+
+    return TextLayerEngine()
+
+
+def _rapidocr(options: dict[str, Any]) -> Any:
+    from .rapidocr import RapidOcrEngine
+
+    return RapidOcrEngine(threads=int(options.get("threads", 1)))
+
+
+def _tesseract(options: dict[str, Any]) -> Any:
+    from .tesseract import TesseractEngine
+
+    return TesseractEngine(lang=options.get("lang") or "eng", version=options.get("tesseract_version"))
+
+
+@dataclass(frozen=True)
+class CpuEngine:
+    name: str
+    build: Callable[[dict[str, Any]], Any]  # in a worker: options → engine
+    ocr: bool  # reads page images (what `--ocr-engine` may name); the text layer does not
+    preload: tuple[str, ...] = ()  # modules the forkserver imports once for every worker
+    versions: Callable[[], dict[str, str | None]] = field(default=lambda: {})
+    check: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # before any page: extra options
+
+
+CPU_ENGINES: dict[str, CpuEngine] = {e.name: e for e in (
+    CpuEngine("textlayer", _textlayer, ocr=False),
+    CpuEngine("rapidocr", _rapidocr, ocr=True, preload=("rapidocr", "onnxruntime"),
+              versions=lambda: {"rapidocr": dist_version("rapidocr"), "onnxruntime": dist_version("onnxruntime")}),
+    CpuEngine("tesseract", _tesseract, ocr=True, preload=("vlmocr.engines.tesseract",), versions=_tesseract_version,
+              check=_tesseract_check),
+)}
+OCR_ENGINES = tuple(name for name, e in CPU_ENGINES.items() if e.ocr)
+HTTP_ENGINE = "openai"
+ENGINE_CHOICES = ("auto", *CPU_ENGINES, HTTP_ENGINE)
 
 
 def make_cpu_engine(name: str, options: dict[str, Any]) -> Any:
-    if name == "textlayer":
-        from .textlayer import TextLayerEngine
+    try:
+        return CPU_ENGINES[name].build(options)
+    except KeyError:
+        raise ValueError(f"unknown CPU engine {name!r}") from None
 
-        return TextLayerEngine()
-    if name == "rapidocr":
-        from .rapidocr import RapidOcrEngine
 
-        return RapidOcrEngine(threads=int(options.get("threads", 1)))
-    if name == "tesseract":
-        from .tesseract import TesseractEngine
-
-        return TesseractEngine(lang=options.get("lang") or "eng", version=options.get("tesseract_version"))
-    raise ValueError(f"unknown CPU engine {name!r}")
+def preload_modules(names: tuple[str, ...]) -> list[str]:
+    return [module for name in names if name in CPU_ENGINES for module in CPU_ENGINES[name].preload]

@@ -10,6 +10,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from ..engines.registry import preload_modules
 from . import worker as pagework
 
 
@@ -32,7 +33,6 @@ def _short_socket_dir() -> None:
         tempfile.tempdir = old
 
 
-ENGINE_MODULES = {"rapidocr": ["rapidocr", "onnxruntime"], "tesseract": ["vlmocr.engines.tesseract"]}
 
 
 def _context(engines: tuple[str, ...] = ()) -> multiprocessing.context.BaseContext:
@@ -42,8 +42,7 @@ def _context(engines: tuple[str, ...] = ()) -> multiprocessing.context.BaseConte
     _short_socket_dir()
     ctx = multiprocessing.get_context("forkserver")
     preload = ["vlmocr.reading.worker", "vlmocr.text.quality", "numpy", "PIL.Image", "pypdfium2"]
-    for name in engines:
-        preload += ENGINE_MODULES.get(name, [])
+    preload += preload_modules(engines)
     ctx.set_forkserver_preload(preload)
     return ctx
 

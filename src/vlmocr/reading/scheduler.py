@@ -9,17 +9,16 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 import os
-import platform
 import socket
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from .. import __version__, stopsignal
+from .. import stopsignal
 from ..config import RunConfig, settings_key
+from ..engines.registry import CPU_ENGINES, HTTP_ENGINE
 from ..exceptions import EndpointUnavailable, ExitCode, StoreFailed, UsageError, outcome
 from ..assemble import add_figures, rebuild_documents, write_document
 from .limiter import Limiter
@@ -29,7 +28,8 @@ from .cpu import CpuReader
 from .pool import WorkerPool
 from .tasks import TaskRunner
 from ..redact import public_argv
-from ..record import RETRY_ON_RESUME, PageRecord, PageTask, Status
+from ..rundir import RunDir, git_commit, versions
+from ..record import RETRY_ON_RESUME, PageRecord, PageTask, Status, now_iso
 from ..sources import Document, discover, parse_shard, shard_of
 from ..store import PAGES_FILE, DocState, RecordWriter, ResumeIndex, RunLock, write_json_atomic
 
@@ -89,70 +89,17 @@ def needs_read(status: Status | None) -> bool:
     return status is None or status in RETRY_ON_RESUME
 
 
-def versions(cfg: RunConfig) -> dict[str, str | None]:
-    import PIL
-
-    v: dict[str, str | None] = {
-        "vlmocr": __version__,
-        "python": platform.python_version(),
-        "pypdfium2": _dist_version("pypdfium2"),
-        "pdfium": _pdfium_build(),
-        "pillow": PIL.__version__,
-    }
-    reader = cfg.reader()
-    if reader == "rapidocr":
-        v["rapidocr"] = _dist_version("rapidocr")
-        v["onnxruntime"] = _dist_version("onnxruntime")
-    if reader == "tesseract":
-        try:
-            out = subprocess.run(["tesseract", "--version"], capture_output=True, text=True, timeout=10)
-            v["tesseract"] = (out.stdout or out.stderr).splitlines()[0]
-        except Exception:
-            v["tesseract"] = None
-    return v
-
-
-def _dist_version(name: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return None
-
-
-def _pdfium_build() -> str | None:
-    try:
-        from pypdfium2.version import PDFIUM_INFO
-
-        return str(PDFIUM_INFO)
-    except Exception:
-        return None
-
-
-def git_commit() -> str | None:
-    here = Path(__file__).resolve().parent
-    try:
-        out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
-    except Exception:
-        return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
-
-
 async def make_reader(cfg: RunConfig) -> PageReader:
     reader = cfg.reader()
     options: dict[str, Any] = {"lang": cfg.lang, "threads": 1}
     # Engines whose libraries the forkserver imports once for every worker. The VLM reader's
     # fallback engine is rarely needed: its first use imports it instead of every start-up.
-    options["preload"] = [] if reader == "openai" else sorted({reader, "textlayer"})
-    fallback_or_reader = cfg.ocr_engine if reader == "openai" else reader
-    if fallback_or_reader == "tesseract":
-        from ..engines.tesseract import TesseractEngine
-
-        # Fail fast, before any page, on a missing binary/language; workers reuse the answer.
-        options["tesseract_version"] = TesseractEngine(lang=cfg.lang).version
+    options["preload"] = [] if reader == HTTP_ENGINE else sorted({reader, "textlayer"})
+    engine = CPU_ENGINES[cfg.ocr_engine if reader == HTTP_ENGINE else reader]
+    if engine.check is not None:
+        options.update(engine.check(options))
     pool = WorkerPool(cfg.workers, options)
-    if reader == "openai":
+    if reader == HTTP_ENGINE:
         # The pool starts now, in a thread: the forkserver imports the page code on the other
         # core while this process imports the HTTP client and asks the endpoint for its models.
         # CPU readers start it at their first task instead: a run with nothing left to do
@@ -213,7 +160,7 @@ class Scheduler(TaskRunner):
         if early is not None:
             self.on_signal(early)
         t0 = time.monotonic()
-        started = PageRecord.model_fields["finished_at"].default_factory()  # type: ignore[misc]
+        started = now_iso()
         try:
             self.reader = await self.reader_factory(cfg)
             keys = {d.doc_id: settings_key(self.reader.key_material(d.dpi)) for d in docs}
@@ -458,27 +405,19 @@ class Scheduler(TaskRunner):
         """Versions and commit: asked once per run (a tesseract subprocess, a git call), though
         run.json is written at the start and at the end."""
         if not hasattr(self, "_provenance_cache"):
-            self._provenance_cache = {"versions": versions(self.cfg), "git_commit": git_commit()}
+            self._provenance_cache = {"versions": versions(self.cfg.reader()), "git_commit": git_commit()}
         return self._provenance_cache
 
     def _write_run_json(self, docs: list[Document], keys: dict[str, str], started: str, summary: Summary | None) -> None:
-        path = self.run_dir / "run.json"
-        previous: dict[str, Any] = {}
-        if path.exists():
-            try:
-                import json
-
-                previous = json.loads(path.read_text(encoding="utf-8"))
-            except Exception:
-                previous = {}
-        history = list(previous.get("history", []))
+        run_dir = RunDir(self.run_dir)
+        history = list(run_dir.info().get("history", []))
         entry = {"started_at": started, "host": socket.gethostname(), "pid": os.getpid(),
                  "argv": public_argv(sys.argv[1:]), "key": settings_key(self.reader.key_material())}
         stats = self.reader.final_stats()
         if stats is not None:
             entry["reader"] = stats
         if summary is not None:
-            entry["finished_at"] = PageRecord.model_fields["finished_at"].default_factory()  # type: ignore[misc]
+            entry["finished_at"] = now_iso()
             entry["summary"] = summary.as_dict()
             history.append(entry)
         data = {
@@ -496,7 +435,7 @@ class Scheduler(TaskRunner):
         }
         if summary is not None:
             data["summary"] = summary.as_dict()
-        write_json_atomic(path, data)
+        write_json_atomic(run_dir.run_json, data)
 
 
 def run(cfg: RunConfig, progress: RunProgress | None = None, skip: DocumentFilter | None = None) -> Summary:
