@@ -54,12 +54,12 @@ class RunDir:
 # ---------------------------------------------------------------- provenance
 
 
-def versions(reader: str) -> dict[str, str | None]:
-    """vlmocr's and its readers' versions, for run.json."""
+def versions(engine_versions: dict[str, str | None]) -> dict[str, str | None]:
+    """vlmocr's versions and those of the libraries every run uses, plus the engine's own
+    (`engines.registry.CpuEngine.versions`), for run.json."""
     import PIL
 
     from . import __version__
-    from .engines.registry import CPU_ENGINES
 
     v: dict[str, str | None] = {
         "vlmocr": __version__,
@@ -68,10 +68,7 @@ def versions(reader: str) -> dict[str, str | None]:
         "pdfium": _pdfium_build(),
         "pillow": PIL.__version__,
     }
-    engine = CPU_ENGINES.get(reader)
-    if engine is not None:
-        v.update(engine.versions())
-    return v
+    return {**v, **engine_versions}
 
 
 def dist_version(name: str) -> str | None:

@@ -9,7 +9,8 @@ from typing import List, Optional
 import typer
 
 from ..progress import console
-from ..report import ReportOptions, build_report
+from ..report.build import build_report
+from ..report.gather import ReportOptions
 from . import app
 
 

@@ -405,7 +405,9 @@ class Scheduler(TaskRunner):
         """Versions and commit: asked once per run (a tesseract subprocess, a git call), though
         run.json is written at the start and at the end."""
         if not hasattr(self, "_provenance_cache"):
-            self._provenance_cache = {"versions": versions(self.cfg.reader()), "git_commit": git_commit()}
+            engine = CPU_ENGINES.get(self.cfg.reader())
+            self._provenance_cache = {"versions": versions(engine.versions() if engine else {}),
+                                      "git_commit": git_commit()}
         return self._provenance_cache
 
     def _write_run_json(self, docs: list[Document], keys: dict[str, str], started: str, summary: Summary | None) -> None:

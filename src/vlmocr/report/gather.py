@@ -11,7 +11,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ..evaluation import char_errors, load_truth, match_truth, rate
+from ..evaluation.score import char_errors, rate
+from ..evaluation.truth import load_truth, match_truth
 from ..record import Status
 from ..store import PAGES_FILE, final_records, iter_records
 
