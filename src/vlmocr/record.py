@@ -113,6 +113,49 @@ class PageRecord(BaseModel):
         return data
 
 
+class FigureRecord(BaseModel):
+    """One finished attempt at describing one figure (RUN/figures.jsonl, vlmocr describe): the
+    figure (where it is on its page and its crop), the describe key, and the answer."""
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_: int = Field(SCHEMA, alias="schema")
+    doc_id: str
+    source: str
+    page: int
+    figure: int  # 1-based, in block order on the page
+    block_index: int
+    type: str
+    bbox: list[float]  # 0–1000 grid, as the page record's block
+    area: float  # share of the page
+    crop: str | None = None  # RUN-relative path of the crop that was sent
+    box_px: list[int] | None = None
+    crop_px: list[int] | None = None
+    width: int | None = None
+    height: int | None = None
+    dpi: float | None = None
+    crop_sha256: str | None = None
+    key: str  # the describe key
+    page_key: str | None = None  # the settings key of the page record the figure came from
+    status: Status
+    description: str = ""
+    finish_reason: str | None = None
+    model: str | None = None
+    revision: str | None = None
+    prompt_id: str | None = None
+    attempt: int = 1
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    seconds: float = 0.0
+    error: str | None = None
+    flags: list[str] = Field(default_factory=list)
+    anchor: dict[str, Any] = Field(default_factory=dict)  # neighbouring text: where the figure sits
+    finished_at: str = Field(default_factory=lambda: now_iso())
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
 DEFAULT_DPI = 200.0
 DEFAULT_MAX_PIXELS = 25_000_000  # ≈ A3 at 300 dpi; an A0 poster is scaled down to this
 

@@ -6,6 +6,7 @@ scheduler turns that into a `bad_input` record and goes on with the other pages.
 from __future__ import annotations
 
 import io
+import math
 import os
 import re
 import tempfile
@@ -61,7 +62,7 @@ class Rendered:
 
 # ---------------------------------------------------------------- opening documents
 
-_lock = threading.Lock()  # pdfium is not thread-safe; workers are processes, but be safe
+pdfium_lock = threading.Lock()  # pdfium is not thread-safe; workers are processes, but be safe
 
 
 def shown(path: Path) -> str:
@@ -200,7 +201,7 @@ def count_pages(path: Path) -> int:
         _stat(path)
         raise BadInput(f"unsupported file type {printable(path.suffix) or '(none)'!r}: {shown(path)}")
     if kind == "pdf":
-        with _lock:
+        with pdfium_lock:
             pdf = open_pdf(path)
             n = len(pdf)
         if n == 0:
@@ -236,11 +237,26 @@ def _scale_for(w_pt: float, h_pt: float, sizing: Sizing) -> tuple[float, list[st
     return scale, flags
 
 
+def page_pixel_size(path: Path, page: int, sizing: Sizing) -> tuple[int, int]:
+    """The size `render_page` gives a page, measured without drawing a PDF page (estimates)."""
+    if kind_of(path) == "pdf":
+        with pdfium_lock:
+            pdf = open_pdf(path)
+            if not 1 <= page <= len(pdf):
+                raise BadInput(f"page {page} does not exist: {shown(path)}")
+            w_pt, h_pt = pdf[page - 1].get_size()
+        scale, _ = _scale_for(w_pt, h_pt, sizing)
+        # pypdfium2 sizes the bitmap this way.
+        return max(1, math.ceil(w_pt * scale)), max(1, math.ceil(h_pt * scale))
+    img = render_page(path, page, sizing).image
+    return img.width, img.height
+
+
 def render_page(path: Path, page: int, sizing: Sizing) -> Rendered:
     """Render 1-based `page` of a PDF or image file to an RGB or L image within the pixel cap."""
     kind = kind_of(path)
     if kind == "pdf":
-        with _lock:
+        with pdfium_lock:
             pdf = open_pdf(path)
             if not 1 <= page <= len(pdf):
                 raise BadInput(f"page {page} does not exist (the PDF has {len(pdf)} pages): {shown(path)}")
@@ -396,7 +412,7 @@ def text_layer(path: Path, page: int) -> str:
     """The PDF text layer of a page ('' for images and pages without one)."""
     if kind_of(path) != "pdf":
         return ""
-    with _lock:
+    with pdfium_lock:
         pdf = open_pdf(path)
         if not 1 <= page <= len(pdf):
             raise BadInput(f"page {page} does not exist (the PDF has {len(pdf)} pages): {shown(path)}")

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable, Iterator
 import orjson
 
 from .exceptions import RunLocked, UsageError, VlmocrError
-from .record import CODE_STATUS, STATUS_CODE, PageRecord, Status
+from .record import CODE_STATUS, STATUS_CODE, FigureRecord, PageRecord, Status
 
 log = logging.getLogger(__name__)
 
@@ -254,8 +254,8 @@ class RecordWriter:
         self._last_sync = time.monotonic()
         self.written = 0
 
-    def append(self, record: PageRecord | dict[str, Any]) -> None:
-        line = checked_line(record.to_json_dict() if isinstance(record, PageRecord) else record)
+    def append(self, record: PageRecord | FigureRecord | dict[str, Any]) -> None:
+        line = checked_line(record if isinstance(record, dict) else record.to_json_dict())
         view = memoryview(line)
         while view:
             n = os.write(self._fd, view)

@@ -67,7 +67,7 @@ import pypdfium2.raw as pdfium_c
 from PIL import Image
 
 from .exceptions import BadInput, UsageError
-from .render import _lock as pdfium_lock, image_dpi
+from .render import image_dpi, pdfium_lock
 from .render import MIN_TEXT_CHARS, check_frame, count_pages, kind_of, open_pdf, shown, text_layer, usable_text_layer
 from .sources import Document, discover, neutralise_cell, printable, restore_cell
 

@@ -40,11 +40,12 @@ from typing import Any
 from ..config import settings_key
 from ..exceptions import BadInput, ExitCode, UsageError, outcome
 from ..reading.tasks import TaskRunner
-from ..record import LADDER, Status, now_iso
+from ..record import LADDER, FigureRecord, Status
+from ..render import DEFAULT_MAX_PIXELS, Sizing, page_pixel_size
 from ..rundir import FIGURES_FILE, RunDir
 from ..store import PAGES_FILE, RecordWriter, RunLock, iter_records
-from .find import (DEFAULT_DPI, DEFAULT_MARGIN, DEFAULT_MIN_AREA, FIGURE_REVISION, SCHEMA, Figure,
-                   crop_page, find_figures, page_pixel_size, pixel_boxes, same_box, shrink_crop)
+from .find import (DEFAULT_DPI, DEFAULT_MARGIN, DEFAULT_MIN_AREA, FIGURE_REVISION, Figure,
+                   crop_page, find_figures, pixel_boxes, same_box, shrink_crop)
 
 # A description is a paragraph, not a page: a short budget also bounds a looping answer.
 DEFAULT_MAX_TOKENS = 1024
@@ -366,7 +367,7 @@ class _Describer:
         self.described = 0
         self.counts: Counter[str] = Counter()
 
-    def emit(self, rec: dict[str, Any]) -> None:
+    def emit(self, rec: FigureRecord) -> None:
         if self.runner.store_broken:
             return  # not durable, so not done: described again on resume
         try:
@@ -374,24 +375,23 @@ class _Describer:
         except OSError as exc:
             self.runner.store_failed(str(self.writer.path), exc)
             return
-        self.counts[rec["status"]] += 1
+        self.counts[rec.status.value] += 1
 
     def record(self, fig: Figure, attempt: int, status: Status, t0: float, crop: dict[str, Any] | None = None,
                page: dict[str, Any] | None = None, *, description: str = "", finish_reason: str | None = None,
                tokens_in: int | None = None, tokens_out: int | None = None, error: str | None = None,
-               flags: list[str] | None = None) -> dict[str, Any]:
+               flags: list[str] | None = None) -> FigureRecord:
         crop = crop or {}
-        return {
-            "schema": SCHEMA, "doc_id": fig.doc_id, "source": fig.source, "page": fig.page, "figure": fig.figure,
-            "block_index": fig.block_index, "type": fig.type, "bbox": fig.bbox, "area": round(fig.area, 6),
-            "crop": fig.crop_rel if crop else None, "box_px": crop.get("box_px"), "crop_px": crop.get("crop_px"),
-            "width": crop.get("width"), "height": crop.get("height"), "dpi": (page or {}).get("dpi"),
-            "crop_sha256": crop.get("sha256"), "key": self.key, "page_key": fig.page_key, "status": status.value,
-            "description": description, "finish_reason": finish_reason, "model": self.model,
-            "revision": self.profile.revision or None, "prompt_id": self.prompt_id, "attempt": attempt,
-            "tokens_in": tokens_in, "tokens_out": tokens_out, "seconds": round(time.monotonic() - t0, 4),
-            "error": error, "flags": flags or [], "anchor": fig.anchor, "finished_at": now_iso(),
-        }
+        return FigureRecord(
+            doc_id=fig.doc_id, source=fig.source, page=fig.page, figure=fig.figure, block_index=fig.block_index,
+            type=fig.type, bbox=fig.bbox, area=round(fig.area, 6), crop=fig.crop_rel if crop else None,
+            box_px=crop.get("box_px"), crop_px=crop.get("crop_px"), width=crop.get("width"),
+            height=crop.get("height"), dpi=(page or {}).get("dpi"), crop_sha256=crop.get("sha256"), key=self.key,
+            page_key=fig.page_key, status=status, description=description, finish_reason=finish_reason,
+            model=self.model, revision=self.profile.revision or None, prompt_id=self.prompt_id, attempt=attempt,
+            tokens_in=tokens_in, tokens_out=tokens_out, seconds=round(time.monotonic() - t0, 4), error=error,
+            flags=flags or [], anchor=fig.anchor,
+        )
 
     async def page(self, path: Path | None, figs: list[tuple[Figure, int, int]]) -> None:
         """Crop one page's owed figures in the pool, then describe them."""
@@ -433,7 +433,7 @@ class _Describer:
                 sent = True
                 self.described += 1
             self.emit(rec)
-            if Status(rec["status"]) not in LADDER or self.opts.no_retry:
+            if rec.status not in LADDER or self.opts.no_retry:
                 return
             attempt += 1
             step += 1
@@ -481,7 +481,8 @@ def _estimate(figs: list[Figure], finder: SourceFinder, opts: DescribeOptions, p
         if page_key not in sizes:
             path = finder.find(fig.doc_id, fig.source)
             try:
-                sizes[page_key] = page_pixel_size(str(path), fig.page, opts.dpi) if path else None
+                sizing = Sizing(dpi=opts.dpi, longest_side=None, max_pixels=DEFAULT_MAX_PIXELS)
+                sizes[page_key] = page_pixel_size(Path(path), fig.page, sizing) if path else None
             except BadInput:
                 sizes[page_key] = None
         size = sizes[page_key]

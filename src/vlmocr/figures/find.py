@@ -25,7 +25,6 @@ from ..store import PAGES_FILE, iter_records
 
 FIGURES_DIR = "figures"
 FIGURE_TYPES = frozenset({"image", "figure", "chart", "picture"})
-SCHEMA = 1
 # Bump when a change here alters what is sent for the same settings (cropping rules, say), so
 # old descriptions are not mistaken for current ones.
 FIGURE_REVISION = 1
@@ -277,26 +276,6 @@ def shrink_crop(path: str, factor: float) -> dict[str, Any]:
                            Image.Resampling.LANCZOS)
     data = encode(small, "png")
     return {"image": _data_url(data), "width": small.width, "height": small.height}
-
-
-def page_pixel_size(path: str, page: int, dpi: float) -> tuple[int, int]:
-    """The size a page renders to at ``dpi`` (for estimates: PDFs are measured, not drawn)."""
-    from ..render import _lock, _scale_for, kind_of, open_pdf  # the renderer's own rules
-
-    p = Path(path)
-    sizing = Sizing(dpi=dpi, longest_side=None, max_pixels=DEFAULT_MAX_PIXELS)
-    if kind_of(p) == "pdf":
-        with _lock:
-            pdf = open_pdf(p)
-            if not 1 <= page <= len(pdf):
-                raise BadInput(f"page {page} does not exist: {p.name}")
-            w_pt, h_pt = pdf[page - 1].get_size()
-        scale, _ = _scale_for(w_pt, h_pt, sizing)
-        # pypdfium2 sizes the bitmap this way.
-        return max(1, math.ceil(w_pt * scale)), max(1, math.ceil(h_pt * scale))
-    img = render_page(p, page, sizing).image
-    return img.width, img.height
-
 
 
 def same_box(a: Any, b: Any) -> bool:
