@@ -61,18 +61,12 @@ class RunConfig(BaseModel):
     adaptive: bool = True  # size concurrency from the server's /metrics queue gauges when exported
     max_fallback: float = Field(default=0.2, ge=0, le=1)  # a document with a larger share of fallback pages is marked
 
-    @field_validator("engine")
+    @field_validator("engine", "ocr_engine")
     @classmethod
-    def _engine(cls, v: str) -> str:
-        if v not in ENGINE_CHOICES:
-            raise ValueError(f"unknown engine {v!r}; known: {', '.join(ENGINE_CHOICES)}")
-        return v
-
-    @field_validator("ocr_engine")
-    @classmethod
-    def _ocr_engine(cls, v: str) -> str:
-        if v not in OCR_ENGINES:
-            raise ValueError(f"unknown OCR engine {v!r}; known: {', '.join(OCR_ENGINES)}")
+    def _known_engine(cls, v: str, info: Any) -> str:
+        known = ENGINE_CHOICES if info.field_name == "engine" else OCR_ENGINES
+        if v not in known:
+            raise ValueError(f"unknown engine {v!r}; known: {', '.join(known)}")
         return v
 
     @field_validator("dpi")
