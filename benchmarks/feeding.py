@@ -18,7 +18,11 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vlmocr.reading.worker import Prepared
+    from vlmocr.record import PageRecord
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL = "test-model"
@@ -285,15 +289,16 @@ def raw_task(args: tuple[str, int, int]) -> int:
     return len(encode(grey_if_neutral(img), "png"))
 
 
-def prepare_task(args: tuple[str, int, int]) -> dict[str, Any]:
+def prepare_task(args: tuple[str, int, int]) -> Prepared | PageRecord:
     """vlmocr's worker function for HTTP engines; the data URL crosses the pipe as in a run."""
     from vlmocr.reading.worker import prepare_for_http
+    from vlmocr.record import PageTask, Sizing
 
     path, page, side = args
-    spec = {"doc_id": "d", "source": path, "path": path, "page": page, "doc_pages": None, "key": "k",
-            "engine": "openai", "sizing": {"dpi": None, "longest_side": side, "max_pixels": 25_000_000},
-            "format": "png", "quality": 90}
-    return prepare_for_http(spec)
+    task = PageTask(doc_id="d", source=path, path=path, page=page, doc_pages=None, key="k", engine="openai",
+                    reader="openai", sizing=Sizing(dpi=None, longest_side=side, max_pixels=25_000_000),
+                    image_format="png", jpeg_quality=90)
+    return prepare_for_http(task)
 
 
 def pool_cpu(pool: ProcessPoolExecutor) -> float:
