@@ -104,6 +104,15 @@ def test_a_tiff_of_thousands_of_frames_is_read_in_linear_time(tmp_path, monkeypa
         assert render_page(tif, page, Sizing()).image.size == (32, 32)
     assert parsed[0] <= 20 * 3, parsed[0]  # a few headers a page, not ~3000
 
+    # frames refused from their headers keep the file open too
+    liar = write_tiff(tmp_path / "oversized.tif", [(32, 32)] + [(28000, 28000)] * 1999)
+    assert count_pages(liar) == 2000
+    parsed[0] = 0
+    for page in range(1981, 2001):
+        with pytest.raises(BadInput, match="exceeds the 400 MP limit"):
+            render_page(liar, page, Sizing())
+    assert parsed[0] <= 20 * 3, parsed[0]
+
 
 def _peak_rss_mb(script: str) -> dict[str, float]:
     """Run `script` in a fresh interpreter; it prints 'base' and 'peak' resident memory in MB."""
