@@ -29,10 +29,9 @@ from __future__ import annotations
 import asyncio
 import math
 import os
-import threading
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,7 +41,7 @@ from ..exceptions import BadInput, ExitCode, UsageError, outcome
 from ..reading.tasks import TaskRunner
 from ..record import LADDER, FigureRecord, Status
 from ..render import DEFAULT_MAX_PIXELS, Sizing, page_pixel_size
-from ..rundir import FIGURES_FILE, RunDir
+from ..rundir import FIGURES_FILE, SourceFinder
 from ..store import PAGES_FILE, RecordWriter, RunLock, iter_records
 from .find import (DEFAULT_DPI, DEFAULT_MARGIN, DEFAULT_MIN_AREA, FIGURE_REVISION, Figure,
                    crop_page, find_figures, pixel_boxes, same_box, shrink_crop)
@@ -207,64 +206,6 @@ def owes(fig: Figure, state: FigureState | None, opts: DescribeOptions, ladder_l
     if state.status in LADDER and not opts.no_retry and state.steps <= ladder_len:
         return True, state.attempts + 1, state.steps
     return False, state.attempts, state.steps
-
-
-# ============================================================================================
-# Finding the source of a page
-# ============================================================================================
-
-
-class SourceFinder:
-    """The file a page was read from. Records carry ``source`` as the user gave it (relative
-    paths to the cwd of the run, or a manifest's original_path). Tried in order, as the report
-    does: the path itself, relative to each ``--source-root``, the cwd, the run directory's
-    parent, the run directory and the manifest's folder; then the run's own inputs (from
-    run.json) discovered again, which also finds staged copies of a manifest's documents."""
-
-    def __init__(self, run_dir: Path, source_roots: Iterable[Path] = ()) -> None:
-        self.run_dir = run_dir
-        settings = RunDir(run_dir).info().get("settings") or {}
-        self.settings = settings if isinstance(settings, dict) else {}
-        self.roots = [Path(r) for r in source_roots] + [Path.cwd(), run_dir.parent, run_dir]
-        if self.settings.get("manifest"):
-            self.roots.append(Path(self.settings["manifest"]).parent)
-        self._by_doc: dict[str, Path] | None = None
-        self._cache: dict[tuple[str, str], Path | None] = {}
-        self._lock = threading.Lock()
-
-    def _discovered(self) -> dict[str, Path]:
-        with self._lock:  # pages look up their sources from threads
-            return self._discover_once()
-
-    def _discover_once(self) -> dict[str, Path]:
-        if self._by_doc is None:
-            try:
-                from ..sources import discover
-
-                docs = discover(self.settings.get("inputs") or [], self.settings.get("manifest"))
-                self._by_doc = {d.doc_id: Path(d.path) for d in docs}
-            except (UsageError, OSError, ValueError):  # inputs moved or gone
-                self._by_doc = {}
-        return self._by_doc
-
-    def find(self, doc_id: str, source: str) -> Path | None:
-        key = (doc_id, source)
-        if key not in self._cache:
-            self._cache[key] = self._find(doc_id, source)
-        return self._cache[key]
-
-    def _find(self, doc_id: str, source: str) -> Path | None:
-        if source:
-            given = Path(source)
-            if given.is_absolute():
-                if given.is_file():
-                    return given
-            else:
-                for root in self.roots:
-                    if (root / given).is_file():
-                        return root / given
-        found = self._discovered().get(doc_id)
-        return found if found is not None and found.is_file() else None
 
 
 # ============================================================================================
@@ -479,7 +420,7 @@ def _estimate(figs: list[Figure], finder: SourceFinder, opts: DescribeOptions, p
     for fig in figs:
         page_key = (fig.doc_id, fig.page)
         if page_key not in sizes:
-            path = finder.find(fig.doc_id, fig.source)
+            path = finder.find(fig.source, fig.doc_id)
             try:
                 sizing = Sizing(dpi=opts.dpi, longest_side=None, max_pixels=DEFAULT_MAX_PIXELS)
                 sizes[page_key] = page_pixel_size(Path(path), fig.page, sizing) if path else None
@@ -610,7 +551,7 @@ async def _describe(run_dir: Path, opts: DescribeOptions, progress: Callable[[st
 
         async def one_page(job: tuple[tuple[str, int], list[tuple[Figure, int, int]]]) -> None:
             (doc_id, _), items = job
-            src = await asyncio.to_thread(finder.find, doc_id, items[0][0].source)
+            src = await asyncio.to_thread(finder.find, items[0][0].source, doc_id)
             await d.page(src, items)
 
         async def report() -> None:
