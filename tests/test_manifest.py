@@ -184,3 +184,10 @@ def test_triage_reads_a_manifest_with_its_doc_ids(triaged, tmp_path):
     summary = triage([], again, manifest=tmp_path / "m.csv")
     assert [r["doc_id"] for r in manifest_rows(again)] == [r["doc_id"] for r in manifest_rows(tmp_path / "m.csv")]
     assert summary.duplicates == 0 and summary.unreadable == 0 and summary.pages == sum(PAGES.values())
+
+
+def test_staged_names_are_never_windows_device_names():
+    from vlmocr.manifest import Entry, stage_names
+
+    entries = [Entry("CON\u2014", "/x/a.pdf", 1, 0), Entry("nul\u00b7.v2", "/x/b.tif", 1, 1), Entry("console", "/x/c.pdf", 1, 2)]
+    assert stage_names(entries) == {"CON\u2014": "CON_.pdf", "nul\u00b7.v2": "nul_.v2.tif", "console": "console.pdf"}

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .exceptions import UsageError
-from .sources import is_reserved_name, neutralise_cell, unprintable_path
+from .sources import neutralise_cell, unprintable_path, unreserved
 from .store import write_text_atomic
 from .triage import read_rows
 
@@ -97,9 +97,7 @@ def stage_names(entries: list[Entry]) -> dict[str, str]:
     for e in sorted(entries, key=lambda e: e.doc_id):
         suffix = Path(e.path).suffix.lower()
         suffix = suffix if re.fullmatch(r"\.[a-z0-9]{1,8}", suffix) else ""
-        stem = ascii_name(e.doc_id)
-        if is_reserved_name(stem):
-            stem += "_"
+        stem = unreserved(ascii_name(e.doc_id))
         name = stem + suffix
         if name.lower() in taken:
             name = f"{stem}-{hashlib.sha256(e.doc_id.encode('utf-8')).hexdigest()[:10]}{suffix}"

@@ -155,10 +155,16 @@ def derive_doc_id(rel: str) -> str:
         text = text.encode("utf-8")[: MAX_ID_BYTES - 14].decode("utf-8", "ignore") + "--" + digest
     if text[-1] in ". ":
         text += "_"
-    if is_reserved_name(text):  # CON → CON_, nul.v2 → nul_.v2: still told apart from the rest
-        head, dot, tail = text.partition(".")
-        text = f"{head}_{dot}{tail}"
-    return text
+    return unreserved(text)
+
+
+def unreserved(name: str) -> str:
+    """`name`, or for a Windows device name the same with '_' after its first part:
+    CON → CON_, nul.v2 → nul_.v2 (still told apart from the rest)."""
+    if not is_reserved_name(name):
+        return name
+    head, dot, tail = name.partition(".")
+    return f"{head}_{dot}{tail}"
 
 
 def walk_folder(root: Path) -> Iterator[Path]:
