@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Triage throughput: documents/s and pages/s of `vlmocr.triage.triage` on a generated corpus,
+"""Triage throughput: documents/s and pages/s of `vlmocr.corpus.triage.triage` on a generated corpus,
 side by side with plain `vlmocr.render.count_pages` over the same files (the floor: opening
 each document and counting its pages, nothing else).
 
@@ -44,7 +44,7 @@ from pathlib import Path
 from vlmocr.exceptions import BadInput
 from vlmocr.render import count_pages
 from vlmocr.sources import discover
-from vlmocr.triage import TriageOptions, triage
+from vlmocr.corpus.triage import TriageOptions, triage
 
 REPO = Path(__file__).resolve().parent.parent
 GT = Path(os.environ.get("VLMOCR_GT", REPO.parent / "shared" / "gt"))

@@ -23,7 +23,7 @@ PAGES = {"born": 2, "deutsch": 1, "francais": 1, "scan": 3, "mixed": 5, "book": 
 
 @pytest.fixture(scope="module")
 def triaged(tmp_path_factory) -> Path:
-    from vlmocr.triage import triage
+    from vlmocr.corpus.triage import triage
 
     base = tmp_path_factory.mktemp("manifest")
     corpus = build_corpus(base / "corpus")
@@ -67,7 +67,7 @@ def test_default_order_fewest_pages_and_skips(triaged, tmp_path):
 
 @pytest.mark.parametrize("order", ["most-pages", "path", "triage"])
 def test_other_orders(triaged, tmp_path, order):
-    from vlmocr.manifest import build_manifest
+    from vlmocr.corpus.manifest import build_manifest
 
     out = tmp_path / "m.csv"
     build_manifest(triaged, out, order=order)
@@ -102,7 +102,7 @@ def test_priority_file_then_rule(triaged, tmp_path):
 
 
 def test_priority_column(triaged, tmp_path):
-    from vlmocr.manifest import build_manifest
+    from vlmocr.corpus.manifest import build_manifest
     from vlmocr.exceptions import UsageError
 
     rows = manifest_rows(triaged)
@@ -166,7 +166,7 @@ def test_stage_refuses_to_replace_a_real_file(triaged, tmp_path):
 
 
 def test_skipped_list_file(triaged, tmp_path):
-    from vlmocr.manifest import build_manifest
+    from vlmocr.corpus.manifest import build_manifest
 
     build_manifest(triaged, tmp_path / "m.csv", skipped_out=tmp_path / "skipped.csv")
     skipped = {r["doc_id"]: r for r in manifest_rows(tmp_path / "skipped.csv")}
@@ -176,8 +176,8 @@ def test_skipped_list_file(triaged, tmp_path):
 
 
 def test_triage_reads_a_manifest_with_its_doc_ids(triaged, tmp_path):
-    from vlmocr.manifest import build_manifest
-    from vlmocr.triage import triage
+    from vlmocr.corpus.manifest import build_manifest
+    from vlmocr.corpus.triage import triage
 
     build_manifest(triaged, tmp_path / "m.csv", order="most-pages", stage=tmp_path / "stage")
     again = tmp_path / "again.csv"
@@ -187,7 +187,7 @@ def test_triage_reads_a_manifest_with_its_doc_ids(triaged, tmp_path):
 
 
 def test_staged_names_are_never_windows_device_names():
-    from vlmocr.manifest import Entry, stage_names
+    from vlmocr.corpus.manifest import Entry, stage_names
 
     entries = [Entry("CON\u2014", "/x/a.pdf", 1, 0), Entry("nul\u00b7.v2", "/x/b.tif", 1, 1), Entry("console", "/x/c.pdf", 1, 2)]
     assert stage_names(entries) == {"CON\u2014": "CON_.pdf", "nul\u00b7.v2": "nul_.v2.tif", "console": "console.pdf"}

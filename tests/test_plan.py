@@ -18,7 +18,7 @@ OCR_DOCS = {"scan", "mixed", "book", "symbols", "photo", "multi"}  # readable, u
 
 @pytest.fixture(scope="module")
 def triaged(tmp_path_factory) -> Path:
-    from vlmocr.triage import triage
+    from vlmocr.corpus.triage import triage
 
     base = tmp_path_factory.mktemp("plan")
     out = base / "triage.csv"
@@ -27,7 +27,7 @@ def triaged(tmp_path_factory) -> Path:
 
 
 def test_corpus_totals(triaged):
-    from vlmocr.plan import load_corpus
+    from vlmocr.corpus.plan import load_corpus
 
     c = load_corpus(triaged)
     assert (c.docs, c.planned_docs, c.duplicates, c.duplicate_pages, c.unreadable) == (15, 10, 1, 2, 4)
@@ -37,8 +37,8 @@ def test_corpus_totals(triaged):
 
 
 def test_text_pages_are_extrapolated_from_checked_pages(tmp_path):
-    from vlmocr.plan import load_corpus
-    from vlmocr.triage import COLUMNS
+    from vlmocr.corpus.plan import load_corpus
+    from vlmocr.corpus.triage import COLUMNS
 
     path = tmp_path / "t.csv"
     with path.open("w", newline="") as fh:
@@ -73,8 +73,8 @@ def test_plan_numbers_and_recommendation(triaged, rate, gpus, hours, words):
 
 
 def test_nothing_to_ocr(tmp_path):
-    from vlmocr.plan import load_corpus, make_plan
-    from vlmocr.triage import triage
+    from vlmocr.corpus.plan import load_corpus, make_plan
+    from vlmocr.corpus.triage import triage
 
     from support.documents import make_text_pdf
 
@@ -97,7 +97,7 @@ def test_usage_errors(triaged, tmp_path):
 
 
 def test_sample_pages_come_from_documents_to_ocr(triaged):
-    from vlmocr.plan import sample_pages
+    from vlmocr.corpus.plan import sample_pages
 
     picks = sample_pages(triaged, 5)
     assert sum(len(p) for _, _, p in picks) == 5 and {d for d, _, _ in picks} <= OCR_DOCS

@@ -104,7 +104,7 @@ COUNTS = ("pages", "pages_checked", "text_pages", "image_only_pages", "blank_pag
 
 
 def test_every_column_of_a_mixed_corpus(corpus, tmp_path):
-    from vlmocr.triage import COLUMNS, TriageOptions, triage
+    from vlmocr.corpus.triage import COLUMNS, TriageOptions, triage
 
     out = tmp_path / "triage.csv"
     summary = triage([str(corpus)], out, opts=TriageOptions(), workers=1)
@@ -207,7 +207,8 @@ def test_cli_pool_json_progress_and_missing_file(corpus, tmp_path):
 
 
 def test_big_documents_are_sampled_but_counted(tmp_path):
-    from vlmocr.triage import TriageOptions, estimated_text_pages, pages_to_check, triage
+    from vlmocr.corpus.facts import pages_to_check
+    from vlmocr.corpus.triage import TriageOptions, estimated_text_pages, triage
 
     assert pages_to_check(5, 32) == [1, 2, 3, 4, 5]
     assert pages_to_check(100, 4) == [1, 34, 67, 100]
@@ -221,7 +222,7 @@ def test_big_documents_are_sampled_but_counted(tmp_path):
 
 
 def test_interrupted_triage_leaves_no_partial_csv(corpus, tmp_path, monkeypatch):
-    from vlmocr import triage as mod
+    from vlmocr.corpus import triage as mod
 
     def rows_then_interrupt(docs, opts, workers=1, batch_size=8):
         first = next(iter(docs))
@@ -235,7 +236,7 @@ def test_interrupted_triage_leaves_no_partial_csv(corpus, tmp_path, monkeypatch)
 
 
 def test_contact_sheets(corpus, tmp_path):
-    from vlmocr.sheets import CELL_H, CELL_W, COLS, HEADER_H, sheet_size
+    from vlmocr.corpus.sheets import CELL_H, CELL_W, COLS, HEADER_H, sheet_size
 
     sheets = tmp_path / "sheets"
     res = run_cli("triage", str(corpus), "--out", str(tmp_path / "t.csv"), "--sheets", str(sheets),
@@ -264,10 +265,10 @@ def test_contact_sheets(corpus, tmp_path):
 
 
 def test_flags_of_pages():
-    from vlmocr.triage import PageFacts, _shapes
+    from vlmocr.corpus.facts import PageFacts, mark_shapes
 
     pages = [PageFacts(1, 300, 450), PageFacts(2, 600, 450), PageFacts(3, 450, 300), PageFacts(4, 300, 450)]
-    _shapes(pages)
+    mark_shapes(pages)
     assert [p.shape for p in pages] == ["", "spread", "landscape", ""]
     pages[0].kind, pages[0].rotation = "text", 90
     pages[1].kind = "image"
@@ -292,13 +293,13 @@ def test_flags_of_pages():
     ("lat", "Erat rex qui filiam habebat, et tam pulchra erat ut sol ipse, cum in eam luceret, miraretur; sed non est."),
 ])
 def test_language_guess(lang, text):
-    from vlmocr.triage import guess_language
+    from vlmocr.corpus.facts import guess_language
 
     assert guess_language(text * 2) == lang
 
 
 def test_language_guess_without_enough_words():
-    from vlmocr.triage import guess_language
+    from vlmocr.corpus.facts import guess_language
 
     assert guess_language("") == ""
     assert guess_language("12 34 --") == ""
@@ -309,7 +310,7 @@ def crash_on_marked(batch, opts):
     """A worker function that dies like a pdfium segfault on any file named *crash*."""
     import os
 
-    from vlmocr.triage import triage_batch
+    from vlmocr.corpus.triage import triage_batch
 
     if any("crash" in Path(path).name for _, path in batch):
         os._exit(139)
@@ -318,7 +319,7 @@ def crash_on_marked(batch, opts):
 
 def test_a_document_that_kills_a_worker_gets_a_row_and_the_rest_go_on(corpus, tmp_path):
     from vlmocr.sources import discover
-    from vlmocr.triage import TriageOptions, iter_rows
+    from vlmocr.corpus.triage import TriageOptions, iter_rows
 
     d = tmp_path / "c"
     d.mkdir()

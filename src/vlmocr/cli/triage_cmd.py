@@ -1,5 +1,5 @@
 """`vlmocr triage`, `vlmocr plan`, `vlmocr manifest`: know the corpus, estimate, order it.
-The logic lives in vlmocr.triage, vlmocr.plan and vlmocr.manifest."""
+The logic lives in vlmocr.corpus.triage, vlmocr.corpus.plan and vlmocr.corpus.manifest."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import typer
 
 from ..exceptions import ExitCode, UsageError
 from ..progress import console
-from ..triage import DEFAULT_CHECK_PAGES
+from ..corpus.triage import DEFAULT_CHECK_PAGES
 from . import app
 
 
@@ -28,7 +28,7 @@ def triage_command(
     json_out: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
 ) -> int:
     """One CSV row per document: pages, text layer, scans, sizes, resolution, duplicates, language."""
-    from ..triage import TriageOptions, triage
+    from ..corpus.triage import TriageOptions, triage
 
     opts = TriageOptions(check_pages=check_pages, sheets_dir=str(sheets) if sheets else None, sheet_block=sheet_block)
     summary = triage(list(paths or []), out, manifest=manifest, opts=opts, workers=workers, progress=True)
@@ -60,7 +60,7 @@ def plan_command(
     json_out: bool = typer.Option(False, "--json", help="Print a machine-readable plan on stdout."),
 ) -> int:
     """Pages to OCR vs served by the text layer, hours on 1…N GPUs, and where to run it."""
-    from ..plan import load_corpus, make_plan, measure as measure_rate, parse_gpus, render_plan
+    from ..corpus.plan import load_corpus, make_plan, measure as measure_rate, parse_gpus, render_plan
 
     counts = parse_gpus(gpus)
     corpus = load_corpus(triage_csv)
@@ -100,7 +100,7 @@ def manifest_command(
     json_out: bool = typer.Option(False, "--json", help="Print a machine-readable report on stdout."),
 ) -> int:
     """A run manifest in priority order, without duplicates and unreadable files."""
-    from ..manifest import build_manifest
+    from ..corpus.manifest import build_manifest
 
     report = build_manifest(triage_csv, out, priority_file=priority_file, priority_column=priority_column,
                             order=order, stage=stage, skipped_out=skipped)

@@ -23,9 +23,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .exceptions import UsageError
-from .sources import neutralise_cell, unprintable_path, unreserved
-from .store import write_text_atomic
+from ..exceptions import UsageError
+from ..sources import neutralise_cell, unprintable_path, unreserved
+from ..store import write_text_atomic
 from .triage import read_rows
 
 ORDERS = ("fewest-pages", "most-pages", "path", "triage")

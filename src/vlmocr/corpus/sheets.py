@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Sequence
 
 from PIL import Image, ImageDraw, ImageFont
 
-from .exceptions import BadInput
-from .render import Sizing, is_blank, render_page
+from ..exceptions import BadInput
+from ..render import Sizing, is_blank, render_page
 
 if TYPE_CHECKING:
-    from .triage import PageFacts
+    from .facts import PageFacts
 
 THUMB = 200  # longest side of a thumbnail, px
 # Pages are rendered a little larger than shown, to tell sparse small type from blank paper.

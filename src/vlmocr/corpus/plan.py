@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from .exceptions import UsageError, VlmocrError
+from ..exceptions import UsageError, VlmocrError
 from .triage import estimated_text_pages, read_rows
 
 RETRY_OVERHEAD = 0.30  # extra time for retries, ladder steps and re-reads
@@ -86,7 +86,7 @@ def _busy_window(pages_jsonl: Path) -> float:
     """Seconds from the start of the first page to the end of the last, from the records."""
     from datetime import datetime
 
-    from .store import iter_records
+    from ..store import iter_records
 
     starts, ends = [], []
     for rec in iter_records(pages_jsonl):
@@ -147,9 +147,9 @@ def measure(triage_csv: Path, endpoint: str, profile: str | None = None, model: 
     """Read a sample of the corpus's pages against `endpoint` with `vlmocr.reading.scheduler` and return the
     rate over the busy window (first page started → last page finished, from the records), so
     the run's start-up (model check, worker pool) does not count; slow pages and retries do."""
-    from .config import load_config
-    from .progress import RunProgress
-    from .reading.scheduler import run
+    from ..config import load_config
+    from ..progress import RunProgress
+    from ..reading.scheduler import run
 
     picks = sample_pages(triage_csv, sample, seed)
     if not picks:

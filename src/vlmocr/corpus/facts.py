@@ -1,0 +1,262 @@
+"""What triage learns about each page without rendering it at full size (page sizes from the page
+tree, text layers, image objects, scan resolution, rotation, spreads) and the language of a
+document's text (a stopword vote)."""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_c
+from PIL import Image
+
+from ..exceptions import BadInput
+from ..render import image_dpi, pdfium_lock
+from ..render import check_frame, open_pdf, text_layer, usable_text_layer
+
+LANG_SAMPLE_CHARS = 6_000  # a few hundred words settle a stopword vote
+MIN_IMAGE_SHARE = 0.3  # an image covering this share of the page makes a scan page
+SPREAD_WIDTH = 1.6  # × the document's median portrait width, at a similar height
+
+
+# ---------------------------------------------------------------- per page
+
+
+@dataclass
+class PageFacts:
+    """What is known of one page. Sizes are in points as displayed (page rotation applied)."""
+
+    page: int
+    width: float | None = None
+    height: float | None = None
+    checked: bool = False
+    kind: str = ""  # text | image | blank | other | bad (checked pages only)
+    rotation: int = 0  # /Rotate of a PDF page, EXIF rotation of an image frame
+    px: tuple[int, int] | None = None  # the dominant image's pixel size
+    dpi: float | None = None
+    text_reason: str = ""
+    error: str = ""
+    shape: str = ""  # "" | landscape | spread (filled in once the document's pages are known)
+
+    def flags(self) -> list[str]:
+        out = []
+        if self.kind == "text":
+            out.append("text layer")
+        elif self.kind in ("blank", "bad"):
+            out.append(self.kind)
+        elif self.kind == "other":
+            out.append("unusable text" if self.text_reason else "no text")
+        if self.rotation:
+            out.append(f"rot{self.rotation}")
+        if self.shape == "landscape":
+            out.append("rotated?")
+        elif self.shape == "spread":
+            out.append("spread?")
+        return out
+
+
+def pages_to_check(n: int, cap: int) -> list[int]:
+    """1-based pages, at most `cap` of them (0 = all), spread evenly, always first and last."""
+    if cap <= 0 or n <= cap:
+        return list(range(1, n + 1))
+    if cap == 1:
+        return [1]
+    return sorted({1 + round(i * (n - 1) / (cap - 1)) for i in range(cap)})
+
+
+def _pdf_page(pdf: pdfium.PdfDocument, path: Path, facts: PageFacts, text: str) -> None:
+    """Classify a checked PDF page whose text layer is `text`."""
+    ok, reason = usable_text_layer(text)
+    facts.text_reason = "" if ok or not text.strip() else reason
+    with pdfium_lock:
+        page = pdf[facts.page - 1]
+        try:
+            facts.rotation = page.get_rotation() % 360
+            if ok:
+                facts.kind = "text"
+                return
+            if pdfium_c.FPDFPage_CountObjects(page.raw) == 0:
+                facts.kind = "blank"
+                return
+            area = (facts.width or 0) * (facts.height or 0)
+            best: tuple[float, tuple[int, int], float] | None = None
+            for obj in page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_IMAGE], max_depth=2):
+                px = obj.get_px_size()
+                a, b, c, d, _, _ = obj.get_matrix().get()
+                w_pt, h_pt = math.hypot(a, b), math.hypot(c, d)  # the image's size on the page
+                if not (px[0] and px[1] and w_pt > 0 and h_pt > 0):
+                    continue
+                shown = w_pt * h_pt
+                if best is None or shown > best[0]:
+                    dpi = (px[0] * 72 / w_pt + px[1] * 72 / h_pt) / 2
+                    best = (shown, (int(px[0]), int(px[1])), dpi)
+            if best is not None and area > 0 and best[0] >= MIN_IMAGE_SHARE * area:
+                facts.kind = "image"
+                facts.px = best[1]
+                facts.dpi = best[2]
+            else:
+                facts.kind = "other"
+        finally:
+            page.close()
+
+
+def pdf_facts(path: Path, n: int, check: list[int], sample: list[str]) -> tuple[list[PageFacts], str]:
+    """Facts for every page of a PDF; returns them and the encryption note. The text of text
+    pages goes to `sample` (up to LANG_SAMPLE_CHARS) for the language guess."""
+    pdf = open_pdf(path)
+    with pdfium_lock:
+        encrypted = "permissions-only" if pdfium_c.FPDF_GetSecurityHandlerRevision(pdf.raw) >= 0 else ""
+        facts = []
+        for i in range(n):
+            f = PageFacts(i + 1)
+            try:
+                f.width, f.height = pdf.get_page_size(i)
+            except pdfium.PdfiumError:
+                pass
+            facts.append(f)
+    for p in check:
+        f = facts[p - 1]
+        f.checked = True
+        try:
+            text = text_layer(path, p)
+            _pdf_page(pdf, path, f, text)
+            if f.kind == "text" and sum(map(len, sample)) < LANG_SAMPLE_CHARS:
+                sample.append(text)
+        except BadInput as exc:
+            f.kind, f.error = "bad", exc.reason
+        except pdfium.PdfiumError as exc:
+            f.kind, f.error = "bad", f"cannot load page {p} ({exc})"
+    return facts, encrypted
+
+
+_EXIF_ROTATION = {3: 180, 6: 90, 8: 270, 5: 90, 7: 270}
+
+
+def image_facts(path: Path, n: int, check: list[int]) -> tuple[list[PageFacts], float | None]:
+    """Facts for every frame of an image file (headers only: nothing is decoded)."""
+    facts: list[PageFacts] = []
+    dpi: float | None = None
+    with Image.open(path) as img:
+        orientation = 1
+        # A PNG's EXIF may follow the image data: Pillow would decode the whole image to find it.
+        if img.format != "PNG" or "exif" in img.info:
+            try:
+                orientation = int(img.getexif().get(0x0112, 1) or 1)
+            except Exception:
+                orientation = 1
+        wanted = set(check)
+        for i in range(n):
+            f = PageFacts(i + 1, checked=(i + 1) in wanted)
+            try:
+                img.seek(i)
+            except (EOFError, OSError, ValueError) as exc:
+                f.kind, f.error, f.checked = "bad", f"cannot read frame {i + 1} ({exc})", True
+                facts.append(f)
+                continue
+            w, h = img.size
+            try:
+                check_frame(w, h, i + 1, path)  # what `vlmocr run` will refuse, from the header
+            except BadInput as exc:
+                f.kind, f.error, f.checked = "bad", exc.reason, True
+            rotation = _EXIF_ROTATION.get(orientation, 0) if i == 0 else 0
+            if rotation in (90, 270):
+                w, h = h, w
+            frame_dpi = image_dpi(img)
+            dpi = dpi or frame_dpi
+            f.px = (w, h)
+            f.rotation = rotation
+            f.dpi = frame_dpi
+            if frame_dpi:
+                f.width, f.height = w * 72 / frame_dpi, h * 72 / frame_dpi
+            if f.checked and not f.kind:
+                f.kind = "image"
+            facts.append(f)
+    return facts, dpi
+
+
+def mark_shapes(facts: list[PageFacts]) -> None:
+    """Mark wide pages: a spread is about twice as wide as the document's portrait pages at a
+    similar height; any other page wider than tall is landscape (rotated, or a wide plate)."""
+    sized = [f for f in facts if f.width and f.height]
+    if not sized and all(f.px for f in facts):
+        sized = facts  # image files without DPI: compare pixel sizes instead
+    def wh(f: PageFacts) -> tuple[float, float]:
+        if f.width and f.height:
+            return f.width, f.height
+        assert f.px
+        return float(f.px[0]), float(f.px[1])
+    portrait = [wh(f) for f in sized if wh(f)[0] <= wh(f)[1]]
+    med_w = statistics.median(w for w, _ in portrait) if portrait else None
+    med_h = statistics.median(h for _, h in portrait) if portrait else None
+    for f in sized:
+        w, h = wh(f)
+        if w <= h:
+            continue
+        if med_w and med_h and w >= SPREAD_WIDTH * med_w and abs(h - med_h) <= 0.15 * med_h:
+            f.shape = "spread"
+        else:
+            f.shape = "landscape"
+
+
+# ---------------------------------------------------------------- language
+
+
+_STOPWORDS = {
+    "eng": "the of and to in is that it was for on are as with his they be at by this had not but from or have an "
+           "which you were her all she there would their we him been has when who will more no if out so said what "
+           "its about than into them can only other new some could these two may then do first any my now such like",
+    "deu": "der die und in den von zu das mit sich des auf für ist im dem nicht ein eine als auch es an werden aus er "
+           "hat dass daß sie nach wird bei einer um am sind noch wie einem über einen so zum war haben nur oder aber "
+           "vor zur bis mehr durch man sein wurde sei ich wir ihr ihre ihm uns",
+    "fra": "de la le et les des en un du une que est pour qui dans par plus pas au sur ne se ce il sont avec ou son "
+           "mais comme on nous elle leur été aux cette ses tout fait sa dont lui ont peut ils très sans entre",
+    "ces": "a se na je v že to s z o do ve k i jako pro by ale po jsou jeho které který která tak byl už jak od za "
+           "nebo jsem co bylo jen když jejich také při mezi této tento jsme byla byli není bude může než ještě",
+    "dan": "og i at det en den til er som på de med han af for ikke der var mig sig men et har om vi min havde ham "
+           "hun nu over da fra du ud sin dem os op man hans hvor eller hvad skal selv her alle vil blev kunne ind "
+           "når være noget deres efter skulle denne end dette også under have",
+    "ita": "di e il la che in a per un del non è da una sono le si con dei della lo gli al alla più anche nel ma "
+           "come ha delle questo se io ci tra cui nella suo sua loro essere era stato fu ne dopo degli questa",
+    "spa": "de la que el en y a los del se las por un para con no una su al es lo como más pero sus le ya o fue "
+           "este ha sí porque esta son entre cuando muy sin sobre también me hasta hay donde desde todo nos durante",
+    "nld": "de en van het een in is dat op te zijn met voor niet aan er die als maar om ook door bij nog wordt naar "
+           "dan of uit worden deze hij was tot kan heeft zij hun geen wel zo al wat werd onder tegen over",
+    "lat": "et in est non ad cum ut quod qui quae sed de ex per enim autem esse sunt nec atque ab hoc quam etiam "
+           "vel sit eius quo si iam tamen ita neque ac erat inter eo ipse quoque nam fuit ille post sicut",
+}
+_LANG_WEIGHTS: dict[str, dict[str, float]] = {}
+for _lang, _words in _STOPWORDS.items():
+    for _w in set(_words.split()):
+        _LANG_WEIGHTS.setdefault(_w, {})[_lang] = 1.0
+for _w, _langs in _LANG_WEIGHTS.items():  # a word shared by k languages says 1/k for each
+    for _lang in _langs:
+        _langs[_lang] = 1.0 / len(_langs)
+_WORD = re.compile(r"[^\W\d_]+")
+
+
+def guess_language(text: str, min_hits: int = 5) -> str:
+    """ISO 639-3 code of the best stopword overlap among eng/deu/fra/ces/dan/ita/spa/nld/lat;
+    'und' when the text is too short or matches none well; '' when there is no text."""
+    words = _WORD.findall(text.lower())
+    if not words:
+        return ""
+    scores: Counter[str] = Counter()
+    hits = 0
+    for w in words:
+        weights = _LANG_WEIGHTS.get(w)
+        if weights:
+            hits += 1
+            for lang, weight in weights.items():
+                scores[lang] += weight
+    if hits < min_hits or hits < 0.05 * len(words):
+        return "und"
+    (best, top), *rest = scores.most_common(2) + [("", 0.0)]
+    runner_up = rest[0][1]
+    if top < 1.2 * runner_up:  # too close to call
+        return "und"
+    return best
