@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from enum import Enum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -213,5 +213,7 @@ class PageTask:
         return f"{self.doc_id} page {self.page}"
 
 
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+def now_iso(timespec: Literal["seconds", "milliseconds"] = "milliseconds") -> str:
+    """The time now in UTC, ISO 8601: records to the millisecond (their order within a second
+    matters); the cluster's job files to the second, as they have always been written."""
+    return datetime.now(timezone.utc).isoformat(timespec=timespec)

@@ -99,6 +99,13 @@ class RunDir:
     def shard(self, k: int | str) -> "RunDir":
         return RunDir(self.shards / str(k))
 
+    def shard_runs(self) -> list[Path]:
+        """RUN/shards/*/ that hold records, in shard order (1, 2, …, 10, then other names)."""
+        if not self.shards.is_dir():
+            return []
+        found = [p for p in self.shards.iterdir() if p.is_dir() and RunDir(p).pages.is_file()]
+        return sorted(found, key=lambda p: (0, int(p.name), "") if p.name.isdigit() else (1, 0, p.name))
+
     @property
     def cluster(self) -> "RunDir | None":
         """The cluster run this is shard K of (RUN for RUN/shards/K), else None."""

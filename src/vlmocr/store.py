@@ -18,6 +18,7 @@ import shutil
 import signal
 import time
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
@@ -347,11 +348,38 @@ class RunLock(DirLock):
     busy = "run directory {dir} is in use by {holder}"
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write to a temporary name and rename: readers never see half a file."""
+# ------------------------------------------------------------------------------ atomic files
+#
+# The only atomic writers: each file is written under a hidden sibling `.<name>.<pid>.tmp` and
+# renamed over its name, so a reader (or a kill) never meets half a file.
+
+
+@contextmanager
+def atomic_file(path: Path) -> Iterator[Path]:
+    """The temporary sibling to write `path` through (a PIL save, a CSV stream, a symlink): it is
+    renamed over `path` when the block ends, and removed when the block raises."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    tmp.unlink(missing_ok=True)  # a leftover of a killed writer with our pid (a symlink refuses to overwrite)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    with atomic_file(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    with atomic_file(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    write_text_atomic(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
 # ------------------------------------------------------------------------------ output folders
@@ -526,12 +554,6 @@ def replace_dir(tmp: Path, out: Path, kind: str, legacy: Callable[[Path], bool] 
         os.replace(out, old)
         os.replace(tmp, out)
         shutil.rmtree(old, ignore_errors=True)
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def count_lines(paths: Iterable[Path]) -> int:

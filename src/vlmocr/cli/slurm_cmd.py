@@ -15,12 +15,13 @@ from typing import Any, List, Optional
 
 import typer
 
-from ..cluster.slurm.layout import SHARDS, SLURM_DIR
+from ..cluster.slurm.layout import SLURM_DIR
 from ..cluster.slurm.script import DEFAULT_SIGNAL_LEAD, SlurmOptions, default_stop_grace
 from ..cluster.slurm.status import format_status, status
 from ..cluster.slurm.submit import compress_ranges, submit, submit_grid
 from ..exceptions import ExitCode, UsageError
 from ..progress import console
+from ..rundir import SHARDS
 from . import app
 from . import run_cmd  # noqa: F401  (submit checks run options with run's own parser)
 

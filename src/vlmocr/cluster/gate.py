@@ -19,6 +19,8 @@ from typing import Any, Sequence
 
 from ..evaluation import TruthPage, check_gate, load_truth, match_truth, parse_gate, score
 from ..exceptions import ExitCode, UsageError, VlmocrError
+from ..record import now_iso
+from ..rundir import RunDir, run_keys
 from .slurm.jobs import (
     active_tasks,
     check_not_active,
@@ -28,14 +30,14 @@ from .slurm.jobs import (
     scancel,
     scontrol_release,
 )
-from .slurm.layout import GATE_FILE, GATE_RUN, SLURM_DIR, now_iso, read_json, task_file, write_json
+from .slurm.layout import GATE_FILE, GATE_RUN, SLURM_DIR, read_json, task_file, write_json
 from .slurm.script import EXIT_MEANINGS, SlurmOptions
-from .slurm.submit import prepare_job, read_originals, submit
+from .slurm.submit import prepare_job, submit
 
 
 def gate_docs(run_dir: Path) -> list[dict[str, str]]:
     """The gate's documents: ``originals.csv`` rows (doc_id, original) of kind gate."""
-    return [r for r in read_originals(run_dir) if r.get("kind") == "gate"]
+    return [r for r in RunDir(run_dir).originals() if r.get("kind") == "gate"]
 
 
 def gate_truth(truth: list[TruthPage], docs: list[dict[str, str]]) -> tuple[list[TruthPage], list[str]]:
@@ -74,11 +76,10 @@ def score_gate(run_dir: Path, truth: list[TruthPage], checks: Sequence[str] = ()
     counts as entirely wrong, a failed page is scored on its (usually empty) text. ``checks`` are
     further gates in `vlmocr evaluate --gate` syntax (e.g. ``cer_hi<=0.05``)."""
     from ..record import FAILED, Status
-    from ..store import PAGES_FILE, final_records
+    from ..store import final_records
 
-    info = read_json(Path(run_dir) / "run.json", {}) or {}
-    keys = set(info.get("keys") or []) or None
-    finals = final_records(Path(run_dir) / PAGES_FILE, keys=keys)
+    run = RunDir(run_dir)
+    finals = final_records(run.pages, keys=run_keys(run.info()))
     evaluation = score(finals, truth)
     corpus = evaluation.corpus
     statuses: dict[str, int] = {}
@@ -142,7 +143,7 @@ def submit_gate(run_dir: Path, *, gate_paths: Sequence[str] = (), gate_manifest:
         gate_id = sbatch(gate_script, [])
         record_job(run_dir, {"kind": "gate", "job_id": gate_id, "array": None, "shards": None, "held": False,
                              "dependency": None, "script": str(gate_script.relative_to(run_dir)),
-                             "submitted_at": now_iso(), "sbatch": ["sbatch", "--parsable", gate_script.name],
+                             "submitted_at": now_iso("seconds"), "sbatch": ["sbatch", "--parsable", gate_script.name],
                              "run_args": list(run_args), "argv": list(argv or sys.argv[1:]), "cwd": str(Path.cwd())})
     dependency = f"afterany:{gate_id}" if (after_gate and gate_id) else None
     bulk = submit(run_dir, paths=bulk_paths, manifest=bulk_manifest, shards=shards, run_args=run_args,
@@ -153,7 +154,7 @@ def submit_gate(run_dir: Path, *, gate_paths: Sequence[str] = (), gate_manifest:
         write_json(run_dir / SLURM_DIR / GATE_FILE, {
             "truth": os.path.abspath(truth), "max_cer": max_cer, "checks": list(checks),
             "gate_job": gate_id, "bulk_job": bulk.job_id,
-            "truth_pages": len(matched), "submitted_at": now_iso(), "decision": None,
+            "truth_pages": len(matched), "submitted_at": now_iso("seconds"), "decision": None,
         })
     return result
 
@@ -225,7 +226,7 @@ def release(run_dir: Path, *, max_cer: float | None = None, wait: float = 0.0, d
         message = f"gate FAILED: {detail}; cancelled bulk job {bulk}" + ("" if ok else f" (scancel: {output})")
     decision = GateDecision(passed, score, threshold, action, bulk, message, output)
     if not dry_run:
-        gate["decision"] = {"at": now_iso(), **decision.as_dict()}
+        gate["decision"] = {"at": now_iso("seconds"), **decision.as_dict()}
         write_json(run_dir / SLURM_DIR / GATE_FILE, gate)
         record_event(run_dir, {"action": action, "job_id": bulk, "cer": score.cer, "max_cer": threshold,
                                "pages": score.pages, "missing": score.missing})

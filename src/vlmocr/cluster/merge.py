@@ -23,10 +23,11 @@ from typing import Any, Callable
 
 import orjson
 
-from ..exceptions import UsageError
 from ..assemble import write_document
+from ..exceptions import UsageError
 from ..record import STATUS_GROUP, Status
-from ..store import PAGES_FILE, OutputBuild, final_records, write_json_atomic
+from ..rundir import RunDir, run_keys
+from ..store import OutputBuild, final_records, write_json_atomic
 
 MERGED = "merged"
 MERGE = "merge"  # what the marker of a folder `merge` made says (store.OUTPUT_MARKER)
@@ -60,23 +61,13 @@ def _rank(rec: dict[str, Any]) -> int:
         return 3
 
 
-def _shard_dirs(run_dir: Path) -> list[Path]:
-    base = run_dir / "shards"
-    if not base.is_dir():
-        return []
-    dirs = [p for p in base.iterdir() if p.is_dir() and (p / PAGES_FILE).exists()]
-    return sorted(dirs, key=lambda p: (0, int(p.name)) if p.name.isdigit() else (1, p.name))
-
-
 def _originals(run_dir: Path) -> dict[str, str]:
-    from .slurm.submit import read_originals
-
-    return {r["staged"]: r["original"] for r in read_originals(run_dir) if r.get("kind", "bulk") == "bulk"}
+    return {r["staged"]: r["original"] for r in RunDir(run_dir).originals() if r.get("kind", "bulk") == "bulk"}
 
 
 def merge(run_dir: Path, out: Path | None = None, warn: Callable[[str], None] = print) -> MergeResult:
     run_dir = Path(run_dir)
-    shards = _shard_dirs(run_dir)
+    shards = RunDir(run_dir).shard_runs()
     if not shards:
         raise UsageError(f"{run_dir}: no shard run directories with records (RUN/shards/*/pages.jsonl)")
     out = Path(out) if out is not None else run_dir / MERGED
@@ -87,12 +78,9 @@ def merge(run_dir: Path, out: Path | None = None, warn: Callable[[str], None] = 
     chosen: dict[tuple[str, int], dict[str, Any]] = {}
     where: dict[tuple[str, int], str] = {}
     for shard in shards:
-        try:
-            info = orjson.loads((shard / "run.json").read_bytes())
-        except (OSError, orjson.JSONDecodeError):
-            info = {}
-        keys = set(info.get("keys") or []) or None  # without run.json: the latest record of each page
-        for page_id, rec in final_records(shard / PAGES_FILE, keys=keys).items():
+        run = RunDir(shard)
+        keys = run_keys(run.info())  # without run.json: the latest record of each page
+        for page_id, rec in final_records(run.pages, keys=keys).items():
             prev = chosen.get(page_id)
             if prev is not None:
                 result.duplicates += 1
@@ -118,16 +106,14 @@ def merge(run_dir: Path, out: Path | None = None, warn: Callable[[str], None] = 
 
 def _merged_before_markers(folder: Path) -> bool:
     """A RUN/merged written before merge marked its folders: its run.json says what it merged."""
-    try:
-        return "merged_from" in orjson.loads((folder / "run.json").read_bytes())
-    except (OSError, orjson.JSONDecodeError, TypeError):
-        return False
+    return "merged_from" in RunDir(folder).info()
 
 
 def _write_merged(tmp: Path, shards: list[Path], chosen: dict[tuple[str, int], dict[str, Any]],
                   where: dict[tuple[str, int], str], originals: dict[str, str], result: MergeResult) -> None:
     by_doc: dict[str, list[dict[str, Any]]] = {}
-    with (tmp / PAGES_FILE).open("wb") as fh:
+    merged = RunDir(tmp)
+    with merged.pages.open("wb") as fh:
         for (doc_id, page) in sorted(chosen):
             rec = dict(chosen[(doc_id, page)])
             staged = rec.get("source")
@@ -150,7 +136,7 @@ def _write_merged(tmp: Path, shards: list[Path], chosen: dict[tuple[str, int], d
             groups[STATUS_GROUP[Status(name)]] += n
         except ValueError:
             pass
-    write_json_atomic(tmp / "run.json", {
+    write_json_atomic(merged.run_json, {
         "schema": 1, "merged_from": [str(p) for p in shards], "documents": result.docs,
         "summary": {"pages": result.records, "docs": result.docs, "records": result.records, **groups,
                     "statuses": result.statuses},

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import json
 import os
 import stat
 from dataclasses import dataclass, field
@@ -20,7 +19,8 @@ from typing import Any, Iterable
 
 from ..exceptions import UsageError
 from ..record import RETRY_ON_RESUME, STATUS_GROUP, Status
-from ..store import PAGES_FILE, final_records
+from ..rundir import PAGES_FILE, RunDir, SourceFinder, run_keys
+from ..store import final_records
 
 PAGE_SEPARATOR = "\n\f\n"  # between pages in document.txt: a form feed on a line of its own
 
@@ -33,9 +33,8 @@ class RunInfo:
     key_material: dict[str, Any] | None = None
     versions: dict[str, Any] | None = None
     git_commit: str | None = None
-    originals: dict[str, str] = field(default_factory=dict)  # staged name → original path (SLURM)
     selections: dict[str, tuple[int, ...]] = field(default_factory=dict)  # doc_id → selected pages
-    roots: list[Path] = field(default_factory=list)  # where relative sources are looked for
+    finder: SourceFinder | None = None  # where the records' sources are
 
     def provenance(self) -> dict[str, Any]:
         return {"run": str(self.path), "settings": self.settings, "key_material": self.key_material,
@@ -86,13 +85,8 @@ def run_dirs(paths: Iterable[Path | str]) -> list[Path]:
         p = Path(given)
         if not p.is_dir():
             raise UsageError(f"{p}: not a directory")
-        found = []
-        if (p / PAGES_FILE).is_file():
-            found.append(p)
-        shards = p / "shards"
-        if shards.is_dir():
-            subs = [s for s in shards.iterdir() if s.is_dir() and (s / PAGES_FILE).is_file()]
-            found += sorted(subs, key=lambda s: (0, int(s.name), "") if s.name.isdigit() else (1, 0, s.name))
+        run = RunDir(p)
+        found = ([p] if run.pages.is_file() else []) + run.shard_runs()
         if not found:
             raise UsageError(f"{p} is not a run directory (no {PAGES_FILE}, no shards/*/{PAGES_FILE})")
         for f in found:
@@ -101,61 +95,29 @@ def run_dirs(paths: Iterable[Path | str]) -> list[Path]:
     return out
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _first_file(candidates: Iterable[Path]) -> Path | None:
-    for c in candidates:
-        try:
-            if c.is_file():
-                return c
-        except OSError:
-            continue
-    return None
-
-
 def run_info(run_dir: Path, source_roots: Iterable[Path] = ()) -> RunInfo:
-    run_dir = Path(run_dir).resolve()
-    data = _read_json(run_dir / "run.json")
-    info = RunInfo(path=run_dir, keys=set(data.get("keys") or []) or None, settings=data.get("settings") or {},
+    run = RunDir(Path(run_dir).resolve())
+    data = run.info()
+    info = RunInfo(path=run.path, keys=run_keys(data), settings=data.get("settings") or {},
                    key_material=data.get("key_material"), versions=data.get("versions"),
                    git_commit=data.get("git_commit"))
-    roots = [Path(r) for r in source_roots] + [Path.cwd(), run_dir.parent, run_dir]
-    # A SLURM shard (RUN/shards/K): records name the staged symlink; originals.csv names the file.
-    slurm_run = run_dir.parent.parent if run_dir.parent.name == "shards" else None
-    if slurm_run is not None:
-        staged = slurm_run / "staged"
-        roots += [staged, slurm_run.parent]
-        originals = staged / "originals.csv"
-        if originals.is_file():
-            import csv
+    # A SLURM shard (RUN/shards/K): records name the staged symlink; originals.csv names the file
+    # and the pages each document's selection holds.
+    cluster = run.cluster
+    originals = cluster.originals() if cluster is not None else []
+    for row in originals:
+        if row.get("doc_id") and row.get("pages"):
+            info.selections[row["doc_id"]] = _pages(row["pages"])
+    info.finder = SourceFinder(run.path, source_roots, settings=info.settings, originals=originals)
+    if info.finder.manifest is not None:
+        from ..sources import from_manifest
 
-            with originals.open(encoding="utf-8", newline="") as fh:
-                for row in csv.DictReader(fh):
-                    if row.get("staged") and row.get("original"):
-                        info.originals[row["staged"]] = row["original"]
-                    if row.get("doc_id") and row.get("pages"):
-                        info.selections[row["doc_id"]] = _pages(row["pages"])
-    manifest = info.settings.get("manifest")
-    if manifest:
-        m = Path(manifest)
-        found = _first_file([m] if m.is_absolute() else [r / m for r in roots])
-        if found is not None:
-            roots.append(found.parent)
-            from ..sources import from_manifest
-
-            try:
-                for doc in from_manifest(found):
-                    if doc.pages:
-                        info.selections.setdefault(doc.doc_id, doc.pages)
-            except UsageError:
-                pass  # the manifest changed since the run: fall back to every page
-    info.roots = roots
+        try:
+            for doc in from_manifest(info.finder.manifest):
+                if doc.pages:
+                    info.selections.setdefault(doc.doc_id, doc.pages)
+        except UsageError:
+            pass  # the manifest changed since the run: fall back to every page
     return info
 
 
@@ -170,19 +132,11 @@ def _pages(spec: str) -> tuple[int, ...]:
 
 def resolve_source(source: str, info: RunInfo) -> Path | None:
     """The file a record's `source` names, or None when it cannot be found here."""
-    if not source:
-        return None
-    candidates: list[Path] = []
-    original = info.originals.get(source) or info.originals.get(Path(source).name)
-    if original:
-        candidates.append(Path(original))
-    p = Path(source)
-    candidates += [p] if p.is_absolute() else [r / p for r in info.roots]
-    return _first_file(candidates)
+    return info.finder.find(source) if info.finder is not None else None
 
 
 def original_name(source: str, info: RunInfo) -> str:
-    original = info.originals.get(source) or info.originals.get(Path(source).name)
+    original = info.finder.original(source) if info.finder is not None else None
     return Path(original or source).name
 
 
@@ -195,7 +149,7 @@ def read_run(run_dir: Path, layer: str = "raw", source_roots: Iterable[Path] = (
 
         finals, _where = cleaned_records(info.path, load_rules(clean_rules) if clean_rules else None)
     elif layer == "raw":
-        finals = final_records(info.path / PAGES_FILE, keys=info.keys)
+        finals = final_records(RunDir(info.path).pages, keys=info.keys)
     else:
         raise UsageError(f"--layer {layer!r}: expected raw or clean")
     by_doc: dict[str, dict[int, dict[str, Any]]] = {}

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import UsageError
-from ..store import PAGES_FILE, write_text_atomic
+from ..rundir import PAGES_FILE, RunDir
+from ..store import write_text_atomic
 from .gather import ReportOptions, gather, micro_cer, micro_cer_clean
 from .html_pages import IndexContext, index_html, shell_html
 from .review import review_queues
@@ -83,8 +84,7 @@ def build_report(opts: ReportOptions, log: Callable[[str], None] | None = None) 
 
 
 def _check(opts: ReportOptions, run_dir: Path, out: Path) -> None:
-    pages_file = run_dir / PAGES_FILE
-    if not pages_file.is_file():
+    if not RunDir(run_dir).pages.is_file():
         raise UsageError(f"{run_dir} is not a run directory (no {PAGES_FILE})")
     if opts.thumb_size < 16 or opts.thumb_size > 4000:
         raise UsageError(f"--thumb-size {opts.thumb_size}: choose 16…4000 px")

@@ -3,7 +3,6 @@ was tried), the cleaned layer, and the CER of each page against ground truth."""
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,7 +13,8 @@ from typing import Any
 from ..evaluation.score import char_errors, rate
 from ..evaluation.truth import load_truth, match_truth
 from ..record import Status
-from ..store import PAGES_FILE, final_records, iter_records
+from ..rundir import RunDir
+from ..store import final_records, iter_records
 
 STATUS_ORDER: tuple[str, ...] = tuple(s.value for s in Status)
 _KEEP_FIELDS = ("doc_id", "source", "page", "status", "text", "engine", "model", "finish_reason", "attempt", "flags",
@@ -109,9 +109,11 @@ def micro_cer_clean(pages: list[Page]) -> float | None:
 
 def gather(opts: ReportOptions, notes: list[str], say: Callable[[str], None]) -> RunData:
     run_dir = Path(opts.run_dir)
-    run_info = _load_run_json(run_dir, notes)
+    run_info, problem = RunDir(run_dir).read_info()
+    if problem:
+        notes.append(f"run.json {problem}: settings and throughput come from the records alone")
     say("reading records")
-    finals, tries, n_records, times = _load_records(run_dir / PAGES_FILE)
+    finals, tries, n_records, times = _load_records(RunDir(run_dir).pages)
     docs = _documents(finals, tries)
     run = RunData(run_dir=run_dir, run_info=run_info, docs=docs, pages=[p for doc in docs for p in doc.pages],
                   n_records=n_records, times=times)
@@ -122,19 +124,6 @@ def gather(opts: ReportOptions, notes: list[str], say: Callable[[str], None]) ->
         say("scoring against the truth")
         _score(run, Path(opts.truth))
     return run
-
-
-def _load_run_json(run_dir: Path, notes: list[str]) -> dict[str, Any]:
-    path = run_dir / "run.json"
-    if not path.is_file():
-        notes.append("run.json not found: settings and throughput come from the records alone")
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return data if isinstance(data, dict) else {}
-    except (OSError, json.JSONDecodeError) as exc:
-        notes.append(f"run.json unreadable ({exc}): settings and throughput come from the records alone")
-        return {}
 
 
 def _load_records(pages_file: Path) -> tuple[dict[tuple[str, int], dict], Counter, int, list[float]]:
@@ -180,7 +169,7 @@ def _documents(finals: dict[tuple[str, int], dict], tries: Counter) -> list[Doc]
 
 def _add_clean_layer(run: RunData, notes: list[str]) -> None:
     """The cleaned layer, shown beside the raw text when `vlmocr clean` has written it."""
-    clean_file = run.run_dir / "clean" / PAGES_FILE
+    clean_file = RunDir(run.run_dir).clean_pages
     run.clean_present = clean_file.is_file()
     if not run.clean_present:
         return

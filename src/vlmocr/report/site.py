@@ -34,7 +34,8 @@ from typing import Any
 import orjson
 
 from ..exceptions import UsageError
-from ..store import OUTPUT_MARKER, PAGES_FILE, check_output_dir, write_text_atomic
+from ..rundir import RunDir
+from ..store import OUTPUT_MARKER, check_output_dir, write_text_atomic
 from .diff import diff_ops
 from .gather import Doc, Page, ReportOptions, RunData, micro_cer, micro_cer_clean, status_group
 
@@ -50,7 +51,7 @@ _DOC_COLS = ["i", "doc", "source", "pages", "ok", "fallback", "review", "failed"
 def prepare_out(out: Path) -> None:
     """The report overwrites its files and replaces data/ and thumbnails in `out`: only a new or
     empty folder, or one a report made, may be given."""
-    if (out / PAGES_FILE).exists():
+    if RunDir(out).pages.exists():
         raise UsageError(f"--out {out} is a run directory; write the report elsewhere (e.g. {out / 'report'})")
     check_output_dir(out, REPORT, legacy=_report_before_markers)
     out.mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..rundir import SourceFinder
+from ..store import atomic_file
 from .gather import Doc, Page, ReportOptions
 
 THUMB_DIR = "thumbs"
@@ -33,12 +35,8 @@ def make_thumbs(flagged: list[Page], docs: list[Doc], opts: ReportOptions, run_i
     """Renders the thumbnails of `flagged` into out/thumbs and sets each page's thumb or note."""
     thumb_dir = out / THUMB_DIR
     thumb_dir.mkdir(exist_ok=True)
-    run_dir = Path(opts.run_dir)
-    roots = [Path(r) for r in opts.source_roots] + [Path.cwd(), run_dir.parent, run_dir]
-    manifest = (run_info.get("settings") or {}).get("manifest")
-    if manifest:
-        roots.append(Path(manifest).parent)
-    src_cache: dict[str, Path | None] = {}
+    # Resolved: a thumbnail is named after the file itself (_thumb_name), however it was reached.
+    finder = SourceFinder(opts.run_dir, opts.source_roots, settings=run_info.get("settings") or {}, resolve=True)
     tasks: list[ThumbTask] = []
     task_pages: dict[str, list[Page]] = {}
     result = Thumbs()
@@ -51,7 +49,7 @@ def make_thumbs(flagged: list[Page], docs: list[Doc], opts: ReportOptions, run_i
             p.thumb_note = f"no thumbnail: the report renders at most {opts.max_thumbs} (--max-thumbs)"
             continue
         src = p.rec.get("source") or docs[p.d].source
-        path = _find_source(str(src), roots, src_cache)
+        path = finder.find(str(src), str(p.rec.get("doc_id") or docs[p.d].doc_id))
         if path is None:
             p.thumb_note = f"no thumbnail: source not found ({src}); pass --source-root"
             continue
@@ -78,7 +76,7 @@ def make_thumbs(flagged: list[Page], docs: list[Doc], opts: ReportOptions, run_i
             result.used.add(Path(dest).name)
     if result.skipped_cap:
         notes.append(f"{result.skipped_cap} flagged pages have no thumbnail: over --max-thumbs {opts.max_thumbs}")
-    unfound = sorted(s for s, v in src_cache.items() if v is None)
+    unfound = finder.missing()
     if unfound:
         notes.append(f"{len(unfound)} source file(s) not found for thumbnails (e.g. {unfound[0]}); "
                      f"pass --source-root DIR")
@@ -90,23 +88,6 @@ def prune_thumbs(out: Path, used: set[str]) -> None:
     for f in (out / THUMB_DIR).iterdir():
         if _THUMB_FILE.fullmatch(f.name) and f.name not in used:
             f.unlink(missing_ok=True)
-
-
-def _find_source(source: str, roots: list[Path], cache: dict[str, Path | None]) -> Path | None:
-    if source in cache:
-        return cache[source]
-    p = Path(source)
-    found: Path | None = None
-    candidates = [p] if p.is_absolute() else [root / p for root in roots]
-    for c in candidates:
-        try:
-            if c.is_file():
-                found = c.resolve()
-                break
-        except OSError:
-            continue
-    cache[source] = found
-    return found
 
 
 def _thumb_name(path: Path, page: int, size: int) -> str:
@@ -138,9 +119,8 @@ def render_thumb(task: ThumbTask) -> tuple[str, bool, str, int, int]:
         return dest, False, f"cannot render the page: {type(exc).__name__}: {exc}", 0, 0
     if img.mode not in ("RGB", "L"):
         img = img.convert("RGB")
-    tmp = d.with_name(f".{d.name}.{os.getpid()}.tmp")
-    img.save(tmp, format="JPEG", quality=80, optimize=True)
-    os.replace(tmp, d)
+    with atomic_file(d) as tmp:
+        img.save(tmp, format="JPEG", quality=80, optimize=True)
     return dest, True, "", img.width, img.height
 
 

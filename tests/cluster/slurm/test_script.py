@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 
 from vlmocr.cluster.slurm.script import SlurmOptions, render_script
-from vlmocr.cluster.slurm.submit import read_originals, staged_documents
+from vlmocr.cluster.slurm.submit import staged_documents
 from vlmocr.exceptions import UsageError
+from vlmocr.rundir import RunDir
 from vlmocr.sources import derive_doc_id
 from vlmocr.testing.pagecode import make_coded_pdf
 
@@ -112,7 +113,7 @@ def test_dry_run_writes_safe_scripts_and_submits_nothing(tmp_path):
         assert Path(name).stem not in script
     subprocess.run(["bash", "-n", str(run / "slurm" / "bulk.sbatch")], check=True)
     # Staged: ASCII symlinks to the originals, doc ids exactly as `vlmocr run` derives them.
-    originals = read_originals(run)
+    originals = RunDir(run).originals()
     assert sorted(r["original"] for r in originals) == sorted(str(inputs / n) for n in HOSTILE)
     for r in originals:
         assert r["staged"].isascii() and r["staged"][:4].isdigit()

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ...exceptions import ExitCode, UsageError, VlmocrError
-from .layout import JOBS_FILE, SLURM_DIR, now_iso, read_json, write_json
+from ...record import now_iso
+from .layout import JOBS_FILE, SLURM_DIR, read_json, write_json
 
 #: Job states after which a job does not change any more.
 TERMINAL_STATES = frozenset({
@@ -130,7 +131,7 @@ def record_job(run_dir: Path, entry: dict[str, Any]) -> None:
 
 def record_event(run_dir: Path, event: dict[str, Any]) -> None:
     data = load_jobs(run_dir)
-    data["events"].append({"at": now_iso(), **event})
+    data["events"].append({"at": now_iso("seconds"), **event})
     save_jobs(run_dir, data)
 
 

@@ -10,28 +10,22 @@
     RUN/slurm/gate.json                              the gate: truth, threshold, jobs, decision
     RUN/shards/K/                                    shard K's run directory (pages.jsonl, run.json, docs/)
     RUN/gate/                                        the gate's run directory
-"""
+
+staged/, originals.csv and shards/ are read by every reader of runs (the library, the report,
+describe): their names and readers are in ``vlmocr.rundir``."""
 
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from ...store import write_json_atomic
 
-STAGED = "staged"
 SLURM_DIR = "slurm"
-SHARDS = "shards"
 GATE_RUN = "gate"
-ORIGINALS = "originals.csv"
 JOBS_FILE = "jobs.json"
 GATE_FILE = "gate.json"
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def write_json(path: Path, data: Any) -> None:

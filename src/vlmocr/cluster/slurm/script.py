@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ...exceptions import UsageError
-from .layout import now_iso
+from ...record import now_iso
 
 DEFAULT_SIGNAL_LEAD = 120  # seconds before the time limit the batch shell gets SIGTERM
 
@@ -104,7 +104,7 @@ def render_script(*, kind: str, run_dir: Path, python: str, shards: int | None, 
     if array and not shards:
         raise UsageError("an array job needs the number of shards")
     lines = ["#!/bin/bash"]
-    lines.append(f"# vlmocr {kind} job, written by `vlmocr slurm` at {_comment_safe(generated_at or now_iso())}")
+    lines.append(f"# vlmocr {kind} job, written by `vlmocr slurm` at {_comment_safe(generated_at or now_iso('seconds'))}")
     lines.append(f"# (vlmocr from commit {_comment_safe(commit or 'unknown')}).")
     lines.append("# Self-contained: the documents come only from the staged manifest (ASCII symlink names),")
     lines.append("# every value below is shell-quoted. To resubmit (it resumes), run the same")

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from ...exceptions import UsageError
+from ...rundir import RunDir, run_keys
 from ...sources import Document, shard_of
 from .jobs import TERMINAL_STATES, latest_job, load_jobs, sacct_states, squeue_tasks
-from .layout import GATE_FILE, GATE_RUN, SHARDS, SLURM_DIR, STAGED, read_json, task_file
+from .layout import GATE_FILE, GATE_RUN, SLURM_DIR, read_json, task_file
 from .submit import staged_documents
 
 
@@ -20,11 +21,12 @@ def _tally_shard(run_dir: Path, docs: list[Document]) -> dict[str, Any]:
     from ...exceptions import BadInput
     from ...record import STATUS_GROUP, Status
     from ...render import count_pages
-    from ...store import PAGES_FILE, final_records
+    from ...store import final_records
 
-    info = read_json(run_dir / "run.json", {}) or {}
-    keys = set(info.get("keys") or [])
-    finals = final_records(run_dir / PAGES_FILE, keys=keys) if keys else {}
+    run = RunDir(run_dir)
+    info = run.info()
+    keys = run_keys(info)
+    finals = final_records(run.pages, keys=keys) if keys else {}
     by_doc: dict[str, dict[int, dict]] = {}
     doc_pages: dict[str, int] = {}
     for (doc_id, page), rec in finals.items():
@@ -63,14 +65,15 @@ def status(run_dir: Path) -> dict[str, Any]:
     """Jobs (squeue; sacct or ``sacct -c`` for jobs SLURM's queue forgot) and, per shard, pages
     final / total with ok, fallback, review, failed and missing, read from the run directories."""
     run_dir = Path(run_dir).resolve()
-    if not (run_dir / SLURM_DIR).is_dir() and not (run_dir / STAGED).is_dir():
+    if not (run_dir / SLURM_DIR).is_dir() and not RunDir(run_dir).staged.is_dir():
         raise UsageError(f"{run_dir} is not a `vlmocr slurm` run directory (no slurm/ or staged/)")
     jobs = load_jobs(run_dir)
     out: dict[str, Any] = {"run_dir": str(run_dir), "jobs": [], "shards": [], "gate": None}
     bulk = latest_job(run_dir, "bulk")
     n = int(bulk["shards"]) if bulk else 0
     if not n:
-        n = len([p for p in (run_dir / SHARDS).glob("*") if p.name.isdigit()]) if (run_dir / SHARDS).is_dir() else 0
+        shards = RunDir(run_dir).shards
+        n = len([p for p in shards.glob("*") if p.name.isdigit()]) if shards.is_dir() else 0
     for job in jobs["jobs"]:
         tasks = squeue_tasks(job["job_id"]) if job.get("job_id") else []
         out["jobs"].append({**{k: job.get(k) for k in ("kind", "job_id", "array", "held", "submitted_at")},
@@ -115,7 +118,7 @@ def status(run_dir: Path) -> dict[str, Any]:
     bulk_docs = staged_documents(run_dir, "bulk")
     for k in range(1, n + 1):
         docs = [d for d in bulk_docs if shard_of(d.doc_id, n) == k]
-        row = {"shard": k, "docs": len(docs), **_tally_shard(run_dir / SHARDS / str(k), docs),
+        row = {"shard": k, "docs": len(docs), **_tally_shard(RunDir(run_dir).shard(k).path, docs),
                "job": task_state.get(f"bulk-{k}", {})}
         out["shards"].append(row)
     gate = read_json(run_dir / SLURM_DIR / GATE_FILE)

@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ...exceptions import UsageError
+from ...record import now_iso
+from ...rundir import RunDir
 from ...sources import SUPPORTED_EXTS, Document, discover, from_manifest, shard_of
-from ...store import write_text_atomic
+from ...store import atomic_file, write_text_atomic
 from .jobs import check_not_active, record_job, sbatch
-from .layout import ORIGINALS, SHARDS, SLURM_DIR, STAGED, now_iso, read_json
+from .layout import SLURM_DIR
 from .script import SlurmOptions, job_name_for, render_script, safe_sbatch_value
 
 # ============================================================================ staging
@@ -55,14 +57,6 @@ def _staged_suffix(path: Path) -> str:
     return ".bin"
 
 
-def read_originals(run_dir: Path) -> list[dict[str, str]]:
-    path = Path(run_dir) / STAGED / ORIGINALS
-    if not path.exists():
-        return []
-    with path.open(encoding="utf-8", newline="") as fh:
-        return list(csv.DictReader(fh))
-
-
 def stage_documents(run_dir: Path, kind: str, paths: Sequence[str] = (), manifest: str | Path | None = None,
                     warn=print) -> tuple[Path, list[StagedDoc]]:
     """Symlink every input under an ASCII name and write RUN/staged/<kind>.csv.
@@ -70,11 +64,11 @@ def stage_documents(run_dir: Path, kind: str, paths: Sequence[str] = (), manifes
     Document ids are derived from the original names exactly as ``vlmocr run`` derives them
     (``discover``), before staging, so a shard's records carry the ids the user expects.
     Restaging the same inputs reuses the same names (resubmitting resumes)."""
-    run_dir = Path(run_dir)
-    staged_dir = run_dir / STAGED
+    run = RunDir(run_dir)
+    staged_dir = run.staged
     staged_dir.mkdir(parents=True, exist_ok=True)
     docs = discover(list(paths), manifest)  # validates ids (unsafe, duplicate) before anything is submitted
-    previous = read_originals(run_dir)
+    previous = run.originals()
     by_original = {r["original"]: r["staged"] for r in previous}
     used = {r["staged"] for r in previous}
     numbers = [int(m.group(1)) for s in used if (m := re.match(r"(\d+)", s))]
@@ -97,11 +91,8 @@ def stage_documents(run_dir: Path, kind: str, paths: Sequence[str] = (), manifes
         except OSError:
             current = None
         if current != original:
-            tmp = staged_dir / f".{name}.{os.getpid()}.tmp"
-            if tmp.is_symlink() or tmp.exists():
-                tmp.unlink()
-            os.symlink(original, tmp)
-            os.replace(tmp, link)
+            with atomic_file(link) as tmp:
+                os.symlink(original, tmp)
         staged.append(StagedDoc(kind, doc.doc_id, name, original, _pages_spec(doc.pages),
                                 "" if doc.dpi is None else repr(doc.dpi)))
     buf = io.StringIO()
@@ -118,7 +109,7 @@ def stage_documents(run_dir: Path, kind: str, paths: Sequence[str] = (), manifes
                             lineterminator="\n", extrasaction="ignore")
     writer.writeheader()
     writer.writerows(rows)
-    _write_if_changed(staged_dir / ORIGINALS, buf.getvalue())
+    _write_if_changed(run.originals_csv, buf.getvalue())
     # The staged manifest must give the same ids (a manifest strips spaces around a doc_id).
     reread = [d.doc_id for d in from_manifest(manifest_path)]
     for s, got in zip(staged, reread):
@@ -129,7 +120,7 @@ def stage_documents(run_dir: Path, kind: str, paths: Sequence[str] = (), manifes
 
 
 def staged_documents(run_dir: Path, kind: str) -> list[Document]:
-    path = Path(run_dir) / STAGED / f"{kind}.csv"
+    path = RunDir(run_dir).staged / f"{kind}.csv"
     return from_manifest(path) if path.exists() else []
 
 
@@ -171,8 +162,9 @@ def vlmocr_commit() -> str | None:
 
 def shard_argv(run_dir: Path, k: int, n: int, run_args: Sequence[str]) -> list[str]:
     """The argv (after ``vlmocr``) a bulk task runs, as run.json records it."""
-    return ["run", "--manifest", str(Path(run_dir) / STAGED / "bulk.csv"), "--out",
-            str(Path(run_dir) / SHARDS / str(k)), "--shard", f"{k}/{n}", *run_args]
+    run = RunDir(run_dir)
+    return ["run", "--manifest", str(run.staged / "bulk.csv"), "--out", str(run.shard(k).path), "--shard", f"{k}/{n}",
+            *run_args]
 
 
 # Options that change neither the text nor which pages are owed: a shard finished under other
@@ -199,16 +191,17 @@ def complete_shards(run_dir: Path, n: int, run_args: Sequence[str]) -> list[int]
     """Shards whose last run finished with exit 0 under this command (up to options that change
     neither text nor work, e.g. --stop-grace, --workers), after the staged manifest last changed:
     resubmitting need not start them again (no server start, no GPU)."""
-    run_dir = Path(run_dir)
-    manifest = run_dir / STAGED / "bulk.csv"
+    run = RunDir(run_dir)
+    manifest = run.staged / "bulk.csv"
     try:
         manifest_mtime = manifest.stat().st_mtime
     except OSError:
         return []
     done = []
     for k in range(1, n + 1):
-        path = run_dir / SHARDS / str(k) / "run.json"
-        info = read_json(path, {}) or {}
+        shard = run.shard(k)
+        path = shard.run_json
+        info = shard.info()
         summary = info.get("summary") or {}
         argv = (info.get("current") or {}).get("argv")
         try:
@@ -284,7 +277,7 @@ def submit(run_dir: Path, *, paths: Sequence[str] = (), manifest: str | Path | N
     sub.job_id = sbatch(script, args)
     record_job(run_dir, {
         "kind": kind, "job_id": sub.job_id, "array": sub.array, "shards": shards, "held": hold,
-        "dependency": dependency, "script": str(script.relative_to(run_dir)), "submitted_at": now_iso(),
+        "dependency": dependency, "script": str(script.relative_to(run_dir)), "submitted_at": now_iso("seconds"),
         "sbatch": ["sbatch", "--parsable", *args, script.name], "run_args": list(run_args),
         "documents": len(staged), "skipped_shards": sub.skipped_shards, "argv": list(argv or sys.argv[1:]),
         "cwd": str(Path.cwd()),
@@ -318,6 +311,6 @@ def submit_grid(run_dir: Path, grid_args: Sequence[str], *, options: SlurmOption
         result["job_id"] = sbatch(script, [])
         record_job(run_dir, {"kind": "grid", "job_id": result["job_id"], "array": None, "shards": None,
                              "held": False, "dependency": None, "script": str(script.relative_to(run_dir)),
-                             "submitted_at": now_iso(), "sbatch": ["sbatch", "--parsable", script.name],
+                             "submitted_at": now_iso("seconds"), "sbatch": ["sbatch", "--parsable", script.name],
                              "run_args": list(grid_args), "argv": sys.argv[1:], "cwd": str(Path.cwd())})
     return result
