@@ -22,7 +22,8 @@ from support.report_runs import XSS, XSS_DOC, FlaggedRun, make_flagged_run, writ
 
 from vlmocr.evaluation import char_errors
 from vlmocr.report import ReportOptions, build_report, diff_ops
-from vlmocr.store import PAGES_FILE, iter_records
+from vlmocr.record import PageRecord, Status
+from vlmocr.store import PAGES_FILE, RecordWriter, iter_records
 
 
 SCREENSHOT_DOC = REPO / "docs" / "report-screenshot.png"
@@ -142,6 +143,34 @@ def test_rebuild_in_place_and_thumb_cap(tmp_path: Path) -> None:
     assert not list(out.glob(".data.*"))
     assert any("--max-thumbs 2" in n for n in again.notes)
 
+
+
+def test_a_run_json_that_is_not_utf8_is_a_note_not_a_crash(tmp_path: Path) -> None:
+    run = make_flagged_run(tmp_path / "r")
+    (run.run_dir / "run.json").write_bytes(b'{"settings": {"model": "caf\xe9"}}')  # Latin-1, not UTF-8
+    result = build_report(ReportOptions(run.run_dir, tmp_path / "report", thumb_size=120))
+    assert result.pages == 10
+    assert any(n.startswith("run.json unreadable (") for n in result.notes)
+
+
+def test_a_slurm_shard_gets_thumbnails_from_the_original_files(tmp_path: Path) -> None:
+    """A shard's records name the staged link (0001.pdf); with the links gone (RUN/staged cleaned
+    up, or RUN copied elsewhere), RUN/staged/originals.csv still names the files."""
+    (tmp_path / "My scans").mkdir()
+    original = make_text_pdf(tmp_path / "My scans" / "Report (final).pdf", [["First page"], ["Second page"]])
+    cluster = tmp_path / "RUN"
+    (cluster / "staged").mkdir(parents=True)
+    (cluster / "staged" / "originals.csv").write_text(
+        f"kind,doc_id,staged,original,pages,dpi\nbulk,report,0001.pdf,{original},,\n", encoding="utf-8")
+    shard = cluster / "shards" / "1"
+    shard.mkdir(parents=True)
+    with RecordWriter(shard / PAGES_FILE) as w:
+        for page in (1, 2):
+            w.append(PageRecord(doc_id="report", source="0001.pdf", page=page, key="k", status=Status.loop,
+                                text="x x x", engine="test"))
+    result = build_report(ReportOptions(shard, tmp_path / "report", thumb_size=120))
+    assert result.thumbs == 2
+    assert not any("not found" in n for n in result.notes if "run.json" not in n)
 
 # ------------------------------------------------------------------------------ in the browser
 
