@@ -25,7 +25,7 @@ from typing import Any
 
 from ..exceptions import UsageError
 from ..sources import neutralise_cell, unprintable_path, unreserved
-from ..store import write_text_atomic
+from ..store import atomic_file, write_text_atomic
 from .triage import read_rows
 
 ORDERS = ("fewest-pages", "most-pages", "path", "triage")
@@ -121,10 +121,8 @@ def _link(target: str, link: Path) -> None:
         pass
     if link.exists() and not link.is_symlink():
         raise UsageError(f"--stage: {link} exists and is not a symlink; choose an empty folder")
-    tmp = link.with_name(f".{link.name}.{os.getpid()}.tmp")
-    tmp.unlink(missing_ok=True)
-    os.symlink(target, tmp)
-    os.replace(tmp, link)
+    with atomic_file(link) as tmp:
+        os.symlink(target, tmp)
 
 
 def build_manifest(triage_csv: Path, out: Path, priority_file: Path | None = None,

@@ -9,7 +9,6 @@ side, never at full size), its number, and flags: "text layer", "blank", "no tex
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
@@ -17,6 +16,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from ..exceptions import BadInput
 from ..render import Sizing, is_blank, render_page
+from ..store import atomic_file
 
 if TYPE_CHECKING:
     from .facts import PageFacts
@@ -138,8 +138,7 @@ def write_sheets(out_dir: Path, doc_id: str, path: Path, kind: str, facts: Seque
             row, col = divmod(i, COLS)
             _cell(draw, sheet, col * CELL_W, HEADER_H + row * CELL_H, f, thumb, font, bold)
         target = out_dir / sheet_name(doc_id, first, last, n, block)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        sheet.save(tmp, format="PNG", optimize=False, compress_level=6)
-        os.replace(tmp, target)
+        with atomic_file(target) as tmp:
+            sheet.save(tmp, format="PNG", optimize=False, compress_level=6)
         written.append(target)
     return written

@@ -67,6 +67,7 @@ from ..exceptions import BadInput, UsageError
 from ..render import MIN_TEXT_CHARS, count_pages, kind_of, shown
 from .facts import LANG_SAMPLE_CHARS, PageFacts, guess_language, image_facts, mark_shapes, pages_to_check, pdf_facts
 from ..sources import Document, discover, neutralise_cell, printable, restore_cell
+from ..store import atomic_file
 
 DEFAULT_CHECK_PAGES = 16
 HASH_CHUNK = 1 << 20
@@ -424,7 +425,6 @@ def triage(paths: Iterable[str], out: Path, manifest: Path | None = None, opts: 
         Path(opts.sheets_dir).mkdir(parents=True, exist_ok=True)
     summary = TriageSummary(out=str(out))
     first_of: dict[str, str] = {}  # sha256 → first doc_id: all the state kept across documents
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     bar = TriageProgress(len(docs), enabled=progress)
     t0 = time.monotonic()
     try:  # SIGTERM (a batch scheduler's stop) ends like Ctrl-C: no half CSV left behind
@@ -432,7 +432,7 @@ def triage(paths: Iterable[str], out: Path, manifest: Path | None = None, opts: 
     except ValueError:  # not the main thread
         previous = None
     try:
-        with tmp.open("w", encoding="utf-8", newline="") as fh:
+        with atomic_file(out) as tmp, tmp.open("w", encoding="utf-8", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=COLUMNS)
             writer.writeheader()
             for row in iter_rows(docs, opts, workers):
@@ -444,10 +444,6 @@ def triage(paths: Iterable[str], out: Path, manifest: Path | None = None, opts: 
                 writer.writerow(csv_row(row))
                 summary.add(row)
                 bar.advance(int(row["pages"] or 0))
-        os.replace(tmp, out)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

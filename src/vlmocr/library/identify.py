@@ -15,13 +15,14 @@ from __future__ import annotations
 import email.utils
 import hashlib
 import json
-import os
 import re
 import time
 import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
+
+from ..store import write_text_atomic
 
 DEFAULT_CROSSREF = "https://api.crossref.org"
 DEFAULT_PAGES = 5
@@ -274,9 +275,7 @@ class Crossref:
         if path is None:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(entry, ensure_ascii=False, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, path)
+        write_text_atomic(path, json.dumps(entry, ensure_ascii=False, sort_keys=True))
 
     # -------------------------------------------------------------- requests
 

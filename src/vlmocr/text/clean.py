@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import tomllib
 import unicodedata
@@ -57,7 +56,7 @@ from rapidfuzz import fuzz
 
 from ..assemble import assemble_markdown
 from ..exceptions import UsageError
-from ..store import PAGES_FILE, final_records, write_json_atomic, write_text_atomic
+from ..store import PAGES_FILE, atomic_file, final_records, write_json_atomic, write_text_atomic
 from .loops import detect_loop, trim_loop
 from .postprocess import strip_fences, strip_grounding
 from .textquality import Lexicon, guess_language, lexicon, page_language
@@ -463,11 +462,9 @@ def clean_run(run_dir: Path, rules: CleanRules | None = None) -> CleanResult:
     out = run_dir / CLEAN_DIR
     docs_dir = out / "docs"
     docs_dir.mkdir(parents=True, exist_ok=True)
-    tmp = out / f".{PAGES_FILE}.{os.getpid()}.tmp"
-    with tmp.open("wb") as fh:
+    with atomic_file(out / PAGES_FILE) as tmp, tmp.open("wb") as fh:
         for rec in cleaned:
             fh.write(orjson.dumps(rec) + b"\n")
-    os.replace(tmp, out / PAGES_FILE)
 
     by_doc: dict[str, list[dict[str, Any]]] = {}
     for rec in cleaned:
