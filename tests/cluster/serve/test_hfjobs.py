@@ -7,10 +7,10 @@ import shlex
 
 import pytest
 from support.cli import run_cli
+from support.serve_standin import UNLIMITED, fake_env
 
 from vlmocr.profiles import load_profile
 
-from .helpers import UNLIMITED, fake_env
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 from support.cli import run_cli
+from support.serve_standin import FAKE_BIN, UNLIMITED, bin_len, fake_env, launch
 
 from vlmocr.cluster.serve.plan import ServePlan, plan_server, tensor_parallel_size
 from vlmocr.exceptions import ExitCode, UsageError
 from vlmocr.profiles import load_profile
 
-from .helpers import FAKE_BIN, UNLIMITED, bin_len, fake_env, launch
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -15,6 +15,7 @@ import time
 import httpx2 as httpx
 import pytest
 from support.cli import run_cli
+from support.serve_standin import UNLIMITED, fake_env, gone, launch, read_record
 
 from vlmocr.cluster.serve import plan as serve_plan
 from vlmocr.cluster.serve import running as serve_running
@@ -28,7 +29,6 @@ from vlmocr.cluster.serve.running import running_server
 from vlmocr.exceptions import EndpointUnavailable, ExitCode
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 
-from .helpers import UNLIMITED, fake_env, gone, launch, read_record
 
 pytestmark = pytest.mark.timeout(180)
 

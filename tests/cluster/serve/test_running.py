@@ -14,11 +14,11 @@ import pytest
 from support.cli import run_cli
 from support.components import REPO
 from support.records import finals
+from support.serve_standin import fake_env, gone, read_record
 
 from vlmocr.exceptions import ExitCode
 from vlmocr.testing.pagecode import expected_text, make_coded_pdf
 
-from .helpers import fake_env, gone, read_record
 
 pytestmark = pytest.mark.timeout(180)
 

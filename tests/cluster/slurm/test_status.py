@@ -8,10 +8,9 @@ import os
 
 import pytest
 
+from support.slurm import cli, coded_corpus, write_exe
 from vlmocr.cluster.slurm.jobs import record_job
 from vlmocr.cluster.slurm.submit import stage_documents
-
-from .helpers import cli, coded_corpus, write_exe
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -19,6 +19,9 @@ from pathlib import Path
 
 import pytest
 from support.cli import run_cli
+from support.components import REPO
+from support.serve_standin import FAKE
+from support.slurm import HOSTILE, cli, coded_corpus, no_injection, records, submit_json, write_exe
 
 from vlmocr.cluster.slurm.jobs import sacct_states
 from vlmocr.cluster.slurm.submit import shard_argv
@@ -27,7 +30,6 @@ from vlmocr.sources import derive_doc_id, shard_of
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 from vlmocr.testing.pagecode import expected_text, make_coded_pdf, make_coded_png
 
-from .helpers import FAKE, HOSTILE, REPO, cli, coded_corpus, no_injection, records, submit_json, write_exe
 
 pytestmark = pytest.mark.timeout(300)
 

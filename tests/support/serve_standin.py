@@ -16,10 +16,12 @@ import httpx2 as httpx
 
 from vlmocr.cluster.serve.running import ServerInfo, running_server
 
-FAKE = Path(__file__).resolve().parents[1] / "fake_vllm"
+from .components import REPO
+
+#: The `vlmocr serve` stand-in, started through VLMOCR_VLLM_BIN / VLMOCR_SGLANG_BIN.
+FAKE = REPO / "tests" / "cluster" / "fake_vllm"
 FAKE_BIN = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE))}"
 UNLIMITED = "baidu/Unlimited-OCR"
-
 
 
 def fake_env(tmp_path: Path, scratch: Path, **extra: str) -> dict[str, str]:

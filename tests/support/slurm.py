@@ -12,9 +12,6 @@ from pathlib import Path
 
 from vlmocr.testing.pagecode import expected_text, make_coded_pdf
 
-REPO = Path(__file__).resolve().parents[3]
-#: The `vlmocr serve` stand-in (tests/cluster/fake_vllm), started through VLMOCR_VLLM_BIN.
-FAKE = Path(__file__).resolve().parents[1] / "fake_vllm"
 HOSTILE = [
     "two  spaces here.pdf",
     "it's \"quoted\".pdf",
