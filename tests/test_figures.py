@@ -2,7 +2,7 @@
 by a VLM over real HTTP, recorded in figures.jsonl and put into the assembled Markdown.
 
 The pages are real PDFs (reportlab) with real figures drawn in: a vector frame and bars plus a
-raster strip carrying a figure code (tests/support/pagecode.py). The page-reading requests carry
+raster strip carrying a figure code (vlmocr.testing.pagecode). The page-reading requests carry
 the page code (top of the page), the describing requests carry only the crop, whose figure code
 the test server decodes: a crop cut from the wrong place answers "NOCODE", a right one answers
 that figure's scripted description."""
