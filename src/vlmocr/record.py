@@ -26,6 +26,9 @@ class Status(str, Enum):
     refused = "refused"
     error = "error"  # engine/network after retries: retried on resubmit
     bad_input = "bad_input"  # unreadable document or page
+    # Read, but the quality signal says the text is probably bad (text/signal.py). Last in the
+    # enum: STATUS_CODE numbers statuses in order, and resume indexes written before keep theirs.
+    suspect = "suspect"
 
     @property
     def group(self) -> str:
@@ -33,7 +36,7 @@ class Status(str, Enum):
         return STATUS_GROUP[self]
 
 
-REVIEW = frozenset({Status.loop, Status.truncated, Status.empty})
+REVIEW = frozenset({Status.loop, Status.truncated, Status.empty, Status.suspect})
 FAILED = frozenset({Status.refused, Status.error, Status.bad_input})
 STATUS_GROUP = {
     s: ("ok" if s is Status.ok else "fallback" if s is Status.fallback else "review" if s in REVIEW else "failed")
@@ -76,6 +79,9 @@ class PageRecord(BaseModel):
     # Before the text: resume reads a record only up to here (store.resume_fields).
     attempt: int = 1
     text: str = ""
+    # The quality signal of the text (text/signal.py): {score, threshold, components…}; absent
+    # when there is no reading (error, bad_input) or the record predates it.
+    quality: dict[str, Any] | None = None
     engine: str = ""
     model: str | None = None
     revision: str | None = None
@@ -99,7 +105,7 @@ class PageRecord(BaseModel):
         if len(self.text) > MAX_TEXT_CHARS:
             self.flags = [*self.flags, f"text_cut:{len(self.text)}"]
             self.text = self.text[:MAX_TEXT_CHARS]
-            if self.status in (Status.ok, Status.fallback):
+            if self.status in (Status.ok, Status.fallback, Status.suspect):
                 self.status = Status.truncated
         return self
 
@@ -107,7 +113,7 @@ class PageRecord(BaseModel):
         # Every schema field is present (null when unknown) so consumers never guess; the
         # optional structures appear only when an engine produced them.
         data = self.model_dump(mode="json", by_alias=True)
-        for optional in ("blocks", "fields"):
+        for optional in ("quality", "blocks", "fields"):
             if data.get(optional) is None:
                 data.pop(optional, None)
         return data

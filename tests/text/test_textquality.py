@@ -146,9 +146,12 @@ def test_greek_page_read_as_english_is_suspicious(gt, tmp_path):
     pages = [gt / "zonaras" / "zonaras_0009.png", gt / "ehri_en" / "EHRI-BF-19380810_EN_01.jpg"]
     res = run_cli("run", *map(str, pages), "--out", str(tmp_path / "run"), "--engine", "tesseract", "--lang", "eng",
                   "--workers", "2", "--longest-side", "1400")
-    assert res.returncode == 0, res.stderr
+    # The run itself already flags it: its quality signal fails the rule (exit 2, review).
+    assert res.returncode == 2, res.stderr
     data = json.loads(cli("suspicious", str(tmp_path / "run"), "--json", "--all").stdout)
     by_doc = {p["doc_id"]: p for p in data["pages"]}
+    assert by_doc["zonaras_0009"]["status"] == "suspect" and by_doc["EHRI-BF-19380810_EN_01"]["status"] == "ok"
+    assert by_doc["zonaras_0009"]["signal"]["score"] < by_doc["zonaras_0009"]["signal"]["threshold"]
     # the model says eng: the Greek page, read with the English model, has few English words
     assert by_doc["zonaras_0009"]["language"] == "en" and by_doc["zonaras_0009"]["language_from"] == "model"
     assert by_doc["zonaras_0009"]["suspicious"] and by_doc["zonaras_0009"]["known_share"] < 0.5

@@ -251,20 +251,31 @@ def _suspicious(run: Path, *, clean: bool = False, rules: Optional[Path] = None,
                            min_known=min_known, max_implausible=max_implausible)
     summ = summary(pages)
     flagged = sorted((q for q in pages if q.suspicious), key=suspicion_rank)
+    # The signal stored when the page was read (text/signal.py), where the record has one.
+    signals = {(d, p): r.get("quality") for (d, p), r in records.items() if isinstance(r.get("quality"), dict)}
+
+    def with_signal(q: Any) -> dict[str, Any]:
+        return {**q.as_dict(), "signal": signals.get((q.doc_id, q.page))}
+
     if json_out:
         _dump({"run": str(run), "layer": layer, **summ,
                "thresholds": {"min_known": min_known, "max_implausible": max_implausible, "min_words": min_words},
-               "suspicious_pages": [q.as_dict() for q in flagged],
-               **({"pages": [q.as_dict() for q in pages]} if all_pages else {})})
+               "suspicious_pages": [with_signal(q) for q in flagged],
+               **({"pages": [with_signal(q) for q in pages]} if all_pages else {})})
     else:
         out = _stdout()
         shown = pages if all_pages else flagged
         if shown:
             t = Table(title=f"{'pages' if all_pages else 'suspicious pages'} — {run} ({layer} layer)")
-            for col in ("doc", "page", "status", "lang", "words", "known %", "implausible %", "sample", "reasons"):
-                t.add_column(col, justify="right" if col in ("page", "words", "known %", "implausible %") else "left")
+            for col in ("doc", "page", "status", "score", "lang", "words", "known %", "implausible %", "sample",
+                        "reasons"):
+                t.add_column(col, justify="right" if col in ("page", "score", "words", "known %", "implausible %")
+                             else "left")
             for q in shown[:limit]:
-                t.add_row(q.doc_id, str(q.page), q.status, f"{q.language or '?'} ({q.language_from})", str(q.words),
+                signal = signals.get((q.doc_id, q.page)) or {}
+                score = f"{signal['score']:.2f}" if isinstance(signal.get("score"), (int, float)) else "—"
+                t.add_row(q.doc_id, str(q.page), q.status, score, f"{q.language or '?'} ({q.language_from})",
+                          str(q.words),
                           _pct(q.known_share), _pct(q.implausible_share), q.implausible_sample,
                           "; ".join(q.reasons))
             out.print(t)

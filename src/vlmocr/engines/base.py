@@ -36,6 +36,20 @@ class Reading:
     flags: list[str] = field(default_factory=list)
     blocks: list[dict[str, Any]] | None = None
     fields: dict[str, Any] | None = None
+    # The engine's own confidence in [0, 1], where it gives one: the page's mean (weighted by
+    # characters) and one value per line it read. A VLM's is the geometric mean of its token
+    # probabilities (from `logprobs`); it scores no lines.
+    confidence: float | None = None
+    line_confidences: list[float] | None = None
+
+
+def weighted_mean(parts: list[tuple[str, float]]) -> float | None:
+    """Mean of the scores of (text, score) parts, each weighted by its characters: a long line
+    read with doubt weighs more than a stray mark."""
+    total = sum(len(text.strip()) for text, _ in parts)
+    if not total:
+        return None
+    return sum(len(text.strip()) * score for text, score in parts) / total
 
 
 @runtime_checkable

@@ -7,19 +7,20 @@ import logging
 
 import numpy as np
 
-from .base import PageInput, Reading
+from .base import PageInput, Reading, weighted_mean
 
 
-def _join_lines(boxes: list, texts: list[str]) -> str:
-    """Group detected boxes into visual lines (vertical overlap), left to right, top to bottom.
+def _group_lines(boxes: list, texts: list[str], scores: list[float]) -> list[list[tuple[str, float]]]:
+    """Group detected boxes into visual lines (vertical overlap), left to right, top to bottom:
+    each line a list of (text, score).
 
     RapidOCR returns one box per text fragment; a line with wide gaps comes back in pieces
     that must be put together, or the reading order breaks on every tabbed line."""
     items = []
-    for box, text in zip(boxes, texts):
+    for box, text, score in zip(boxes, texts, scores):
         ys = [p[1] for p in box]
         xs = [p[0] for p in box]
-        items.append((min(ys), max(ys), min(xs), text))
+        items.append((min(ys), max(ys), min(xs), text, float(score)))
     items.sort(key=lambda t: (t[0] + t[1]) / 2)
     lines: list[list[tuple]] = []
     for it in items:
@@ -34,7 +35,7 @@ def _join_lines(boxes: list, texts: list[str]) -> str:
                 last.append(it)
                 continue
         lines.append([it])
-    return "\n".join(" ".join(i[3] for i in sorted(line, key=lambda i: i[2])) for line in lines)
+    return [[(i[3], i[4]) for i in sorted(line, key=lambda i: i[2])] for line in lines]
 
 
 class RapidOcrEngine:
@@ -64,5 +65,10 @@ class RapidOcrEngine:
         out = self._ocr(arr)
         texts = list(out.txts or ())
         boxes = out.boxes if out.boxes is not None else []
-        text = _join_lines(list(boxes), texts) if texts else ""
-        return Reading(text=text, finish_reason="stop", model="PP-OCR (rapidocr)", revision=self.version)
+        scores = [float(s) for s in (out.scores or ())]
+        lines = _group_lines(list(boxes), texts, scores) if texts else []
+        text = "\n".join(" ".join(t for t, _ in line) for line in lines)
+        line_scores = [score for line in lines if (score := weighted_mean(line)) is not None]
+        return Reading(text=text, finish_reason="stop", model="PP-OCR (rapidocr)", revision=self.version,
+                       confidence=weighted_mean([part for line in lines for part in line]),
+                       line_confidences=line_scores)

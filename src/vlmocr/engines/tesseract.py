@@ -10,7 +10,7 @@ import tempfile
 from typing import Any
 
 from ..exceptions import UsageError
-from .base import PageInput, Reading
+from .base import PageInput, Reading, weighted_mean
 
 os.environ["OMP_THREAD_LIMIT"] = "1"
 
@@ -62,14 +62,49 @@ class TesseractEngine:
     def read(self, page: PageInput) -> Reading:
         assert page.image is not None
         dpi = int(page.dpi) if page.dpi else 300
-        config = f"--psm {self.psm} --dpi {dpi}"
-        if page.file:
-            # The file is the page: tesseract decodes it itself, exactly as the bare CLI does.
-            text = self._tess.image_to_string(page.file, lang=self.lang, config=config)
-        else:
-            # Otherwise a file written with fast PNG compression: pytesseract's own save uses
-            # Pillow's default level and cost ~10 % of each page (bench_tesseract.py).
-            with tempfile.NamedTemporaryFile(suffix=".png", prefix="vlmocr-tess-") as tmp:
-                page.image.save(tmp.name, format="PNG", compress_level=1)
-                text = self._tess.image_to_string(tmp.name, lang=self.lang, config=config)
-        return Reading(text=text.strip("\n\x0c"), finish_reason="stop", model=f"tesseract:{self.lang}", revision=self.version)
+        with tempfile.TemporaryDirectory(prefix="vlmocr-tess-") as tmp:
+            source = page.file
+            if not source:
+                # A file written with fast PNG compression: Pillow's default level cost ~10 % of
+                # each page (bench_tesseract.py). With `page.file` tesseract decodes the page
+                # itself, exactly as the bare CLI does.
+                source = os.path.join(tmp, "page.png")
+                page.image.save(source, format="PNG", compress_level=1)
+            text, tsv = self._text_and_tsv(source, os.path.join(tmp, "out"), dpi)
+        lines = tsv_lines(tsv)
+        line_scores = [score for line in lines if (score := weighted_mean(line)) is not None]
+        return Reading(text=text.strip("\n\x0c"), finish_reason="stop", model=f"tesseract:{self.lang}",
+                       revision=self.version, confidence=weighted_mean([w for line in lines for w in line]),
+                       line_confidences=line_scores)
+
+    def _text_and_tsv(self, source: str, base: str, dpi: int) -> tuple[str, str]:
+        """The page's text and its TSV (word boxes and confidences) from one tesseract process:
+        both renderers share the one recognition, so the confidences cost no second read."""
+        self._tess.pytesseract.run_tesseract(
+            source, base, extension="txt", lang=self.lang,
+            config=f"--psm {self.psm} --dpi {dpi} -c tessedit_create_tsv=1",
+        )
+        with open(base + ".txt", encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        with open(base + ".tsv", encoding="utf-8", errors="replace") as f:
+            tsv = f.read()
+        return text, tsv
+
+
+def tsv_lines(tsv: str) -> list[list[tuple[str, float]]]:
+    """Tesseract's TSV as lines of (word, confidence 0–1), in reading order. Rows of level 5
+    are words; block, paragraph and line numbers say which line a word is on."""
+    lines: dict[tuple[str, str, str, str], list[tuple[str, float]]] = {}
+    for row in tsv.splitlines()[1:]:
+        cols = row.split("\t")
+        if len(cols) < 12 or cols[0] != "5":
+            continue
+        try:
+            conf = float(cols[10])
+        except ValueError:
+            continue
+        word = cols[11]
+        if conf < 0 or not word.strip():
+            continue
+        lines.setdefault((cols[1], cols[2], cols[3], cols[4]), []).append((word, min(conf, 100.0) / 100.0))
+    return list(lines.values())

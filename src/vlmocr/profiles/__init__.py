@@ -196,6 +196,10 @@ class Profile(_Strict):
     image: ImageSpec = ImageSpec()
     sampling: Sampling = Sampling()
     max_tokens: int = Field(default=4096, gt=0)
+    # Ask vLLM/SGLang for token log-probabilities: the quality signal's confidence for the page
+    # (text/signal.py). Not in the settings key (the text is the same); false for a server that
+    # rejects them.
+    logprobs: bool = True
     context_length: int | None = Field(default=None, gt=0)
     concurrency: int = Field(default=16, ge=1)
     extra_body: dict[ServerKind, dict[str, Any]] = Field(default_factory=dict)

@@ -8,6 +8,7 @@ connections, malformed JSON). A 400 is final for the request: it carries the ser
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import random
 import re
@@ -85,9 +86,25 @@ class _Malformed(Exception):
     pass
 
 
-def parse_chat_answer(content: bytes) -> tuple[str, str | None, int | None, int | None]:
-    """(text, finish_reason, prompt tokens, completion tokens) of a chat-completions answer, or
-    _Malformed naming what is wrong: a field of the wrong type is as unusable as broken JSON."""
+def mean_logprob(choice: dict[str, Any]) -> float | None:
+    """The mean log-probability of the answer's tokens, from `choices[0].logprobs.content`
+    (vLLM, SGLang and OpenAI when the request asked for `logprobs`); None when the answer has
+    none or they are of a shape not understood (never a reason to refuse the answer)."""
+    logprobs = choice.get("logprobs")
+    content = logprobs.get("content") if isinstance(logprobs, dict) else None
+    if not isinstance(content, list) or not content:
+        return None
+    values = [t.get("logprob") for t in content if isinstance(t, dict)]
+    numbers = [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    # -inf (a token the sampler forced) and NaN say nothing about the reading: left out.
+    finite = [v for v in numbers if math.isfinite(v)]
+    return sum(finite) / len(finite) if finite else None
+
+
+def parse_chat_answer(content: bytes) -> tuple[str, str | None, int | None, int | None, float | None]:
+    """(text, finish_reason, prompt tokens, completion tokens, mean token log-probability) of a
+    chat-completions answer, or _Malformed naming what is wrong: a field of the wrong type is as
+    unusable as broken JSON."""
     try:
         data = orjson.loads(content)
     except orjson.JSONDecodeError:
@@ -117,7 +134,7 @@ def parse_chat_answer(content: bytes) -> tuple[str, str | None, int | None, int 
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
             raise _Malformed(f"'usage.{name}' is not a count: {str(value)[:50]!r}")
         counts.append(value)
-    return text or "", finish, counts[0], counts[1]
+    return text or "", finish, counts[0], counts[1], mean_logprob(choice)
 
 
 def parse_models(content: bytes) -> list[dict[str, Any]]:
@@ -141,6 +158,12 @@ class ChatResult:
     tokens_out: int | None
     requests: int  # HTTP requests it took (1 + retries)
     seconds: float
+    mean_logprob: float | None = None  # over the answer's tokens, when the server gave logprobs
+
+    @property
+    def confidence(self) -> float | None:
+        """The geometric-mean token probability in [0, 1], or None without logprobs."""
+        return None if self.mean_logprob is None else math.exp(min(0.0, self.mean_logprob))
 
 
 class RequestFailed(Exception):
@@ -360,7 +383,7 @@ class OpenAIClient:
             else:
                 if status == 200:
                     try:
-                        text, finish, tin, tout = parse_chat_answer(content)
+                        text, finish, tin, tout, logprob = parse_chat_answer(content)
                     except _Malformed as exc:
                         outcome, last = "malformed", f"malformed answer: {self.redact(str(exc))}"
                     else:
@@ -368,7 +391,8 @@ class OpenAIClient:
                         self.stats.in_flight -= 1
                         self.stats.tokens_in += tin or 0
                         self.stats.tokens_out += tout or 0
-                        return ChatResult(self.redact(text), finish, tin, tout, attempt + 1, time.monotonic() - t0)
+                        return ChatResult(self.redact(text), finish, tin, tout, attempt + 1, time.monotonic() - t0,
+                                          logprob)
                 elif status == 429:
                     outcome, last = "429", "rate limited (429)"
                 elif status >= 500:

@@ -21,7 +21,8 @@ from .client import ChatResult, OpenAIClient, RequestFailed, api_key_from_env, p
 from .limiter import Limiter, next_limit, render_ahead
 from .pool import WorkerPool
 from .request import build_chat_request, ladder_overrides
-from .worker import Prepared, classify, inspect_doc, prepare_for_http, read_page
+from ..engines.base import Reading
+from .worker import Prepared, classify, inspect_doc, judge_reading, prepare_for_http, read_page
 
 
 @dataclass
@@ -158,8 +159,7 @@ class VlmReader(PageReader):
     async def _multi_request(self, batch: list[tuple[PageTask, Prepared]], t0: float) -> list[PageRecord]:
         if len(batch) == 1:
             return [await self._attempt(batch[0][0], {}, 0)]
-        body = build_chat_request(self.profile, [(p.image, "") for _, p in batch], self.server_kind,
-                                  self.model_name, None)
+        body = self._request(self.profile, [p.image for _, p in batch], None)
         try:
             async with self.requests:
                 result = await self.client.chat(body)
@@ -179,8 +179,10 @@ class VlmReader(PageReader):
         for (s, prep), part in zip(batch, parts):
             text, blocks, fields = postprocess(self.profile, part)
             status, qflags = classify(text, result.finish_reason, blank_image=prep.blank)
+            # One answer for several pages: its token confidence is not any one page's.
+            status, quality = self._judge(status, text, None, prep, fields)
             done.append(self._record(
-                s, status, t0, prep=prep, text=text, finish_reason=result.finish_reason,
+                s, status, t0, prep=prep, text=text, quality=quality, finish_reason=result.finish_reason,
                 tokens_in=share(result.tokens_in), tokens_out=share(result.tokens_out),
                 flags=[*prep.flags, *qflags, f"multipage:{n}"], blocks=blocks or None, fields=fields,
             ))
@@ -202,6 +204,15 @@ class VlmReader(PageReader):
                 return
             attempt += 1
 
+    def _request(self, profile: Profile, images: list[str], overrides: dict[str, Any] | None) -> dict[str, Any]:
+        body = build_chat_request(profile, [(image, "") for image in images], self.server_kind, self.model_name,
+                                  overrides)
+        if profile.logprobs and self.server_kind in ("vllm", "sglang"):
+            # The token log-probabilities give the page's confidence (text/signal.py); a hosted
+            # API may refuse them for a vision model, so only servers known to give them are asked.
+            body.setdefault("logprobs", True)
+        return body
+
     async def ask(self, image: str, overrides: dict[str, Any] | None, *, profile: Profile | None = None,
                   shrink: Callable[[float], Awaitable[str | None]] | None = None,
                   should_stop: Callable[[], bool] | None = None) -> Answer | None:
@@ -216,7 +227,7 @@ class VlmReader(PageReader):
             if should_stop is not None and should_stop():
                 return None
             while True:
-                body = build_chat_request(profile, [(image, "")], self.server_kind, self.model_name, overrides)
+                body = self._request(profile, [image], overrides)
                 try:
                     return Answer(await self.client.chat(body), None, flags, image)
                 except RequestFailed as exc:
@@ -256,14 +267,23 @@ class VlmReader(PageReader):
                                 flags=[*prep.flags, *answer.flags])
         text, blocks, fields = postprocess(self.profile, result.text)
         status, qflags = classify(text, result.finish_reason, blank_image=prep.blank)
+        status, quality = self._judge(status, text, result.confidence, prep, fields)
         flags = [*prep.flags, *answer.flags, *qflags]
         if step:
             flags.append(f"ladder:{step}")
         if result.requests > 1:
             flags.append(f"http_tries:{result.requests}")
-        return self._record(task, status, t0, prep=prep, text=text, finish_reason=result.finish_reason,
+        return self._record(task, status, t0, prep=prep, text=text, quality=quality,
+                            finish_reason=result.finish_reason,
                             tokens_in=result.tokens_in, tokens_out=result.tokens_out, flags=flags,
                             blocks=blocks or None, fields=fields)
+
+    def _judge(self, status: Status, text: str, confidence: float | None, prep: Prepared,
+               fields: dict[str, Any] | None) -> tuple[Status, dict[str, Any]]:
+        """The answer's quality signal and its status under the rule (suspect climbs the ladder)."""
+        stated = fields.get("language") if isinstance(fields, dict) else None
+        return judge_reading(status, Reading(text=text, confidence=confidence), "openai", ink=prep.ink,
+                             lang=self.cfg.lang, stated_lang=str(stated) if stated else None)
 
     def _record(self, task: PageTask, status: Status, t0: float, *, prep: Prepared | None = None,
                 flags: list[str] | None = None, **fields: Any) -> PageRecord:
@@ -279,6 +299,8 @@ class VlmReader(PageReader):
                                                                    sizing=self.cfg.sizing()))
         if not ok:
             return self._record(task, Status.bad_input, time.monotonic(), error="the page crashed the fallback engine")
+        # The fallback's reading is held to the same rule: one that fails it comes back `suspect`
+        # (review, exit 2), never `fallback` (a success).
         return rec.model_copy(update={
             "status": Status.fallback if rec.status is Status.ok else rec.status,
             "flags": [*rec.flags, "fallback", f"fallback_reason:{why}"],

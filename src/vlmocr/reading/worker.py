@@ -22,6 +22,7 @@ from ..record import PageRecord, PageTask, Status
 from ..sources import printable
 from ..render import (count_pages, encode, grey_if_neutral, is_blank, render_page, text_layer,
                      usable_text_layer)
+from ..text.signal import ink_share, judge
 
 _engines: dict[str, Any] = {}
 _engine_options: dict[str, Any] = {}
@@ -97,6 +98,17 @@ def classify(text: str, finish_reason: str | None, blank_image: bool) -> tuple[S
     return Status(status), list(flags)
 
 
+def judge_reading(status: Status, reading: Reading, engine: str, *, ink: float | None = None,
+                  lang: str | None = None, stated_lang: str | None = None) -> tuple[Status, dict[str, Any]]:
+    """The reading's quality signal, and its status under the calibrated rule: a reading
+    classified ok whose signal says it is probably bad is `suspect` (text/signal.py). `lang`:
+    the run's --lang (in a worker, from the pool's options)."""
+    lang = lang if lang is not None else _engine_options.get("lang")
+    quality, suspect = judge(reading.text, engine, lang=lang, stated_lang=stated_lang,
+                             confidence=reading.confidence, line_confidences=reading.line_confidences, ink=ink)
+    return (Status.suspect if suspect and status is Status.ok else status), quality
+
+
 def read_page(task: PageTask) -> PageRecord:
     """Read one page with a CPU engine; always returns a record (never raises for bad input)."""
     t0 = time.perf_counter()
@@ -118,8 +130,9 @@ def read_page(task: PageTask) -> PageRecord:
         # Ink is counted only when it matters: an empty reading of a blank page is fine.
         blank = not reading.text.strip() and is_blank(img)
         status, qflags = classify(reading.text, reading.finish_reason, blank_image=blank)
+        status, quality = judge_reading(status, reading, reader, ink=ink_share(img))
         return task.record(
-            status, text=reading.text, engine=reader, model=reading.model,
+            status, text=reading.text, quality=quality, engine=reader, model=reading.model,
             revision=reading.revision, dpi=rendered.dpi, finish_reason=reading.finish_reason,
             seconds=round(time.perf_counter() - t0, 4), image_sha256=image_digest(img),
             width=img.width, height=img.height, flags=flags + qflags + reading.flags,
@@ -146,8 +159,9 @@ def from_text_layer(task: PageTask, mode: str, t0: float) -> tuple[PageRecord | 
     status, qflags = classify(reading.text, reading.finish_reason, blank_image=False)
     if mode == "textlayer" and status is Status.empty:
         qflags.append("no_text_layer")
+    status, quality = judge_reading(status, reading, "textlayer")
     return task.record(
-        status, text=reading.text, engine="textlayer", finish_reason=reading.finish_reason,
+        status, text=reading.text, quality=quality, engine="textlayer", finish_reason=reading.finish_reason,
         seconds=round(time.perf_counter() - t0, 4), flags=qflags + (["textlayer"] if usable else []),
     ), layer, []
 
@@ -163,6 +177,7 @@ class Prepared:
     dpi: float | None
     flags: tuple[str, ...]
     blank: bool
+    ink: float | None = None  # text/signal.ink_share of the image sent
 
     def with_flag(self, flag: str) -> "Prepared":
         return dataclasses.replace(self, flags=(*self.flags, flag))
@@ -187,7 +202,7 @@ def prepare_for_http(task: PageTask) -> Prepared | PageRecord:
         mime = "image/jpeg" if fmt in ("jpeg", "jpg") else "image/png"
         return Prepared(image=f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}",
                         sha256=image_digest(img), width=img.width, height=img.height, dpi=rendered.dpi,
-                        flags=(*flags, *rendered.flags), blank=is_blank(img))
+                        flags=(*flags, *rendered.flags), blank=is_blank(img), ink=ink_share(img))
     except BadInput as exc:
         return task.record(Status.bad_input, engine=task.engine, error=exc.reason,
                            seconds=round(time.perf_counter() - t0, 4))

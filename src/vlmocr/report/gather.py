@@ -18,7 +18,7 @@ from ..store import final_records, iter_records
 
 STATUS_ORDER: tuple[str, ...] = tuple(s.value for s in Status)
 _KEEP_FIELDS = ("doc_id", "source", "page", "status", "text", "engine", "model", "finish_reason", "attempt", "flags",
-                "error", "seconds", "width", "height", "dpi", "tokens_in", "tokens_out", "finished_at", "key")
+                "quality", "error", "seconds", "width", "height", "dpi", "tokens_in", "tokens_out", "finished_at", "key")
 
 
 @dataclass

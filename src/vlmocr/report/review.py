@@ -5,7 +5,8 @@ from __future__ import annotations
 from .gather import Page
 
 # Every status but ok puts a page in the review queue; so does a CER above the threshold.
-FLAGGED_STATUSES: tuple[str, ...] = ("loop", "truncated", "empty", "fallback", "refused", "error", "bad_input")
+FLAGGED_STATUSES: tuple[str, ...] = ("loop", "truncated", "empty", "suspect", "fallback", "refused", "error",
+                                     "bad_input")
 QUEUE_NAMES: tuple[str, ...] = ("all", *FLAGGED_STATUSES, "cer")
 
 

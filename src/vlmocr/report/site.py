@@ -179,7 +179,7 @@ def _page_obj(p: Page, doc: Doc) -> dict[str, Any]:
         "attempt": r.get("attempt"), "tries": p.tries, "flags": r.get("flags") or [], "error": r.get("error"),
         "seconds": r.get("seconds"), "width": r.get("width"), "height": r.get("height"), "dpi": r.get("dpi"),
         "tokens_in": r.get("tokens_in"), "tokens_out": r.get("tokens_out"), "finished_at": r.get("finished_at"),
-        "reasons": p.reasons, "ord": p.ordinal,
+        "reasons": p.reasons, "ord": p.ordinal, "quality": r.get("quality"),
     }
     if r.get("source") and r.get("source") != doc.source:
         obj["source"] = r.get("source")

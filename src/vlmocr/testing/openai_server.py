@@ -5,7 +5,12 @@ connection pool, its timeouts and retries; only a real socket exercises them. Th
 like vLLM 0.x where the client can see it (routes, error shapes, usage, finish reasons, the
 context-length check, /metrics gauges) and lets a test inject the failures seen in production:
 429, 500, hangs, dropped connections, malformed JSON, generation loops, truncation, empty and
-refused answers.
+refused answers, and garbled ones (an answer of the right length that is not text: what a
+model that cannot read a script gives back, with low token log-probabilities).
+
+Token log-probabilities (``logprobs: true`` in the request) come back as vLLM gives them, one
+entry per ~4 characters: ``GOOD_LOGPROB`` for a faithful answer, ``GARBLED_LOGPROB`` for a
+garbled one.
 
 What it answers depends on ``ServerConfig.answer``:
 
@@ -81,10 +86,12 @@ ANSWER_MODES: tuple[str, ...] = ("pagecode", "ocr", "static", "script")
 # Faults that replace the HTTP exchange, then faults that shape the generated text. At most one
 # fault fires per request: the first in this order whose rule matches.
 HTTP_FAULTS: tuple[str, ...] = ("drop", "timeout", "429", "500", "malformed")
-CONTENT_FAULTS: tuple[str, ...] = ("loop", "truncate", "repetition", "empty", "refuse")
+CONTENT_FAULTS: tuple[str, ...] = ("loop", "truncate", "repetition", "empty", "refuse", "garble")
 FAULT_KINDS: tuple[str, ...] = HTTP_FAULTS + CONTENT_FAULTS
 
 NOCODE = "NOCODE"
+GOOD_LOGPROB = -0.02
+GARBLED_LOGPROB = -2.5
 REFUSAL_TEXT = "I'm sorry, but I can't help with that."
 DEFAULT_LOOP_LINE = "1. . . . . . . . . . . . . . ."
 # How many times the "repetition" fault repeats its line before vLLM's detector would stop it.
@@ -648,6 +655,9 @@ class FakeVLLM:
             return "", "stop", 0
         if kind == "refuse":
             return REFUSAL_TEXT, "stop", _completion_tokens(REFUSAL_TEXT)
+        if kind == "garble":
+            out = garble(text)[:limit]
+            return out, "stop", _completion_tokens(out)
         if _completion_tokens(text) > max_tokens:
             return text[:limit], "length", max_tokens
         return text, "stop", _completion_tokens(text)
@@ -815,7 +825,7 @@ class FakeVLLM:
                     {
                         "index": 0,
                         "message": {"role": "assistant", "content": content, "tool_calls": []},
-                        "logprobs": None,
+                        "logprobs": _logprobs(content, kind) if body.get("logprobs") else None,
                         "finish_reason": finish_reason,
                         "stop_reason": None,
                     }
@@ -827,6 +837,21 @@ class FakeVLLM:
                 },
             }
         )
+
+
+def garble(text: str) -> str:
+    """`text` as a model that cannot read the page returns it: two of every three letters turned
+    into punctuation, so no word survives and most lines are marks (deterministic)."""
+    marks = ".,;:'~^"
+    return "".join(marks[i % len(marks)] if c.isalpha() and i % 3 else c for i, c in enumerate(text))
+
+
+def _logprobs(content: str, fault: str | None) -> dict[str, Any]:
+    """vLLM's `choices[0].logprobs` for `content`: one token per ~4 characters."""
+    value = GARBLED_LOGPROB if fault == "garble" else GOOD_LOGPROB
+    tokens = [content[i:i + _CHARS_PER_TOKEN] for i in range(0, len(content), _CHARS_PER_TOKEN)]
+    return {"content": [{"token": t, "logprob": value, "bytes": list(t.encode()), "top_logprobs": []}
+                        for t in tokens]}
 
 
 def _header_number(value: float) -> str:

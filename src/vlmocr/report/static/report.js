@@ -253,6 +253,7 @@
       row("status", badge(p.status, p.status), "f-status");
       row("flags", (p.flags && p.flags.length) ? p.flags.join(", ") : "none", "f-flags");
       row("finish reason", p.finish_reason || "—", "f-finish");
+      if (p.quality) row("quality", Number(p.quality.score).toFixed(2) + (p.quality.threshold !== null && p.quality.threshold !== undefined ? " (suspect below " + Number(p.quality.threshold).toFixed(2) + ")" : ""), "f-quality");
       row("attempt", String(p.attempt) + (p.tries > 1 ? " (" + p.tries + " records of this page)" : ""), "f-attempt");
       row("engine", p.engine || "—", "f-engine");
       row("model", p.model);

@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+"""The quality signal against ground truth: does it flag the pages read worse than 10 % CER?
+
+Every page of ../shared/gt (`VLMOCR_GT` overrides) is read with each CPU engine (RapidOCR, and
+Tesseract with the page's language data, OMP_THREAD_LIMIT=1), rendered as `vlmocr run` renders
+it. The readings (text, engine confidences, the page's ink share, seconds) are cached in a JSON
+file, so re-calibrating after a change to the signal costs seconds, not the hour of reading:
+only pages missing from the cache are read (`--refresh` reads everything again).
+
+For every reading: its CER (`vlmocr.evaluation.score`) and its signal (`vlmocr.text.signal`,
+language given as `--lang` would give it). Then, per engine and script, the score threshold
+that flags at least `--recall` of the pages above 10 % CER with the best precision, and the
+precision and recall of the rule in force (the thresholds file) — overall and per set.
+
+    python benchmarks/bench_signal.py                      # read what is not cached, report
+    python benchmarks/bench_signal.py --fit                # also print the fitted thresholds
+    python benchmarks/bench_signal.py --fit --write        # … and write them to the thresholds file
+    python benchmarks/bench_signal.py --engines tesseract --limit 5   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import fcntl
+import json
+import os
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+os.environ["OMP_THREAD_LIMIT"] = "1"
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+from vlmocr.engines.base import PageInput  # noqa: E402
+from vlmocr.engines.registry import make_cpu_engine  # noqa: E402
+from vlmocr.evaluation.score import cer  # noqa: E402
+from vlmocr.record import Sizing  # noqa: E402
+from vlmocr.render import render_page  # noqa: E402
+from vlmocr.text import signal  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+GT = Path(os.environ.get("VLMOCR_GT", REPO.parent / "shared" / "gt"))
+CACHE = REPO / "benchmarks" / "data" / "signal_readings.json"
+BAD_CER = 0.10
+ENGINES = ("rapidocr", "tesseract")
+# The Tesseract language data for a page (pages.csv: ISO 639-3 language, ISO 15924 script):
+# what a user reading that collection would pass as --lang.
+TESS_LANG = {("deu", "Latf"): "frk", ("grc", "Grek"): "grc"}
+
+
+def tess_lang(language: str, script: str) -> str:
+    return TESS_LANG.get((language, script), language)
+
+
+def gt_pages(limit: int | None) -> list[dict[str, str]]:
+    with open(GT / "pages.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    return rows[:limit] if limit else rows
+
+
+def load_cache(path: Path) -> dict[str, dict[str, Any]]:
+    if not path.exists():
+        return {}
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def save_cache(path: Path, cache: dict[str, dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(cache, ensure_ascii=False, sort_keys=True, indent=0), encoding="utf-8")
+    tmp.replace(path)
+
+
+def read_one(engine_name: str, row: dict[str, str], engines: dict[str, Any]) -> dict[str, Any]:
+    lang = tess_lang(row["language"], row["script"])
+    key = (engine_name, lang if engine_name == "tesseract" else "")
+    if key not in engines:
+        engines[key] = make_cpu_engine(engine_name, {"lang": lang, "threads": 1})
+    path = GT / row["image"]
+    t0 = time.perf_counter()
+    rendered = render_page(path, 1, Sizing())
+    same = str(rendered.same_as_file) if rendered.same_as_file else None
+    reading = engines[key].read(PageInput(row["name"], 1, rendered.image, None, rendered.dpi, [], same))
+    return {
+        "text": reading.text, "confidence": reading.confidence, "line_confidences": reading.line_confidences,
+        "ink": signal.ink_share(rendered.image), "model": reading.model, "dpi": rendered.dpi,
+        "width": rendered.image.width, "height": rendered.image.height,
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+
+
+def read_all(rows: list[dict[str, str]], engine_names: list[str], cache_path: Path, refresh: bool,
+             reverse: bool = False) -> dict:
+    cache = load_cache(cache_path)
+    engines: dict[tuple[str, str], Any] = {}
+    for name in engine_names:
+        todo = [r for r in rows if refresh or f"{name}/{r['name']}" not in cache]
+        if reverse:
+            todo.reverse()
+        for i, row in enumerate(todo, 1):
+            if not refresh and f"{name}/{row['name']}" in load_cache(cache_path):
+                continue  # another invocation (--reverse) read it meanwhile
+            entry = read_one(name, row, engines)
+            # Under a lock, re-read before writing: another invocation may be reading the other engine.
+            cache_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(cache_path.with_suffix(".lock"), "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                cache = load_cache(cache_path)
+                cache[f"{name}/{row['name']}"] = entry
+                save_cache(cache_path, cache)
+            print(f"[{name} {i}/{len(todo)}] {row['name']}: {entry['seconds']:.1f} s", file=sys.stderr, flush=True)
+    return load_cache(cache_path)
+
+
+def evaluate(rows: list[dict[str, str]], engine_names: list[str], cache: dict) -> list[dict[str, Any]]:
+    """One line per cached reading: engine, set, script, CER, the signal and the rule's verdict."""
+    thresholds = signal.load_thresholds()
+    out = []
+    for name in engine_names:
+        for row in rows:
+            entry = cache.get(f"{name}/{row['name']}")
+            if entry is None:
+                continue
+            truth = (GT / row["truth"]).read_text(encoding="utf-8")
+            lang = tess_lang(row["language"], row["script"])
+            sig = signal.measure(entry["text"], engine=name, lang=lang, confidence=entry["confidence"],
+                                 line_confidences=entry["line_confidences"], ink=entry["ink"])
+            out.append({"engine": name, "set": row["set"], "name": row["name"], "script": sig.script,
+                        "cer": cer(entry["text"], truth), "score": sig.score, "signal": sig,
+                        "seconds": entry["seconds"],
+                        "flagged": signal.is_suspect(sig, name, thresholds)})
+    return out
+
+
+def precision_recall(pages: list[dict[str, Any]], flagged_key: str = "flagged") -> tuple[int, int, int, float, float]:
+    bad = sum(p["cer"] > BAD_CER for p in pages)
+    flagged = sum(bool(p[flagged_key]) for p in pages)
+    hit = sum(p["cer"] > BAD_CER and bool(p[flagged_key]) for p in pages)
+    return bad, flagged, hit, (hit / flagged if flagged else 1.0), (hit / bad if bad else 1.0)
+
+
+def fit(pages: list[dict[str, Any]], recall: float) -> dict[str, dict[str, float]]:
+    """Per engine and script: the lowest score threshold (flag below it) that reaches `recall` of
+    the bad pages; with no bad page, one just under the worst good page (nothing is flagged)."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for p in pages:
+        groups[(p["engine"], p["script"])].append(p)
+        # `any`: the engine over every script, for a script it was not calibrated on.
+        groups[(p["engine"], "any")].append(p)
+    out: dict[str, dict[str, float]] = defaultdict(dict)
+    for (engine, script), group in sorted(groups.items()):
+        bad = sorted(p["score"] for p in group if p["cer"] > BAD_CER)
+        good = sorted(p["score"] for p in group if p["cer"] <= BAD_CER)
+        if not bad:
+            threshold = max(0.0, (good[0] if good else 0.0) - 0.05)
+        else:
+            # Flag pages with score < threshold: the k-th lowest bad score must be below it.
+            k = max(1, -(-int(recall * len(bad) * 1000) // 1000))
+            need = bad[k - 1]
+            above = [s for s in bad[k:] + good if s > need]
+            threshold = (need + min(above)) / 2 if above else need + 0.01
+        out[engine][script] = round(threshold, 3)
+    return dict(out)
+
+
+def threshold(fitted: dict[str, dict[str, float]], page: dict[str, Any]) -> float:
+    table = fitted.get(page["engine"], {})
+    return table.get(page["script"], table.get("any", 0.0))
+
+
+def leave_one_out(pages: list[dict[str, Any]], recall: float) -> list[bool]:
+    """Each page judged by thresholds fitted on every other page: what the rule would do on a
+    page it was not fitted to (the in-sample figures of small groups flatter it)."""
+    out = []
+    for i, p in enumerate(pages):
+        fitted = fit(pages[:i] + pages[i + 1:], recall)
+        out.append(p["score"] < threshold(fitted, p))
+    return out
+
+
+def report(pages: list[dict[str, Any]], title: str) -> None:
+    print(f"\n### {title}\n")
+    print("| engine | set | pages | CER > 10 % | flagged | both | precision | recall | s/page |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    by: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for p in pages:
+        by[(p["engine"], p["set"])].append(p)
+        by[(p["engine"], "all")].append(p)
+    for (engine, set_name), group in sorted(by.items(), key=lambda kv: (kv[0][0], kv[0][1] == "all", kv[0][1])):
+        bad, flagged, hit, prec, rec = precision_recall(group)
+        secs = sum(p["seconds"] for p in group) / len(group)
+        bold = "**" if set_name == "all" else ""
+        print(f"| {engine} | {bold}{set_name}{bold} | {len(group)} | {bad} | {flagged} | {hit} | "
+              f"{prec:.0%} | {rec:.0%} | {secs:.1f} |")
+    for engine in sorted({p["engine"] for p in pages}):
+        bad, flagged, hit, prec, rec = precision_recall([p for p in pages if p["engine"] == engine])
+        print(f"RESULT {engine}: precision {prec:.1%} recall {rec:.1%} ({hit} of {flagged} flagged pages are "
+              f"above 10 % CER; {hit} of {bad} such pages flagged)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--engines", default=",".join(ENGINES))
+    ap.add_argument("--cache", type=Path, default=CACHE)
+    ap.add_argument("--limit", type=int, default=None, help="only the first N pages of pages.csv")
+    ap.add_argument("--refresh", action="store_true", help="read every page again")
+    ap.add_argument("--reverse", action="store_true",
+                    help="read from the last page: a second invocation shares the reading with the first")
+    ap.add_argument("--read-only", action="store_true", help="fill the cache; no report")
+    ap.add_argument("--cached", action="store_true", help="read nothing: report on the cached readings only")
+    ap.add_argument("--fit", action="store_true", help="fit thresholds and show the rule they make")
+    ap.add_argument("--recall", type=float, default=0.9, help="recall the fitted thresholds aim at")
+    ap.add_argument("--write", action="store_true", help="with --fit: write them to the thresholds file")
+    ap.add_argument("--pages", action="store_true", help="list every page with its CER and signal")
+    args = ap.parse_args(argv)
+    names = [e for e in args.engines.split(",") if e]
+    rows = gt_pages(args.limit)
+    cache = load_cache(args.cache) if args.cached else read_all(rows, names, args.cache, args.refresh, args.reverse)
+    if args.read_only:
+        return 0
+    pages = evaluate(rows, names, cache)
+    if args.pages:
+        for p in sorted(pages, key=lambda p: (p["engine"], p["score"])):
+            s = p["signal"]
+            print(f"{p['engine']:9} {p['set']:10} {p['name'][:40]:40} cer={p['cer']:.3f} score={p['score']:.3f} "
+                  f"{'FLAG' if p['flagged'] else '    '} {s.components_text()}")
+    report(pages, f"the rule in force ({signal.THRESHOLDS_FILE.name})")
+    if args.fit:
+        fitted = fit(pages, args.recall)
+        print("\nfitted thresholds (flag a page whose score is below):", json.dumps(fitted, indent=1))
+        for p in pages:
+            p["fitted"] = p["score"] < threshold(fitted, p)
+        report([{**p, "flagged": p["fitted"]} for p in pages], "fitted thresholds (in sample)")
+        loo = leave_one_out(pages, args.recall)
+        report([{**p, "flagged": f} for p, f in zip(pages, loo)], "fitted thresholds, leave one page out")
+        if args.write:
+            signal.write_thresholds(fitted)
+            print(f"written to {signal.THRESHOLDS_FILE}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
