@@ -448,7 +448,7 @@ def test_boxes_are_normalized_and_numbered_in_block_order():
 
 
 def test_describing_prompt_comes_from_option_user_profile_or_default(tmp_path):
-    from vlmocr.figures.describe import describing_profile
+    from vlmocr.figures.settings import describing_profile
     from vlmocr.profiles import load_profile
 
     shipped = load_profile("deepseek-ocr")  # a page-reading recipe: its prompt transcribes

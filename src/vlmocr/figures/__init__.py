@@ -2,11 +2,12 @@
 through the page reader (describe), and put the descriptions where the figures sit in the page
 text and exports (placement)."""
 
-from .describe import DEFAULT_PROMPT, DescribeOptions, DescribeSummary, describe_run
+from .describe import DescribeSummary, describe_run
 from .find import FIGURE_TYPES, Figure, crop_page, crop_path, find_figures, is_figure_block, normalize_bbox, \
     page_figures, pixel_boxes
 from .placement import FigureRef, add_figures, alt_text, apply_descriptions, figure_markdown, figures_by_page, \
     page_figure_fields, with_figures
+from .settings import DEFAULT_PROMPT, DescribeOptions
 from ..rundir import FIGURES_FILE
 
 __all__ = [

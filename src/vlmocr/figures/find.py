@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import math
-import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from typing import Any
 
 from ..exceptions import BadInput
 from ..render import DEFAULT_MAX_PIXELS, Sizing, encode, is_blank, render_page
+from ..store import write_bytes_atomic
 from ..rundir import RunDir
 from ..store import PAGES_FILE, iter_records
 
@@ -217,13 +217,6 @@ def _data_url(data: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(data).decode("ascii")
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 def _cap(img: Any, max_pixels: int | None) -> tuple[Any, list[str]]:
     from PIL import Image
 
@@ -256,7 +249,9 @@ def crop_page(spec: dict[str, Any]) -> dict[str, Any]:
         left, top, right, bottom = crop_box
         crop, flags = _cap(img.crop((left, top, right, bottom)), spec.get("crop_max_pixels"))
         data = encode(crop, "png")
-        _write_atomic(Path(c["out"]), data)
+        out = Path(c["out"])
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(out, data)
         crops.append({
             "figure": c["figure"], "box_px": box, "crop_px": crop_box, "width": crop.width,
             "height": crop.height, "sha256": hashlib.sha256(data).hexdigest(), "image": _data_url(data),

@@ -1,0 +1,160 @@
+"""What a describe is asked with: the options, the profile and prompt it describes with, the describe
+key (what changes a description), and the state of each figure under that key (done, owed a
+ladder step, or its box moved since)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..exceptions import UsageError
+from ..record import LADDER, Status
+from ..store import iter_records
+from .find import DEFAULT_DPI, DEFAULT_MARGIN, DEFAULT_MIN_AREA, FIGURE_REVISION, Figure, same_box
+
+# A description is a paragraph, not a page: a short budget also bounds a looping answer.
+DEFAULT_MAX_TOKENS = 1024
+
+DEFAULT_PROMPT = (
+    "Describe this figure from a document for a reader who cannot see it. Say what kind of figure "
+    "it is (chart, diagram, photograph, map, drawing, table image …) and what it shows: for a chart "
+    "the axes, labels, values and trends; for a diagram its parts and how they connect; for a "
+    "photograph or drawing its subject. Transcribe any text in it that matters. Be factual and "
+    "concise (at most about 150 words) and do not guess beyond what is visible. Output only the "
+    "description."
+)
+
+
+@dataclass
+class DescribeOptions:
+    endpoint: str | None = None
+    profile: str | None = None
+    model: str | None = None
+    prompt: str | None = None
+    dpi: float = DEFAULT_DPI
+    margin: float = DEFAULT_MARGIN
+    min_area: float = DEFAULT_MIN_AREA
+    max_figures: int | None = None  # at most this many figures described in this invocation
+    concurrency: int | None = None  # requests in flight (default: the profile's)
+    workers: int | None = None  # crop processes (default: all cores)
+    max_tokens: int | None = None  # default: min(profile max_tokens, DEFAULT_MAX_TOKENS)
+    request_timeout: float = 300.0
+    max_retries: int = 6
+    server_kind: str = "auto"
+    no_retry: bool = False
+    force: bool = False
+    dry_run: bool = False
+    source_roots: list[Path] = field(default_factory=list)
+    markdown: bool = True  # re-assemble docs/*.md with the descriptions afterwards
+
+    def check(self) -> None:
+        if not 10 <= self.dpi <= 1200:
+            raise UsageError("--dpi must be within 10..1200")
+        if not 0 <= self.margin <= 0.25:
+            raise UsageError("--margin must be within 0..0.25 (a share of the page's longer side)")
+        if not 0 <= self.min_area < 1:
+            raise UsageError("--min-area must be within 0..1 (a share of the page area)")
+        if self.max_figures is not None and self.max_figures < 1:
+            raise UsageError("--max-figures must be at least 1")
+        if self.concurrency is not None and self.concurrency < 1:
+            raise UsageError("--concurrency must be at least 1")
+        if self.workers is not None and self.workers < 1:
+            raise UsageError("--workers must be at least 1")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise UsageError("--max-tokens must be at least 1")
+        if not self.dry_run and not self.endpoint:
+            raise UsageError("describe needs --endpoint URL (or --dry-run)")
+        if not self.dry_run and not (self.profile or self.model):
+            raise UsageError("describe needs --profile P or --model NAME")
+
+
+def _is_shipped(profile: Any) -> bool:
+    from ..profiles import profile_dir
+
+    src = profile.source
+    return src is not None and src.resolve().parent == profile_dir().resolve()
+
+
+def describing_profile(profile: Any, prompt: str | None, max_tokens: int | None) -> tuple[Any, str]:
+    """(the profile used for describing, its prompt).
+
+    The prompt is ``--prompt``, else a user profile's own prompt (a profile written for
+    describing), else the default describing prompt: the shipped profiles are page-reading
+    recipes whose prompts transcribe. The profile keeps its sampling, extra body per server
+    kind and retry ladder."""
+    from ..profiles import MultiPageSpec
+
+    shipped = _is_shipped(profile)
+    if prompt:
+        text = prompt
+    elif not shipped and not profile.image_only and profile.prompt:
+        text = profile.prompt
+    else:
+        text = DEFAULT_PROMPT
+    tokens = max_tokens or min(profile.max_tokens, DEFAULT_MAX_TOKENS)
+    update: dict[str, Any] = {"prompt": text, "prompt_by_server": {}, "image_only": False,
+                              "max_tokens": tokens, "multipage": MultiPageSpec()}
+    if shipped:
+        update["system_prompt"] = ""  # an OCR system prompt would ask for a transcription
+    return profile.model_copy(update=update), text
+
+
+def describe_key_material(profile: Any, model: str | None, opts: DescribeOptions) -> dict[str, Any]:
+    """Everything that changes a description and nothing that depends on where it is asked
+    (the endpoint, its server kind, concurrency, workers)."""
+    crop_max = profile.image.max_pixels
+    return {
+        "figure_revision": FIGURE_REVISION,
+        "model": model,
+        "revision": profile.revision or None,
+        "prompt": profile.prompt,
+        "system_prompt": profile.system_prompt,
+        "image_position": profile.image_position,
+        "dpi": float(opts.dpi),
+        "margin": float(opts.margin),
+        "crop_max_pixels": crop_max,
+        "max_tokens": profile.max_tokens,
+        "sampling": profile.sampling.model_dump(exclude_none=True),
+    }
+
+
+@dataclass
+class FigureState:
+    status: Status
+    attempts: int  # highest attempt number under the key
+    steps: int  # ladder steps taken (records with a ladder status) under the key
+    bbox: list[float] | None
+    record: dict[str, Any]
+
+
+def load_state(path: Path, key: str) -> dict[tuple[str, int, int], FigureState]:
+    """The last record of each figure under ``key``, with its attempt and ladder counts."""
+    out: dict[tuple[str, int, int], FigureState] = {}
+    for rec in iter_records(path):
+        if rec.get("key") != key:
+            continue
+        try:
+            ident = (str(rec["doc_id"]), int(rec["page"]), int(rec["figure"]))
+            status = Status(rec["status"])
+        except (KeyError, ValueError, TypeError):
+            continue
+        prev = out.get(ident)
+        attempts = max(int(rec.get("attempt") or 1), prev.attempts if prev else 0)
+        steps = (prev.steps if prev else 0) + (status in LADDER)
+        out[ident] = FigureState(status, attempts, steps, rec.get("bbox"), rec)
+    return out
+
+
+def owes(fig: Figure, state: FigureState | None, opts: DescribeOptions, ladder_len: int) -> tuple[bool, int, int]:
+    """(is the figure owed a description now, its next attempt number, its next ladder step)."""
+    if state is None:
+        return True, 1, 0
+    if opts.force or not same_box(state.bbox, fig.bbox):
+        # --force, or the page was re-read and the box moved: a new figure as far as we know.
+        return True, state.attempts + 1, 0
+    if state.status is Status.error:
+        return True, state.attempts + 1, state.steps
+    if state.status in LADDER and not opts.no_retry and state.steps <= ladder_len:
+        return True, state.attempts + 1, state.steps
+    return False, state.attempts, state.steps
