@@ -5,7 +5,9 @@ Every page of ../shared/gt (`VLMOCR_GT` overrides) is read with each CPU engine 
 Tesseract with the page's language data, OMP_THREAD_LIMIT=1), rendered as `vlmocr run` renders
 it. The readings (text, engine confidences, the page's ink share, seconds) are cached in a JSON
 file, so re-calibrating after a change to the signal costs seconds, not the hour of reading:
-only pages missing from the cache are read (`--refresh` reads everything again).
+only pages missing from the cache are read (`--refresh` reads everything again). The cache
+(benchmarks/data/signal_readings.json) holds OCR of the ../shared/gt pages; their sources and
+licences are in its pages.csv. Two invocations may fill it at once (one with `--reverse`).
 
 For every reading: its CER (`vlmocr.evaluation.score`) and its signal (`vlmocr.text.signal`,
 language given as `--lang` would give it). Then, per engine and script, the score threshold
@@ -26,6 +28,7 @@ import fcntl
 import json
 import os
 import sys
+import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -106,7 +109,7 @@ def read_all(rows: list[dict[str, str]], engine_names: list[str], cache_path: Pa
             entry = read_one(name, row, engines)
             # Under a lock, re-read before writing: another invocation may be reading the other engine.
             cache_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(cache_path.with_suffix(".lock"), "w") as lock:
+            with open(Path(tempfile.gettempdir()) / f"{cache_path.name}.lock", "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 cache = load_cache(cache_path)
                 cache[f"{name}/{row['name']}"] = entry
@@ -142,27 +145,32 @@ def precision_recall(pages: list[dict[str, Any]], flagged_key: str = "flagged") 
     return bad, flagged, hit, (hit / flagged if flagged else 1.0), (hit / bad if bad else 1.0)
 
 
-def fit(pages: list[dict[str, Any]], recall: float) -> dict[str, dict[str, float]]:
-    """Per engine and script: the lowest score threshold (flag below it) that reaches `recall` of
-    the bad pages; with no bad page, one just under the worst good page (nothing is flagged)."""
+def fit(pages: list[dict[str, Any]], recall: float, precision: float = 0.7) -> dict[str, dict[str, float]]:
+    """Per engine and script (and `any`: the engine over every script): the score threshold (flag
+    below it) with the best recall among those whose precision is at least `precision`, stopping
+    at `recall`. A group where no threshold is that precise flags only what scores below every
+    good page: a rule that flags good pages by the dozen teaches people to ignore it."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for p in pages:
         groups[(p["engine"], p["script"])].append(p)
-        # `any`: the engine over every script, for a script it was not calibrated on.
         groups[(p["engine"], "any")].append(p)
     out: dict[str, dict[str, float]] = defaultdict(dict)
     for (engine, script), group in sorted(groups.items()):
-        bad = sorted(p["score"] for p in group if p["cer"] > BAD_CER)
-        good = sorted(p["score"] for p in group if p["cer"] <= BAD_CER)
-        if not bad:
-            threshold = max(0.0, (good[0] if good else 0.0) - 0.05)
-        else:
-            # Flag pages with score < threshold: the k-th lowest bad score must be below it.
-            k = max(1, -(-int(recall * len(bad) * 1000) // 1000))
-            need = bad[k - 1]
-            above = [s for s in bad[k:] + good if s > need]
-            threshold = (need + min(above)) / 2 if above else need + 0.01
-        out[engine][script] = round(threshold, 3)
+        scores = sorted({p["score"] for p in group})
+        good_min = min((p["score"] for p in group if p["cer"] <= BAD_CER), default=1.0)
+        best = max(0.0, good_min - 0.005)  # only what scores below every good page
+        n_bad = sum(p["cer"] > BAD_CER for p in group)
+        best_recall = -1.0
+        for lo, hi in zip(scores, scores[1:] + [scores[-1] + 0.02]):
+            cut = (lo + hi) / 2
+            flagged = [p for p in group if p["score"] < cut]
+            hit = sum(p["cer"] > BAD_CER for p in flagged)
+            rec = hit / n_bad if n_bad else 0.0
+            if flagged and hit / len(flagged) >= precision and rec > best_recall:
+                best, best_recall = cut, rec
+                if rec >= recall:
+                    break
+        out[engine][script] = round(best, 3)
     return dict(out)
 
 
@@ -171,12 +179,12 @@ def threshold(fitted: dict[str, dict[str, float]], page: dict[str, Any]) -> floa
     return table.get(page["script"], table.get("any", 0.0))
 
 
-def leave_one_out(pages: list[dict[str, Any]], recall: float) -> list[bool]:
+def leave_one_out(pages: list[dict[str, Any]], recall: float, precision: float = 0.7) -> list[bool]:
     """Each page judged by thresholds fitted on every other page: what the rule would do on a
     page it was not fitted to (the in-sample figures of small groups flatter it)."""
     out = []
     for i, p in enumerate(pages):
-        fitted = fit(pages[:i] + pages[i + 1:], recall)
+        fitted = fit(pages[:i] + pages[i + 1:], recall, precision)
         out.append(p["score"] < threshold(fitted, p))
     return out
 
@@ -213,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cached", action="store_true", help="read nothing: report on the cached readings only")
     ap.add_argument("--fit", action="store_true", help="fit thresholds and show the rule they make")
     ap.add_argument("--recall", type=float, default=0.9, help="recall the fitted thresholds aim at")
+    ap.add_argument("--precision", type=float, default=0.7, help="the least precision a fitted threshold may have")
     ap.add_argument("--write", action="store_true", help="with --fit: write them to the thresholds file")
     ap.add_argument("--pages", action="store_true", help="list every page with its CER and signal")
     args = ap.parse_args(argv)
@@ -229,12 +238,12 @@ def main(argv: list[str] | None = None) -> int:
                   f"{'FLAG' if p['flagged'] else '    '} {s.components_text()}")
     report(pages, f"the rule in force ({signal.THRESHOLDS_FILE.name})")
     if args.fit:
-        fitted = fit(pages, args.recall)
+        fitted = fit(pages, args.recall, args.precision)
         print("\nfitted thresholds (flag a page whose score is below):", json.dumps(fitted, indent=1))
         for p in pages:
             p["fitted"] = p["score"] < threshold(fitted, p)
         report([{**p, "flagged": p["fitted"]} for p in pages], "fitted thresholds (in sample)")
-        loo = leave_one_out(pages, args.recall)
+        loo = leave_one_out(pages, args.recall, args.precision)
         report([{**p, "flagged": f} for p, f in zip(pages, loo)], "fitted thresholds, leave one page out")
         if args.write:
             signal.write_thresholds(fitted)
