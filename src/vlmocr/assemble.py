@@ -6,7 +6,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .figures.placement import add_figures, figures_by_page
-from .store import PAGES_FILE, final_records, write_text_atomic
+from .rundir import RunDir
+from .store import final_records, write_text_atomic
 
 
 def page_marker(rec: dict[str, Any]) -> str:
@@ -26,9 +27,8 @@ def assemble_markdown(records: Iterable[dict[str, Any]]) -> str:
 
 
 def write_document(run_dir: Path, doc_id: str, records: Iterable[dict[str, Any]]) -> Path:
-    docs = run_dir / "docs"
-    docs.mkdir(parents=True, exist_ok=True)
-    path = docs / f"{doc_id}.md"
+    path = RunDir(run_dir).doc(doc_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, assemble_markdown(records))
     return path
 
@@ -38,7 +38,7 @@ def rebuild_documents(run_dir: Path, wanted: dict[str, str] | None = None, docs:
     as alt text beside their figures. `wanted` maps doc_id → settings key; None assembles every
     document (or those in `docs`) with the key of its latest record."""
     finals = final_records(
-        run_dir / PAGES_FILE,
+        RunDir(run_dir).pages,
         keys=set(wanted.values()) if wanted else None,
         docs=set(wanted) if wanted else docs,
     )

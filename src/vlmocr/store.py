@@ -12,6 +12,9 @@ import ctypes.util
 import fcntl
 import json
 import logging
+import errno
+import hashlib
+import stat
 import os
 import re
 import shutil
@@ -558,3 +561,16 @@ def replace_dir(tmp: Path, out: Path, kind: str, legacy: Callable[[Path], bool] 
 
 def count_lines(paths: Iterable[Path]) -> int:
     return sum(1 for p in paths for _ in iter_records(p))
+
+
+def file_sha256(path: Path) -> str:
+    """The file's sha256. Anything but a regular file (a FIFO, a device) raises OSError instead
+    of blocking on open or reading forever; O_NONBLOCK changes nothing for a regular file."""
+    h = hashlib.sha256()
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

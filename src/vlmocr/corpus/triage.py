@@ -46,7 +46,6 @@ the others over all pages):
 from __future__ import annotations
 
 import csv
-import hashlib
 import multiprocessing
 import os
 import re
@@ -66,11 +65,11 @@ import pypdfium2 as pdfium
 from ..exceptions import BadInput, UsageError
 from ..render import MIN_TEXT_CHARS, count_pages, kind_of, shown
 from .facts import LANG_SAMPLE_CHARS, PageFacts, guess_language, image_facts, mark_shapes, pages_to_check, pdf_facts
+from ..store import file_sha256
 from ..sources import Document, discover, neutralise_cell, printable, restore_cell
 from ..store import atomic_file
 
 DEFAULT_CHECK_PAGES = 16
-HASH_CHUNK = 1 << 20
 # How a text layer is judged (render.usable_text_layer): printed in the `text_judged` column.
 TEXT_RULE = f"chars>={MIN_TEXT_CHARS},wordish>=50%,broken<=5%"
 
@@ -90,14 +89,6 @@ class TriageOptions:
 
 
 # ---------------------------------------------------------------- one document
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(HASH_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def status_of(reason: str) -> str:
@@ -134,7 +125,7 @@ def triage_document(doc_id: str, path: str, opts: TriageOptions) -> dict[str, An
     try:
         row["bytes"] = p.stat().st_size
         if p.is_file():
-            row["sha256"] = _sha256(p)
+            row["sha256"] = file_sha256(p)
     except OSError:
         pass
     try:
@@ -230,7 +221,7 @@ def crashed_row(doc_id: str, path: str) -> dict[str, Any]:
                reason=f"the document crashed the reader (worker process died): {shown(p)}")
     try:
         row["bytes"] = p.stat().st_size
-        row["sha256"] = _sha256(p)
+        row["sha256"] = file_sha256(p)
     except OSError:
         pass
     return row

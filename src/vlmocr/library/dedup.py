@@ -34,7 +34,7 @@ from typing import Any, Iterable
 from ..sources import Document, discover
 from ..store import write_text_atomic
 from .catalog import Catalog, is_library
-from .runs import file_sha256
+from ..store import file_sha256
 
 MIN_USABLE_SHARE = 0.8  # share of pages with a usable text layer for a document to get a text digest
 MIN_TEXT_CHARS = 200  # … and at least this many normalised characters in all

@@ -9,10 +9,7 @@ complete: it has no pages to publish."""
 
 from __future__ import annotations
 
-import errno
-import hashlib
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -20,7 +17,7 @@ from typing import Any, Iterable
 from ..exceptions import UsageError
 from ..record import RETRY_ON_RESUME, STATUS_GROUP, Status
 from ..rundir import PAGES_FILE, RunDir, SourceFinder, run_keys
-from ..store import final_records
+from ..store import file_sha256, final_records
 
 PAGE_SEPARATOR = "\n\f\n"  # between pages in document.txt: a form feed on a line of its own
 
@@ -211,19 +208,6 @@ def document_text(records: list[dict[str, Any]]) -> tuple[str, list[tuple[int, i
         parts.append(text)
         pos += len(text)
     return "".join(parts), spans
-
-
-def file_sha256(path: Path) -> str:
-    """The file's sha256. Anything but a regular file (a FIFO, a device) raises OSError instead
-    of blocking on open or reading forever; O_NONBLOCK changes nothing for a regular file."""
-    h = hashlib.sha256()
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def safe_sha256(path: Path | None) -> str | None:

@@ -31,7 +31,7 @@ from ..redact import public_argv
 from ..rundir import RunDir, git_commit, versions
 from ..record import RETRY_ON_RESUME, PageRecord, PageTask, Status, now_iso
 from ..sources import Document, discover, parse_shard, shard_of
-from ..store import PAGES_FILE, DocState, RecordWriter, ResumeIndex, RunLock, write_json_atomic
+from ..store import DocState, RecordWriter, ResumeIndex, RunLock, write_json_atomic
 
 
 # Documents → (those to read, a note on what was left out and why, or "").
@@ -164,7 +164,7 @@ class Scheduler(TaskRunner):
         try:
             self.reader = await self.reader_factory(cfg)
             keys = {d.doc_id: settings_key(self.reader.key_material(d.dpi)) for d in docs}
-            pages_path = self.run_dir / PAGES_FILE
+            pages_path = RunDir(self.run_dir).pages
             self.index = ResumeIndex.load(pages_path, set(keys.values()))
             try:
                 self._write_run_json(docs, keys, started, None)
@@ -311,7 +311,7 @@ class Scheduler(TaskRunner):
                     self._ladder.append(spec(p, state.attempts_of(p) + 1))
                     self._deferred.add(doc.doc_id)
         if not pending:
-            if not (self.run_dir / "docs" / f"{doc.doc_id}.md").exists():
+            if not RunDir(self.run_dir).doc(doc.doc_id).exists():
                 self._deferred.add(doc.doc_id)
             return []
         self.progress.add_total(len(pending))

@@ -56,7 +56,7 @@ from rapidfuzz import fuzz
 
 from ..assemble import assemble_markdown
 from ..exceptions import UsageError
-from ..store import PAGES_FILE, atomic_file, final_records, write_json_atomic, write_text_atomic
+from ..store import PAGES_FILE, atomic_file, file_sha256, final_records, write_json_atomic, write_text_atomic
 from .loops import detect_loop, trim_loop
 from .postprocess import strip_fences, strip_grounding
 from .textquality import Lexicon, guess_language, lexicon, page_language
@@ -416,14 +416,6 @@ def clean_records(records: Iterable[dict[str, Any]], rules: CleanRules | None = 
     for doc_id in sorted(by_doc):
         out += clean_document(by_doc[doc_id], rules)
     return out
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 @dataclass
