@@ -9,8 +9,9 @@ from typing import List, Optional
 
 import typer
 
-from ..figures import DescribeOptions, describe_run
+from ..figures.describe import describe_run
 from ..figures.find import DEFAULT_DPI, DEFAULT_MARGIN, DEFAULT_MIN_AREA
+from ..figures.settings import DescribeOptions
 from ..progress import console
 from . import app
 

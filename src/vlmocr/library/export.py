@@ -28,7 +28,7 @@ from typing import Any, Iterable, Iterator
 import orjson
 
 from ..exceptions import UsageError
-from ..figures import add_figures
+from ..figures.placement import add_figures
 from ..assemble import assemble_markdown
 from ..store import OutputBuild, kill_point
 from .catalog import DOCS, Catalog, is_library

@@ -274,7 +274,7 @@ def publish(runs: Iterable[Path | str], library: Path, *, layer: str = "raw", re
                 chosen[key] = Candidate(doc, path, sha)
     # Figure descriptions (vlmocr describe) go in with the text, as alt text in place, so the
     # library's pages, its search and its exports carry them as exports from the run do.
-    from ..figures import add_figures
+    from ..figures.placement import add_figures
 
     for c in chosen.values():
         c.doc.records = add_figures(c.doc.run.path, c.doc.records, link_prefix="")

@@ -193,7 +193,7 @@ def measure(text: str, *, engine: str = "", lang: str | None = None, stated_lang
     image's `ink_share` (None without an image)."""
     rule = rule or load_thresholds()
     code = page_language(text, stated_lang, lang)
-    chars, n_words, known, bad = assess_text(text, code)
+    chars, n_words, known, bad = assess_text(text, code, MIN_WORDS)
     judged = n_words >= MIN_WORDS and code is not None and lexicon(code) is not None
     known_share = known / n_words if judged else None
     text_vs_ink = None
