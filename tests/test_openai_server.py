@@ -26,8 +26,8 @@ import httpx2 as httpx
 import pytest
 from PIL import Image
 
+from vlmocr.testing.fake_config import DEFAULT_LOOP_LINE
 from vlmocr.testing.openai_server import (
-    DEFAULT_LOOP_LINE,
     NOCODE,
     REFUSAL_TEXT,
     ServerConfig,

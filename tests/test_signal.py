@@ -17,7 +17,8 @@ from support.components import need
 from support.records import finals, read_records
 from vlmocr.evaluation.score import cer
 from vlmocr.record import STATUS_CODE, Status
-from vlmocr.testing.openai_server import GOOD_LOGPROB, ServerConfig, serve_in_process
+from vlmocr.testing.fake_config import GOOD_LOGPROB
+from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 from vlmocr.testing.pagecode import expected_text, make_coded_pdf
 from vlmocr.text import signal
 
