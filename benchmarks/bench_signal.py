@@ -42,6 +42,7 @@ from vlmocr.engines.registry import make_cpu_engine  # noqa: E402
 from vlmocr.evaluation.score import cer  # noqa: E402
 from vlmocr.record import Sizing  # noqa: E402
 from vlmocr.render import render_page  # noqa: E402
+from vlmocr.render import ink_share  # noqa: E402
 from vlmocr.text import signal  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -89,7 +90,7 @@ def read_one(engine_name: str, row: dict[str, str], engines: dict[str, Any]) -> 
     reading = engines[key].read(PageInput(row["name"], 1, rendered.image, None, rendered.dpi, [], same))
     return {
         "text": reading.text, "confidence": reading.confidence, "line_confidences": reading.line_confidences,
-        "ink": signal.ink_share(rendered.image), "model": reading.model, "dpi": rendered.dpi,
+        "ink": ink_share(rendered.image), "model": reading.model, "dpi": rendered.dpi,
         "width": rendered.image.width, "height": rendered.image.height,
         "seconds": round(time.perf_counter() - t0, 3),
     }

@@ -461,14 +461,25 @@ def is_blank(img: Image.Image) -> bool:
     var = sum((i - mean) ** 2 * n for i, n in enumerate(hist)) / total
     if var < 4.0:
         return True
+    return _ink_of(hist, total) < 0.0003
+
+
+def ink_share(img: Image.Image) -> float:
+    """The share of the page's pixels that are ink: darker than the background (the median
+    grey) by a clear margin, as `is_blank` counts it."""
+    hist = (img if img.mode == "L" else img.convert("L")).histogram()
+    total = sum(hist)
+    return _ink_of(hist, total) if total else 0.0
+
+
+def _ink_of(hist: list[int], total: int) -> float:
     half, seen, background = total / 2, 0, 255
     for i, n in enumerate(hist):
         seen += n
         if seen >= half:
             background = i
             break
-    dark = sum(hist[: max(0, min(128, background - 60))])
-    return dark / total < 0.0003
+    return sum(hist[: max(0, min(128, background - 60))]) / total
 
 
 def grey_if_neutral(img: Image.Image) -> Image.Image:

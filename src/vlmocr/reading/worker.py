@@ -20,9 +20,9 @@ from ..engines.base import PageInput, Reading
 from ..exceptions import BadInput
 from ..record import PageRecord, PageTask, Status
 from ..sources import printable
-from ..render import (count_pages, encode, grey_if_neutral, is_blank, render_page, text_layer,
+from ..render import (count_pages, encode, grey_if_neutral, ink_share, is_blank, render_page, text_layer,
                      usable_text_layer)
-from ..text.signal import ink_share, judge
+from ..text.signal import judge
 
 _engines: dict[str, Any] = {}
 _engine_options: dict[str, Any] = {}
@@ -177,7 +177,7 @@ class Prepared:
     dpi: float | None
     flags: tuple[str, ...]
     blank: bool
-    ink: float | None = None  # text/signal.ink_share of the image sent
+    ink: float | None = None  # render.ink_share of the image sent
 
     def with_flag(self, flag: str) -> "Prepared":
         return dataclasses.replace(self, flags=(*self.flags, flag))

@@ -41,7 +41,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from PIL import Image
 
 from .textquality import MIN_WORDS, assess_text, guess_language, lexicon, wordfreq_code
 
@@ -86,22 +85,6 @@ class Signal:
         return (f"conf={pct(self.confidence)} known={pct(self.known_words)} implausible={self.implausible:.3f} "
                 f"garbage={self.garbage_lines:.2f} ink={pct(self.text_vs_ink)} lang={self.language} "
                 f"script={self.script} words={self.words}")
-
-
-def ink_share(img: Image.Image) -> float:
-    """The share of the page's pixels that are ink: darker than the background (the median
-    grey) by a clear margin, as `render.is_blank` counts it."""
-    hist = (img if img.mode == "L" else img.convert("L")).histogram()
-    total = sum(hist)
-    if total == 0:
-        return 0.0
-    half, seen, background = total / 2, 0, 255
-    for i, n in enumerate(hist):
-        seen += n
-        if seen >= half:
-            background = i
-            break
-    return sum(hist[: max(0, min(128, background - 60))]) / total
 
 
 def page_language(text: str, stated: str | None = None, given: str | None = None) -> str | None:
