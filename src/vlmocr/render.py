@@ -453,23 +453,25 @@ def is_blank(img: Image.Image) -> bool:
     Counted at full resolution: a thumbnail averages thin type into grey and calls a page
     with three short lines blank. Scanner specks make a blank page look inked, which errs
     on the safe side (an empty reading then goes to review instead of passing as ok)."""
-    hist = (img if img.mode == "L" else img.convert("L")).histogram()  # one C pass
-    total = sum(hist)
-    if total == 0:
-        return True
-    mean = sum(i * n for i, n in enumerate(hist)) / total
-    var = sum((i - mean) ** 2 * n for i, n in enumerate(hist)) / total
-    if var < 4.0:
-        return True
-    return _ink_of(hist, total) < 0.0003
+    return blank_and_ink(img)[0]
 
 
 def ink_share(img: Image.Image) -> float:
     """The share of the page's pixels that are ink: darker than the background (the median
     grey) by a clear margin, as `is_blank` counts it."""
+    return blank_and_ink(img)[1]
+
+
+def blank_and_ink(img: Image.Image) -> tuple[bool, float]:
+    """(`is_blank`, `ink_share`) from one histogram of the page (one C pass over the pixels)."""
     hist = (img if img.mode == "L" else img.convert("L")).histogram()
     total = sum(hist)
-    return _ink_of(hist, total) if total else 0.0
+    if total == 0:
+        return True, 0.0
+    mean = sum(i * n for i, n in enumerate(hist)) / total
+    var = sum((i - mean) ** 2 * n for i, n in enumerate(hist)) / total
+    ink = _ink_of(hist, total)
+    return var < 4.0 or ink < 0.0003, ink
 
 
 def _ink_of(hist: list[int], total: int) -> float:

@@ -20,7 +20,7 @@ from ..engines.base import PageInput, Reading
 from ..exceptions import BadInput
 from ..record import PageRecord, PageTask, Status
 from ..sources import printable
-from ..render import (count_pages, encode, grey_if_neutral, ink_share, is_blank, render_page, text_layer,
+from ..render import (blank_and_ink, count_pages, encode, grey_if_neutral, render_page, text_layer,
                      usable_text_layer)
 from ..text.signal import judge
 
@@ -127,10 +127,12 @@ def read_page(task: PageTask) -> PageRecord:
         img = rendered.image
         same = str(rendered.same_as_file) if rendered.same_as_file else None
         reading: Reading = engine(reader).read(PageInput(task.doc_id, task.page, img, layer, rendered.dpi, flags, same))
-        # Ink is counted only when it matters: an empty reading of a blank page is fine.
-        blank = not reading.text.strip() and is_blank(img)
-        status, qflags = classify(reading.text, reading.finish_reason, blank_image=blank)
-        status, quality = judge_reading(status, reading, reader, ink=ink_share(img))
+        # The ink says whether an empty reading is right (a blank page) and how much text the
+        # page should give (the quality signal).
+        blank_page, ink = blank_and_ink(img)
+        status, qflags = classify(reading.text, reading.finish_reason,
+                                  blank_image=blank_page and not reading.text.strip())
+        status, quality = judge_reading(status, reading, reader, ink=ink)
         return task.record(
             status, text=reading.text, quality=quality, engine=reader, model=reading.model,
             revision=reading.revision, dpi=rendered.dpi, finish_reason=reading.finish_reason,
@@ -200,9 +202,10 @@ def prepare_for_http(task: PageTask) -> Prepared | PageRecord:
         fmt = task.image_format
         data = encode(img, fmt, task.jpeg_quality)
         mime = "image/jpeg" if fmt in ("jpeg", "jpg") else "image/png"
+        blank, ink = blank_and_ink(img)
         return Prepared(image=f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}",
                         sha256=image_digest(img), width=img.width, height=img.height, dpi=rendered.dpi,
-                        flags=(*flags, *rendered.flags), blank=is_blank(img), ink=ink_share(img))
+                        flags=(*flags, *rendered.flags), blank=blank, ink=ink)
     except BadInput as exc:
         return task.record(Status.bad_input, engine=task.engine, error=exc.reason,
                            seconds=round(time.perf_counter() - t0, 4))
