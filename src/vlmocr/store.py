@@ -224,6 +224,14 @@ class ResumeIndex:
     def get(self, key: str, doc_id: str) -> DocState | None:
         return self.docs.get((key, doc_id))
 
+    def add_record(self, rec: PageRecord) -> None:
+        state = self.docs.get((rec.key, rec.doc_id))
+        if state is None:
+            state = self.docs[(rec.key, rec.doc_id)] = DocState()
+        if rec.doc_pages is not None:
+            state.doc_pages = rec.doc_pages
+        state.set(rec.page, rec.status, rec.attempt)
+
     def add(self, rec: dict[str, Any]) -> None:
         state = self.docs.get((rec["key"], rec["doc_id"]))
         if state is None:
@@ -258,8 +266,10 @@ class RecordWriter:
         self._last_sync = time.monotonic()
         self.written = 0
 
-    def append(self, record: PageRecord | FigureRecord | dict[str, Any]) -> None:
-        line = checked_line(record if isinstance(record, dict) else record.to_json_dict())
+    def append(self, record: PageRecord | FigureRecord | dict[str, Any]) -> dict[str, Any]:
+        """Write one record as one checked line; returns the fields as written."""
+        data = record if isinstance(record, dict) else record.to_json_dict()
+        line = checked_line(data)
         view = memoryview(line)
         while view:
             n = os.write(self._fd, view)
@@ -269,6 +279,7 @@ class RecordWriter:
         if now - self._last_sync > FSYNC_EVERY_S:
             os.fsync(self._fd)
             self._last_sync = now
+        return data
 
     def close(self) -> None:
         if self._fd >= 0:

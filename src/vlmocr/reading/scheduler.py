@@ -328,13 +328,12 @@ class Scheduler(TaskRunner):
         """The single point where a finished page becomes durable."""
         if self.store_broken:
             return  # not durable, so not done: read again on resume
-        rec = record.to_json_dict()
         try:
-            self.writer.append(rec)
+            rec = self.writer.append(record)  # the fields as written, for assembling documents
         except OSError as exc:
             self.store_failed(str(self.writer.path), exc)
             return
-        self.index.add(rec)
+        self.index.add_record(record)
         self.summary.read_now += 1
         self.progress.advance(rec["status"])
         doc_id = rec["doc_id"]
