@@ -84,10 +84,10 @@ def test_hostile_files_end_as_final_bad_input_records(tmp_path):
     assert again.returncode == 1 and len(read_records(run)) == 5  # bad_input is final: nothing re-read
 
 
-def test_a_tiff_of_thousands_of_frames_is_read_in_linear_time(tmp_path, monkeypatch):
+def test_a_tiff_of_hundreds_of_frames_is_read_in_linear_time(tmp_path, monkeypatch):
     """Reading page k of a fresh open walks k frame headers: every page read that way makes the
     whole file quadratic. Count the frame headers Pillow actually parses."""
-    tif = write_tiff(tmp_path / "many.tif", [(32, 32)] * 3000)
+    tif = write_tiff(tmp_path / "many.tif", [(32, 32)] * 800)
     parsed = [0]
     original = TiffImagePlugin.ImageFileDirectory_v2.load
 
@@ -96,19 +96,19 @@ def test_a_tiff_of_thousands_of_frames_is_read_in_linear_time(tmp_path, monkeypa
         return original(self, fp)
 
     monkeypatch.setattr(TiffImagePlugin.ImageFileDirectory_v2, "load", counting)
-    assert count_pages(tif) == 3000
+    assert count_pages(tif) == 800
     walk = parsed[0]
-    assert walk >= 3000
+    assert walk >= 800
     parsed[0] = 0
-    for page in range(2981, 3001):
+    for page in range(781, 801):
         assert render_page(tif, page, Sizing()).image.size == (32, 32)
-    assert parsed[0] <= 20 * 3, parsed[0]  # a few headers a page, not ~3000
+    assert parsed[0] <= 20 * 3, parsed[0]  # a few headers a page, not ~800
 
     # frames refused from their headers keep the file open too
-    liar = write_tiff(tmp_path / "oversized.tif", [(32, 32)] + [(28000, 28000)] * 1999)
-    assert count_pages(liar) == 2000
+    liar = write_tiff(tmp_path / "oversized.tif", [(32, 32)] + [(28000, 28000)] * 399)
+    assert count_pages(liar) == 400
     parsed[0] = 0
-    for page in range(1981, 2001):
+    for page in range(381, 401):
         with pytest.raises(BadInput, match="exceeds the 400 MP limit"):
             render_page(liar, page, Sizing())
     assert parsed[0] <= 20 * 3, parsed[0]
