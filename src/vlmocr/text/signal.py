@@ -12,7 +12,11 @@ measured:
 * ``implausible`` — the share of characters a page in that language and script should not hold
   (control characters, U+FFFD, letters of another script: textquality).
 * ``garbage_lines`` — the share of lines that are mostly not letters or digits (``'. ,- ;'``),
-  or that the engine read with a confidence below ``LOW_LINE_CONFIDENCE``.
+  or that the engine read with a confidence below its **shaky-line cutoff** (``[line_confidence]``
+  in the thresholds file, per engine: each engine's scores mean something else — RapidOCR drops
+  lines below 0.5 itself and scores a mangled Fraktur line 0.55–0.85, Tesseract's word
+  confidences run lower). This is the component that separates the moderate failures (10–25 %
+  CER with plausible words) from good pages: they have many lines the engine was unsure of.
 * ``text_vs_ink`` — characters read against the ink on the page, 1 when a page yields the text
   its ink suggests (``CHARS_PER_INK``), lower when a page full of ink gives a few words.
 
@@ -36,7 +40,7 @@ from __future__ import annotations
 import math
 import re
 import tomllib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -46,7 +50,8 @@ from .textquality import MIN_WORDS, assess_text, guess_language, lexicon, wordfr
 
 THRESHOLDS_FILE = Path(__file__).with_name("signal_thresholds.toml")
 
-# A line the engine itself scored below this is a garbage line, whatever it says.
+# A line the engine itself scored below this is a garbage line, whatever it says — for an
+# engine the thresholds file gives no cutoff of its own.
 LOW_LINE_CONFIDENCE = 0.5
 # Implausible characters cost this much goodness per unit share: 5 % of them make it 0.
 IMPLAUSIBLE_SCALE = 20.0
@@ -110,17 +115,17 @@ def _is_garbage(line: str) -> bool:
     return bool(visible) and sum(c.isalnum() for c in visible) < 0.5 * len(visible)
 
 
-def garbage_line_share(text: str, line_confidences: list[float] | None) -> float:
-    """Share of the text's lines that are garbage by their characters or by the engine's score.
-    The engines give one score per line they print, so the two line up when their counts match;
-    when they do not, the larger of the two shares."""
+def garbage_line_share(text: str, line_confidences: list[float] | None, cutoff: float = LOW_LINE_CONFIDENCE) -> float:
+    """Share of the text's lines that are garbage by their characters or by the engine's score
+    (below `cutoff`). The engines give one score per line they print, so the two line up when
+    their counts match; when they do not, the larger of the two shares."""
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         return 0.0
     by_text = [_is_garbage(line) for line in lines]
     if not line_confidences:
         return sum(by_text) / len(lines)
-    low = [c < LOW_LINE_CONFIDENCE for c in line_confidences]
+    low = [c < cutoff for c in line_confidences]
     if len(low) == len(lines):
         return sum(a or b for a, b in zip(by_text, low)) / len(lines)
     return max(sum(by_text) / len(lines), sum(low) / len(low))
@@ -128,12 +133,17 @@ def garbage_line_share(text: str, line_confidences: list[float] | None) -> float
 
 @dataclass(frozen=True)
 class Rule:
-    """The calibrated rule: component weights, the text a unit of ink should yield, and the
-    score thresholds per engine and script."""
+    """The calibrated rule: component weights, the text a unit of ink should yield, each
+    engine's shaky-line cutoff, and the score thresholds per engine and script."""
 
     weights: dict[str, float]
     chars_per_ink: float
     thresholds: dict[str, dict[str, float]]
+    line_confidence: dict[str, float] = field(default_factory=dict)
+
+    def line_cutoff(self, engine: str) -> float:
+        """The line score below which `engine`'s line counts as garbage."""
+        return self.line_confidence.get(engine, self.line_confidence.get("default", LOW_LINE_CONFIDENCE))
 
     def threshold(self, engine: str, script: str) -> float | None:
         """The score below which a reading of `engine` in `script` is suspect; None: no rule."""
@@ -147,7 +157,8 @@ def load_thresholds(path: Path = THRESHOLDS_FILE) -> Rule:
     data = tomllib.loads(path.read_text(encoding="utf-8"))
     return Rule(weights={k: float(v) for k, v in data["weights"].items()},
                 chars_per_ink=float(data["chars_per_ink"]),
-                thresholds={k: {s: float(t) for s, t in v.items()} for k, v in data["thresholds"].items()})
+                thresholds={k: {s: float(t) for s, t in v.items()} for k, v in data["thresholds"].items()},
+                line_confidence={k: float(v) for k, v in data.get("line_confidence", {}).items()})
 
 
 def score_of(components: dict[str, float | None], weights: dict[str, float]) -> float:
@@ -186,7 +197,7 @@ def measure(text: str, *, engine: str = "", lang: str | None = None, stated_lang
         "confidence": None if confidence is None or math.isnan(confidence) else max(0.0, min(1.0, confidence)),
         "known_words": known_share,
         "implausible": len(bad) / chars if chars else 0.0,
-        "garbage_lines": garbage_line_share(text, line_confidences),
+        "garbage_lines": garbage_line_share(text, line_confidences, rule.line_cutoff(engine)),
         "text_vs_ink": text_vs_ink,
     }
     return Signal(score=score_of(components, rule.weights), confidence=components["confidence"],
@@ -208,10 +219,22 @@ def judge(text: str, engine: str, **kwargs: Any) -> tuple[dict[str, Any], bool]:
     return sig.as_dict(threshold), threshold is not None and sig.score < threshold
 
 
-def write_thresholds(fitted: dict[str, dict[str, float]], path: Path = THRESHOLDS_FILE) -> None:
-    """Replace the [thresholds.<engine>] tables of the file with `fitted`, keeping the rest
-    (weights, chars_per_ink, the default and engines not fitted) and its comments."""
+def write_thresholds(fitted: dict[str, dict[str, float]], path: Path = THRESHOLDS_FILE,
+                     line_cutoffs: dict[str, float] | None = None) -> None:
+    """Replace the [thresholds.<engine>] tables of the file with `fitted` (and the engines'
+    entries of [line_confidence] with `line_cutoffs`), keeping the rest (weights,
+    chars_per_ink, the default and engines not fitted) and its comments."""
     text = path.read_text(encoding="utf-8")
+    for engine, cutoff in (line_cutoffs or {}).items():
+        entry = re.compile(rf"^{re.escape(engine)} = [0-9.]+$", re.M)
+        section = re.search(r"^\[line_confidence\]\n", text, re.M)
+        if section is None:
+            raise ValueError(f"{path} has no [line_confidence] table")
+        if entry.search(text[section.end():].split("\n[", 1)[0]):
+            head, tail = text[:section.end()], text[section.end():]
+            text = head + entry.sub(f"{engine} = {cutoff}", tail, count=1)
+        else:
+            text = text[:section.end()] + f"{engine} = {cutoff}\n" + text[section.end():]
     for engine, scripts in fitted.items():
         body = "".join(f"{script} = {value}\n" for script, value in sorted(scripts.items()))
         header = f"[thresholds.{engine}]\n"
