@@ -1,4 +1,4 @@
-"""Shared fixtures: the ground-truth pages in ../shared/gt and the tesseract binary. The helpers
+"""Shared fixtures: the ground-truth pages in tests/data/gt and the tesseract binary. The helpers
 tests import (documents, the `vlmocr` command, records, components) live in tests/support."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from support.components import GT, need
 
 @pytest.fixture
 def gt() -> Path:
-    need(GT.is_dir(), f"ground truth at {GT}")
+    """tests/data/gt: <set>/<name>.txt truth (+ the image for the pages a test OCRs) and pages.csv."""
     return GT
 
 

@@ -67,7 +67,7 @@ def test_textlayer_is_exact(tmp_path):
 
 @pytest.mark.tesseract
 def test_tesseract_reads_a_real_typewritten_page(tmp_path, gt, tesseract):
-    page = gt / "ehri_en" / "EHRI-DR-19400712-US_03.jpg"
+    page = gt / "ehri_en" / "EHRI-DR-19390519-US_03.jpg"
     res = run_cli("run", str(page), "--out", str(tmp_path / "r"), "--engine", "tesseract", "--lang", "eng")
     assert res.returncode == 0, res.stderr
     (rec,) = finals(tmp_path / "r").values()

@@ -23,8 +23,8 @@ from vlmocr.testing.pagecode import expected_text, make_coded_pdf
 from vlmocr.text import signal
 
 DATA = Path(__file__).parent / "data" / "gt"
-GREEK = DATA / "zonaras_0054.png"
-FRAKTUR = DATA / "goethe_0014.png"
+GREEK = DATA / "zonaras" / "zonaras_0054.png"
+FRAKTUR = DATA / "goethe" / "goethe_0014.png"
 
 
 def need_tesseract(*langs: str) -> None:

@@ -33,7 +33,7 @@ def records(run: Path) -> list[dict]:
 
 
 def gate_folder(folder: Path, codes: list[int]) -> dict[str, str]:
-    """name.png + name.txt side by side (the ../shared/gt layout); returns {doc_id: truth}."""
+    """name.png + name.txt side by side (the layout of tests/data/gt); returns {doc_id: truth}."""
     folder.mkdir(parents=True, exist_ok=True)
     out = {}
     for code in codes:

@@ -1,5 +1,5 @@
 """`vlmocr evaluate`: hand-computed CER/WER, missing pages, gates, the bootstrap, the cleaned layer,
-and a real Tesseract run on ../shared/gt pages."""
+and a real Tesseract run on two pages of tests/data/gt."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from support.cli import cli_in_process as cli
 from support.cli import run_cli
+from support.components import GT_PAGE_COUNT
 from support.runs import write_run, write_truth_csv
 
 from vlmocr.evaluation import (
@@ -205,8 +206,9 @@ def test_real_tesseract_run_against_pages_csv(real_run, gt):
                   "--allow-missing")
     assert res.returncode == 0, res.stdout + res.stderr
     data = json.loads(res.stdout)
-    assert data["corpus"]["scored"] == 2 and data["corpus"]["missing"] == 98
-    assert len(data["missing"]) == 98 and data["sets"]["zonaras"]["cer_with_missing"] == 1.0
+    missing = GT_PAGE_COUNT - 2
+    assert data["corpus"]["scored"] == 2 and data["corpus"]["missing"] == missing
+    assert len(data["missing"]) == missing and data["sets"]["zonaras"]["cer_with_missing"] == 1.0
     recs = final_records(real_run / "pages.jsonl")
     for page in (p for p in data["pages"] if not p["missing"]):
         rec = recs[(page["doc_id"], 1)]
@@ -217,7 +219,7 @@ def test_real_tesseract_run_against_pages_csv(real_run, gt):
     assert lo <= data["corpus"]["cer"] <= hi
     # without --allow-missing the gate refuses a partial run
     res = cli("evaluate", str(real_run), "--truth", str(gt / "pages.csv"), "--gate", "cer<=0.5")
-    assert res.returncode == 4 and "98 of 100 truth pages in corpus have no record" in res.stdout
+    assert res.returncode == 4 and f"{missing} of {GT_PAGE_COUNT} truth pages in corpus have no record" in res.stdout
 
 
 def test_aggregate_of_nothing():

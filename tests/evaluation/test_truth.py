@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from support.cli import cli_in_process as cli
+from support.components import GT_PAGE_COUNT
 from support.documents import text_image
 from support.runs import write_run, write_truth_csv
 
@@ -35,9 +36,10 @@ def test_ambiguous_short_ids_are_not_guessed():
     assert match_truth(truth, ["x"]) == {}
 
 
-def test_pages_csv_of_shared_gt(gt):
+def test_pages_csv_of_the_development_split(gt):
+    # tests/data/gt/pages.csv: rows of ../shared/gt/pages.csv, with the same columns
     truth = load_truth(gt / "pages.csv")
-    assert len(truth) == 100
+    assert len(truth) == GT_PAGE_COUNT
     by_id = {t.doc_id: t for t in truth}
     t = by_id["ehri_en__EHRI-DR-19421116-US_02"]
     assert t.set == "ehri_en" and t.language == "eng" and t.text.startswith("- 2 -")
@@ -50,8 +52,8 @@ def test_duplicate_truth_is_an_error(tmp_path):
         load_truth(write_truth_csv(tmp_path / "t.csv", [("a", 1, "", "x"), ("a", 1, "", "y")]))
 
 
-def test_pages_csv_layout_without_shared_gt(tmp_path):
-    # ../shared/gt/pages.csv's own columns, in a folder of its own: image and truth relative to the CSV
+def test_pages_csv_layout_in_a_folder_of_its_own(tmp_path):
+    # the development split's pages.csv columns: image and truth relative to the CSV
     (tmp_path / "ehri_en").mkdir()
     text_image(["x"]).save(tmp_path / "ehri_en" / "p1.jpg")
     (tmp_path / "ehri_en" / "p1.txt").write_text("\ufeff- 2 -\nDear Sir,", encoding="utf-8")
