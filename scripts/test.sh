@@ -4,7 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-apt_pkgs=(tesseract-ocr tesseract-ocr-eng tesseract-ocr-deu tesseract-ocr-fra tesseract-ocr-frk tesseract-ocr-grc tesseract-ocr-ces tesseract-ocr-dan)
+# The language packs the tests read with (engines/languages.py names each one's package): Fraktur as
+# language (frk) and as script model (script-frak), polytonic Greek, Czech, Danish, Slovak; osd for script
+# detection.
+apt_pkgs=(tesseract-ocr tesseract-ocr-eng tesseract-ocr-deu tesseract-ocr-fra tesseract-ocr-frk tesseract-ocr-grc
+          tesseract-ocr-ces tesseract-ocr-dan tesseract-ocr-slk tesseract-ocr-script-frak tesseract-ocr-osd)
 missing=()
 for p in "${apt_pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .engines.registry import ENGINE_CHOICES, HTTP_ENGINE, OCR_ENGINES
+from .engines.languages import canonical_lang
 from .exceptions import UsageError
 from .redact import public_url
 from .record import DEFAULT_DPI, DEFAULT_MAX_PIXELS, Sizing
@@ -68,6 +69,13 @@ class RunConfig(BaseModel):
         if v not in known:
             raise ValueError(f"unknown engine {v!r}; known: {', '.join(known)}")
         return v
+
+    @field_validator("lang")
+    @classmethod
+    def _lang(cls, v: str) -> str:
+        # Aliases to Tesseract's names (de → deu, fraktur → frk: engines/languages.py), so the
+        # settings key and the records name the data that reads. Installed? The pre-run check.
+        return canonical_lang(v)
 
     @field_validator("dpi")
     @classmethod

@@ -22,8 +22,10 @@ def _tesseract_version() -> dict[str, str | None]:
 def _tesseract_check(options: dict[str, Any]) -> dict[str, Any]:
     from .tesseract import TesseractEngine
 
-    # Fail fast, before any page, on a missing binary/language; workers reuse the answer.
-    return {"tesseract_version": TesseractEngine(lang=options.get("lang") or "eng").version}
+    # Fail fast, before any page, on a missing binary/language; workers reuse the answers (the
+    # version, and the language as the installed data names it: script/Fraktur → Fraktur).
+    engine = TesseractEngine(lang=options.get("lang") or "eng")
+    return {"tesseract_version": engine.version, "tesseract_lang": engine.lang}
 
 
 def _textlayer(options: dict[str, Any]) -> Any:
@@ -41,7 +43,8 @@ def _rapidocr(options: dict[str, Any]) -> Any:
 def _tesseract(options: dict[str, Any]) -> Any:
     from .tesseract import TesseractEngine
 
-    return TesseractEngine(lang=options.get("lang") or "eng", version=options.get("tesseract_version"))
+    return TesseractEngine(lang=options.get("tesseract_lang") or options.get("lang") or "eng",
+                           version=options.get("tesseract_version"))
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..exceptions import UsageError
 from .base import PageInput, Reading, weighted_mean
+from .languages import resolve_lang
 
 os.environ["OMP_THREAD_LIMIT"] = "1"
 
@@ -39,7 +40,10 @@ class TesseractEngine:
 
     def __init__(self, lang: str = "eng", psm: int = 3, version: str | None = None) -> None:
         """`version`: what the scheduler's check found, so that workers skip the two
-        tesseract processes (languages, version) the check costs."""
+        tesseract processes (languages, version) the check costs; `lang` is then the resolved
+        name the check returned. Without it, `lang` is resolved against the installed data
+        (aliases, either layout of script models: engines/languages.py) and a missing pack is
+        a one-line usage error naming its Debian package."""
         pytesseract = _pytesseract()
         self._tess = pytesseract
         self.lang = lang
@@ -50,13 +54,7 @@ class TesseractEngine:
             return
         if not tesseract_available():
             raise UsageError("--engine tesseract needs the tesseract binary (Debian: apt-get install tesseract-ocr)")
-        have = set(pytesseract.get_languages(config=""))
-        missing = [part for part in lang.split("+") if part not in have]
-        if missing:
-            raise UsageError(
-                f"tesseract has no language data for {'+'.join(missing)} "
-                f"(installed: {', '.join(sorted(have))}; Debian: tesseract-ocr-<lang>)"
-            )
+        self.lang = resolve_lang(lang)
         self.version = str(pytesseract.get_tesseract_version())
 
     def read(self, page: PageInput) -> Reading:
