@@ -9,6 +9,7 @@ from typing import List, Optional
 import typer
 
 from ..config import load_config
+from ..preflight import check_run
 from ..progress import RunProgress, console
 from ..reading.scheduler import DocumentFilter, run as run_pages
 from . import app
@@ -58,6 +59,7 @@ def run_command(
         pages_per_request=pages_per_request, library=library,
     )
     cfg = load_config(cli, config)
+    check_run(cfg)  # inputs, --out, --profile: refused before a folder is made or a server started
     from ..cluster.serve.running import serve_for_run  # only now: it is heavy and rarely needed
     with serve_for_run(cfg):  # --serve: start the server, point cfg at it, always stop it
         summary = run_pages(cfg, RunProgress(enabled=True), skip=_held_by(cfg.library))

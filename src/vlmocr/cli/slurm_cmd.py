@@ -20,8 +20,10 @@ from ..cluster.slurm.script import DEFAULT_SIGNAL_LEAD, SlurmOptions, default_st
 from ..cluster.slurm.status import format_status, status
 from ..cluster.slurm.submit import compress_ranges, submit, submit_grid
 from ..exceptions import ExitCode, UsageError
+from ..preflight import check_inputs
 from ..progress import console
 from ..rundir import SHARDS
+from ..writable import check_output_path
 from . import app
 from . import run_cmd  # noqa: F401  (submit checks run options with run's own parser)
 
@@ -167,6 +169,8 @@ def submit_command(
     paths, run_args = split_run_args(list(ctx.args))
     if not paths and manifest is None:
         raise UsageError("give files, folders or --manifest")
+    check_inputs(paths)  # before anything is staged under RUN
+    check_output_path(out, "--out", folder=True)
     options = _options(partition, gpus_per_task, cpus_per_task, time_limit, mem, account, qos, constraint,
                        mail_user, mail_type, signal_lead, max_running, sbatch_arg)
     run_args = _with_stop_grace(run_args, signal_lead)

@@ -1,0 +1,79 @@
+"""Every mistake a newcomer makes on the command line is one line naming what is wrong, exit 3,
+before any work starts — never a run that reads nothing and exits 1, never a traceback.
+The real `vlmocr` command (in this process where a subprocess would only add imports)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support.cli import cli_in_process, run_cli
+from support.documents import make_doc
+
+from vlmocr.exceptions import ExitCode
+
+
+def one_line(proc, *expected: str) -> str:
+    """The command failed as a usage error with one line on stderr holding every `expected`."""
+    assert proc.returncode == ExitCode.usage, (proc.returncode, proc.stdout, proc.stderr)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    for text in expected:
+        assert text in lines[0], (text, lines[0])
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> dict[str, Path]:
+    """A document."""
+    root = tmp_path_factory.mktemp("usage")
+    src = root / "src"
+    doc = make_doc(src, "a.pdf", 1, 1)
+    return {"root": root, "src": src, "doc": doc}
+
+
+# ------------------------------------------------------------------ point 3: missing inputs
+
+
+def test_a_missing_input_is_a_usage_error_before_any_work(world):
+    out = world["root"] / "never-made"
+    missing = world["root"] / "no" / "such" / "dir"
+    proc = cli_in_process("run", str(missing), "--out", str(out), "--engine", "textlayer")
+    one_line(proc, "input not found", str(missing))
+    assert not out.exists()  # no run folder for a run that cannot start
+    # Several: one line naming them all; an existing input beside them changes nothing.
+    proc = cli_in_process("run", str(world["doc"]), str(missing), str(world["root"] / "gone.pdf"),
+                          "--out", str(out), "--engine", "textlayer")
+    one_line(proc, "inputs not found", str(missing), "gone.pdf")
+    assert not out.exists()
+
+
+def test_slurm_submit_refuses_a_missing_input_before_staging(world):
+    out = world["root"] / "slurm-never"
+    proc = cli_in_process("slurm", "submit", str(world["root"] / "nowhere.pdf"), "--out", str(out), "--shards", "2",
+                          "--dry-run")
+    one_line(proc, "input not found", "nowhere.pdf")
+    assert not out.exists()
+
+
+def test_a_manifest_naming_a_missing_file_stays_that_documents_bad_input(world, tmp_path):
+    """Only inputs named on the command line are usage errors: a manifest row whose file is gone
+    is that document's record, and the other documents are read."""
+    manifest = tmp_path / "m.csv"
+    manifest.write_text(f"doc_id,path\nthere,{world['doc']}\ngone,{tmp_path / 'gone.pdf'}\n")
+    out = tmp_path / "run"
+    proc = run_cli("run", "--manifest", str(manifest), "--out", str(out), "--engine", "textlayer", "--workers", "1")
+    assert proc.returncode == ExitCode.incomplete, proc.stderr
+    assert "ok=1" in proc.stdout and "failed=1" in proc.stdout
+
+
+# ------------------------------------------------------------------ point 6: unknown profile
+
+
+def test_an_unknown_profile_is_named_with_the_known_ones(world):
+    out = world["root"] / "profile-never"
+    proc = cli_in_process("run", str(world["doc"]), "--profile", "nosuch", "--out", str(out))
+    line = one_line(proc, "unknown profile 'nosuch'", "known profiles:")
+    shipped = sorted(p.stem for p in (Path(__import__("vlmocr.profiles").profiles.__file__).parent).glob("*.toml"))
+    assert all(name in line for name in shipped) and "--endpoint" not in line
+    assert not out.exists()
