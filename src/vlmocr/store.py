@@ -432,10 +432,11 @@ def check_output_dir(out: Path, kind: str, legacy: Callable[[Path], bool] | None
     out = Path(out)
     if out.is_symlink():
         raise UsageError(f"--out {out} is a symbolic link; give a new or empty folder")
+    from .writable import check_output_path  # not at the top: store stays on the lowest floor
+
+    check_output_path(out, "--out", folder=True)  # a file there, a parent that is a file, no permission
     if not out.exists():
         return
-    if not out.is_dir():
-        raise UsageError(f"--out {out} exists and is not a folder; give a new or empty folder")
     made = _output_kind(out)
     if made == kind or (made is None and (_is_empty_dir(out) or (legacy is not None and legacy(out)))):
         return

@@ -4,10 +4,11 @@ The real `vlmocr` command (in this process where a subprocess would only add imp
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
-from support.cli import cli_in_process, run_cli
+from support.cli import cli_in_process, run_cli, textlayer_run
 from support.documents import make_doc
 
 from vlmocr.exceptions import ExitCode
@@ -25,11 +26,16 @@ def one_line(proc, *expected: str) -> str:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> dict[str, Path]:
-    """A document."""
+    """A document, a run of it, a SLURM-like run with one shard, an existing file and folder."""
     root = tmp_path_factory.mktemp("usage")
     src = root / "src"
     doc = make_doc(src, "a.pdf", 1, 1)
-    return {"root": root, "src": src, "doc": doc}
+    run = root / "run"
+    textlayer_run(run, src)
+    textlayer_run(root / "sharded" / "shards" / "1", src)
+    (root / "a-file").write_text("not a folder")
+    (root / "a-folder").mkdir()
+    return {"root": root, "src": src, "doc": doc, "run": run, "sharded": root / "sharded"}
 
 
 # ------------------------------------------------------------------ point 3: missing inputs
@@ -77,3 +83,44 @@ def test_an_unknown_profile_is_named_with_the_known_ones(world):
     shipped = sorted(p.stem for p in (Path(__import__("vlmocr.profiles").profiles.__file__).parent).glob("*.toml"))
     assert all(name in line for name in shipped) and "--endpoint" not in line
     assert not out.exists()
+
+
+# ------------------------------------------------------------------ point 5: outputs
+
+
+def bad_targets(root: Path, folder: bool) -> list[tuple[Path, str]]:
+    """(path, what the line says): an existing file (or folder, for a file output), a path under
+    a file, and a place nobody may create anything (/sys: read-only even for root)."""
+    exists = root / ("a-file" if folder else "a-folder")
+    return [
+        (exists, "is not a folder" if folder else "is a folder"),
+        (root / "a-file" / "x.out", "is not a folder"),
+        (Path("/sys/vlmocr-cannot-create"), "/sys/"),
+    ]
+
+
+COMMANDS = {
+    # name: (argv before the output path, the option, output is a folder)
+    "run": (lambda w: ["run", str(w["doc"]), "--engine", "textlayer", "--workers", "1"], "--out", True),
+    "export-md": (lambda w: ["export", str(w["run"]), "--format", "md"], "--out", True),
+    "export-jsonl": (lambda w: ["export", str(w["run"]), "--format", "jsonl"], "--out", False),
+    "report": (lambda w: ["report", str(w["run"]), "--max-thumbs", "0"], "--out", True),
+    "merge": (lambda w: ["merge", str(w["sharded"])], "--out", True),
+    "triage": (lambda w: ["triage", str(w["src"]), "--workers", "1"], "--out", False),
+    "dedup": (lambda w: ["dedup", str(w["src"]), "--workers", "1"], "--manifest-out", False),
+    "slurm-submit": (lambda w: ["slurm", "submit", str(w["src"]), "--shards", "2", "--dry-run"], "--out", True),
+}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_an_output_that_cannot_be_written_is_one_line_and_exit_3(world, command):
+    argv, option, folder = COMMANDS[command]
+    for target, says in bad_targets(world["root"], folder):
+        if command == "export-jsonl" and target.name == "x.out":
+            target = target.with_name("x.jsonl")  # a .jsonl name: the one-file export
+        elif command == "export-jsonl" and target == world["root"] / "a-folder":
+            continue  # a folder named without .jsonl is the folder export, which takes an empty folder
+        before = sorted(os.listdir(world["root"]))
+        proc = cli_in_process(*argv(world), option, str(target))
+        one_line(proc, says, target.name)
+        assert sorted(os.listdir(world["root"])) == before, command  # nothing made beside it

@@ -5,6 +5,7 @@ Exit codes come from `ExitCode` only. click's usage errors (exit 2 by default) a
 
 from __future__ import annotations
 
+import errno
 import sys
 
 import typer
@@ -59,6 +60,13 @@ def _register(argv: list[str] | None = None) -> None:
         importlib.import_module(f"{__name__}.{module}")
 
 
+def path_error(exc: OSError) -> str:
+    """One line for a path the commands' own checks (vlmocr.writable) could not foresee: root on
+    a read-only mount, a folder that changed since, a full disk. Never a traceback."""
+    where = f"{exc.filename} -> {exc.filename2}" if exc.filename2 else str(exc.filename)
+    return f"{where}: {exc.strerror or exc}"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = argv if argv is not None else sys.argv[1:]
     if args[:1] == ["run"]:
@@ -84,6 +92,11 @@ def main(argv: list[str] | None = None) -> int:
         code = exc.exit_code
     except KeyboardInterrupt:
         code = ExitCode.interrupted
+    except OSError as exc:
+        if exc.filename is None:
+            raise  # no path a user could fix: a bug, with its traceback
+        console.print(f"[red]error:[/red] {escape(path_error(exc))}")
+        code = ExitCode.storage if exc.errno in (errno.ENOSPC, errno.EDQUOT) else ExitCode.usage
     else:
         code = rv if isinstance(rv, int) else ExitCode.ok
     finally:

@@ -35,7 +35,11 @@ def dedup_command(
 ) -> int:
     """Byte-identical and same-text documents, within the inputs and against a library; a manifest of what is new."""
     from ..library.dedup import dedup, write_manifest, write_report
+    from ..writable import check_output_path
 
+    check_output_path(manifest_out, "--manifest-out", folder=False)  # before hashing a corpus
+    if report is not None:
+        check_output_path(report, "--report", folder=False)
     result = dedup(paths or [], manifest, library, workers)
     result.manifest = write_manifest(result.new, manifest_out)
     if report is not None:

@@ -68,6 +68,7 @@ from .facts import LANG_SAMPLE_CHARS, PageFacts, guess_language, image_facts, ma
 from ..store import file_sha256
 from ..sources import Document, discover, neutralise_cell, printable, restore_cell
 from ..store import atomic_file
+from ..writable import check_output_path
 
 DEFAULT_CHECK_PAGES = 16
 # How a text layer is judged (render.usable_text_layer): printed in the `text_judged` column.
@@ -410,6 +411,7 @@ def triage(paths: Iterable[str], out: Path, manifest: Path | None = None, opts: 
     if workers is None:
         workers = default_workers(len(docs), bool(opts.sheets_dir))
     out = Path(out)
+    check_output_path(out, "--out", folder=False)  # a folder there, a parent that is a file, no permission
     if out.parent and not out.parent.exists():
         raise UsageError(f"--out: folder {out.parent} does not exist")
     if opts.sheets_dir:

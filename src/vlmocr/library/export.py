@@ -31,6 +31,7 @@ from ..exceptions import UsageError
 from ..figures.placement import add_figures
 from ..assemble import assemble_markdown
 from ..store import OutputBuild, kill_point
+from ..writable import check_output_path
 from .catalog import DOCS, Catalog, is_library
 from .identify import identify_records
 from .publish import PAGES_FILE as LIB_PAGES_FILE
@@ -361,6 +362,7 @@ class _FileBuild(OutputBuild):
 def _check_export_file(path: Path) -> None:
     if path.is_symlink() or (path.exists() and not path.is_file()):
         raise UsageError(f"--out {path} exists and is not a file; give a new .jsonl file name")
+    check_output_path(path, "--out", folder=False)  # a parent that is a file, no permission
     if not path.exists() or path.stat().st_size == 0:
         return
     with path.open("rb") as fh:
