@@ -58,7 +58,8 @@ def evaluate_command(
     no_truth: bool = typer.Option(False, "--no-truth", help="No ground truth: list suspicious pages (as `vlmocr suspicious`)."),
     clean: bool = typer.Option(False, "--clean", help="Score the cleaned layer (RUN/clean, or cleaned now in memory)."),
     rules: Optional[Path] = typer.Option(None, "--rules", help="Cleaning rules (TOML) for --clean."),
-    fold: Optional[List[str]] = typer.Option(None, "--fold", help="Diagnostic folding: case, punct, diacritics, long_s (repeatable)."),
+    fold: Optional[List[str]] = typer.Option(None, "--fold", help="Normalise both texts further: long_s, r_rotunda, superscript_e, "
+                                             "ligatures, or an OCR-D level (ocrd1, ocrd2); diacritics, case, punct (repeatable)."),
     gate: Optional[List[str]] = typer.Option(None, "--gate", help="e.g. 'cer<=0.03', 'wer<=0.1', 'set:ehri_en:cer<=0.05' (repeatable)."),
     allow_missing: bool = typer.Option(False, "--allow-missing", help="Let a gate pass although truth pages have no record."),
     worst: int = typer.Option(10, "--worst", help="List this many worst pages."),
@@ -101,8 +102,9 @@ def evaluate_command(
 
 def _print_evaluation(ev: Any, worst: int, docs: bool) -> None:
     out = _stdout()
-    folds = f", folded: {', '.join(ev.folds)}" if ev.folds else ""
-    table = Table(title=f"{ev.meta.get('run')} — {ev.layer} layer{folds} (rates in %, 95 % bootstrap CI)")
+    cleaned = f"; the clean layer folded {', '.join(ev.meta['clean_folds'])}" if ev.meta.get("clean_folds") else ""
+    table = Table(title=f"{ev.meta.get('run')} — {ev.layer} layer, normalisation: {ev.normalisation}{cleaned} "
+                        "(rates in %, 95 % bootstrap CI)")
     for col in ("set", "pages", "missing", "CER", "CER CI", "CER macro", "WER", "WER CI", "WER macro",
                 "CER w/ missing"):
         table.add_column(col, justify="left" if col == "set" else "right")
@@ -140,7 +142,8 @@ def _print_evaluation(ev: Any, worst: int, docs: bool) -> None:
     c = ev.corpus
     out.print(f"CER {_pct(c.cer)} % [{_ci(c.cer_ci)}] WER {_pct(c.wer)} % [{_ci(c.wer_ci)}] over {c.scored} pages, "
               f"{c.missing} missing (CER with missing {_pct(c.cer_with_missing)} %)"
-              + (f"; {ev.unscored_records} records without truth" if ev.unscored_records else ""))
+              + (f"; {ev.unscored_records} records without truth" if ev.unscored_records else "")
+              + f"; normalisation: {ev.normalisation}{cleaned}")
 
 
 # --- compare -------------------------------------------------------------------------------
@@ -154,7 +157,7 @@ def compare_command(
     tolerance: float = typer.Option(0.001, "--tolerance", help="Flag pages differing by more than this CER (0.001 = 0.1 pp)."),
     raw: bool = typer.Option(False, "--raw", help="Compare the raw layers (default: cleaned)."),
     rules: Optional[Path] = typer.Option(None, "--rules", help="Cleaning rules (TOML)."),
-    fold: Optional[List[str]] = typer.Option(None, "--fold", help="Diagnostic folding: case, punct, diacritics, long_s."),
+    fold: Optional[List[str]] = typer.Option(None, "--fold", help="Normalise both texts further (as for evaluate: long_s, ocrd1, case…)."),
     limit: int = typer.Option(20, "--limit", help="Print at most this many flagged pages."),
     json_out: bool = typer.Option(False, "--json", help="Print the full result as JSON on stdout."),
 ) -> int:
@@ -184,7 +187,7 @@ def compare_command(
         vs_truth = (f"; against truth ({cmp.truth_pages} pages) A {_pct(c['cer_a'])} % B {_pct(c['cer_b'])} % "
                     f"(Δ {c['delta'] * 100:+.2f} pp)") if "cer_a" in c else ""
         out.print(f"Compared {len(cmp.pages)} pages: {len(flagged)} beyond tolerance {tolerance * 100:g} pp, "
-                  f"CER A vs B {_pct(c['cer_ab'])} %{vs_truth}")
+                  f"CER A vs B {_pct(c['cer_ab'])} %{vs_truth}; normalisation: {cmp.meta.get('normalisation')}")
     if flagged:
         console.print(f"[red]{len(flagged)} pages differ beyond the tolerance of {tolerance * 100:g} pp")
     return int(ExitCode.gate_failed if flagged else ExitCode.ok)

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from .score import distances, rate, run_records
+from .score import distances, normalisation_name, rate, run_records
 from .truth import TruthPage, load_truth, match_truth
 
 
@@ -106,5 +106,6 @@ def compare_runs(run_a: Path, run_b: Path, *, truth_path: Path | None = None, to
     truth = load_truth(truth_path) if truth_path else None
     cmp = compare_records(recs_a, recs_b, tolerance=tolerance, truth=truth, folds=folds)
     cmp.layer = layer_a if layer_a == layer_b else f"A {layer_a}, B {layer_b}"
-    cmp.meta = {"run_a": str(run_a), "run_b": str(run_b), "truth": str(truth_path) if truth_path else None}
+    cmp.meta = {"run_a": str(run_a), "run_b": str(run_b), "truth": str(truth_path) if truth_path else None,
+                "normalisation": normalisation_name(folds)}
     return cmp

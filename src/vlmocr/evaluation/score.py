@@ -2,8 +2,10 @@
 
 Scoring follows ../shared/gt/README.md: both texts NFC, every whitespace run (newlines
 included) collapsed to one space, CER = Levenshtein(truth, text) / len(truth), WER the same over
-words. Folding case, punctuation, diacritics or long s is a diagnostic (`--fold`), never the
-headline metric.
+words. Folding case, punctuation, diacritics or historical letter forms (long s, r rotunda,
+superscript e, ligatures, or a whole OCR-D level: `text/historic.py`) is chosen with `--fold`,
+applied to both texts, and named with every result: `normalisation` is ``nfc+whitespace`` plus
+the folds in the order they apply (``nfc+whitespace+long_s``).
 
 Per page, document, set and corpus: the **micro** rate (Σ edits / Σ reference characters) and
 the **macro** rate (mean of the page rates), each over the pages that have a record; a
@@ -27,12 +29,18 @@ from rapidfuzz.distance import Levenshtein
 
 from ..exceptions import UsageError
 from ..store import PAGES_FILE, final_records
+from ..text import historic
 from .truth import TruthPage, load_truth, match_truth
 
 if TYPE_CHECKING:
     import numpy as np
 
-FOLDS = ("case", "punct", "diacritics", "long_s")
+# Every fold, in the order they apply: the historical letter forms, then diacritics, case, punct.
+FOLDS = (*historic.FOLDS, "diacritics", "case", "punct")
+# What --fold accepts: a fold, or an OCR-D level standing for its folds (ocrd1, ocrd2).
+FOLD_NAMES = (*FOLDS, *historic.LEVELS)
+# What every score applies before any fold.
+BASE_NORMALISATION = "nfc+whitespace"
 BOOTSTRAP = 1000
 SEED = 0
 # Resamples are drawn in blocks of at most this many page indices, so 100 000 pages take a
@@ -48,15 +56,24 @@ def _collapse(text: str) -> str:
     return _WS.sub(" ", unicodedata.normalize("NFC", text)).strip()
 
 
-def normalize(text: str, folds: Iterable[str] = ()) -> str:
-    """NFC + whitespace collapse (the metric), then the diagnostic folds asked for."""
-    folds = set(folds)
-    unknown = folds - set(FOLDS)
+def canonical_folds(folds: Iterable[str]) -> list[str]:
+    """The folds `folds` asks for (level names expanded), in the order they apply."""
+    names = historic.expand(folds)
+    unknown = [f for f in names if f not in FOLDS]
     if unknown:
-        raise UsageError(f"unknown fold(s) {sorted(unknown)}: choose from {', '.join(FOLDS)}")
-    text = _collapse(text)
-    if "long_s" in folds:
-        text = text.replace("ſ", "s")
+        raise UsageError(f"unknown fold(s) {sorted(unknown)}: choose from {', '.join(FOLD_NAMES)}")
+    return [f for f in FOLDS if f in names]
+
+
+def normalisation_name(folds: Iterable[str] = ()) -> str:
+    """What a score applied, e.g. 'nfc+whitespace+long_s'."""
+    return "+".join([BASE_NORMALISATION, *canonical_folds(folds)])
+
+
+def normalize(text: str, folds: Iterable[str] = ()) -> str:
+    """NFC + whitespace collapse (the metric), then the folds asked for."""
+    folds = set(canonical_folds(folds))
+    text = historic.fold(_collapse(text), folds)
     if "diacritics" in folds:
         text = unicodedata.normalize(
             "NFC", "".join(c for c in unicodedata.normalize("NFD", text) if not unicodedata.combining(c))
@@ -226,7 +243,7 @@ class Evaluation:
     sets: dict[str, Aggregate]
     docs: dict[str, Aggregate]
     unscored_records: int  # records of the run with no truth
-    folds: list[str] = field(default_factory=list)
+    folds: list[str] = field(default_factory=list)  # canonical_folds: applied to text and truth
     layer: str = "raw"
     meta: dict[str, Any] = field(default_factory=dict)
 
@@ -245,10 +262,15 @@ class Evaluation:
             return self.docs.get(name)
         return self.corpus
 
+    @property
+    def normalisation(self) -> str:
+        return normalisation_name(self.folds)
+
     def as_dict(self, worst: int = 10) -> dict[str, Any]:
         return {
             **self.meta,
             "layer": self.layer,
+            "normalisation": self.normalisation,
             "folds": self.folds,
             "corpus": self.corpus.as_dict(),
             "sets": {k: v.as_dict() for k, v in self.sets.items()},
@@ -263,8 +285,7 @@ class Evaluation:
 def score(records: dict[tuple[str, int], dict[str, Any]], truth: list[TruthPage], folds: Iterable[str] = (),
           resamples: int = BOOTSTRAP, seed: int = SEED) -> Evaluation:
     """Score final records {(doc_id, page): record} against truth pages."""
-    folds = list(folds)
-    normalize("", folds)  # validates the folds
+    folds = canonical_folds(folds)  # validates them
     doc_map = match_truth(truth, {d for d, _ in records})
     used: set[tuple[str, int]] = set()
     pages: list[PageScore] = []
@@ -323,6 +344,8 @@ def evaluate_run(run_dir: Path, truth_path: Path, *, clean: bool = False, rules:
     ev.meta = {"run": str(run_dir), "truth": str(truth_path), "bootstrap": {"resamples": resamples, "seed": seed}}
     if clean and rules is not None:
         ev.meta["rules_hash"] = rules.hash
+        if rules.fold.names():
+            ev.meta["clean_folds"] = rules.fold.names()  # folded in the text only, before scoring
     return ev
 
 

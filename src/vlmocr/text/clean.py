@@ -15,7 +15,9 @@ the defaults, `vlmocr clean --show-rules` prints them):
 
 1. per page: strip grounding tags (``<|ref|>…<|/ref|>``, ``<|det|>…<|/det|>``, ``<loc_N>``,
    special tokens; `postprocess.strip_grounding`, the parser that reads a model's answer) and a
-   Markdown fence around the whole answer; Unicode NFC; collapse residual
+   Markdown fence around the whole answer; Unicode NFC; historical letter forms folded as an
+   OCR-D ground-truth level writes them (``[fold]``, every fold off by default: long s → s,
+   r rotunda → r, superscript-e umlauts, ligatures; `historic.py`); collapse residual
    repetition (`loops.detect_loop` / `trim_loop`);
 2. per document: remove running headers, footers and page numbers — short lines at the top or
    bottom of a page that recur (digits and roman numerals folded) at the same end of
@@ -57,6 +59,7 @@ from rapidfuzz import fuzz
 from ..assemble import assemble_markdown
 from ..exceptions import UsageError
 from ..store import PAGES_FILE, atomic_file, file_sha256, final_records, write_json_atomic, write_text_atomic
+from . import historic
 from .loops import detect_loop, trim_loop
 from .postprocess import strip_fences, strip_grounding
 from .textquality import Lexicon, guess_language, lexicon, page_language
@@ -93,6 +96,21 @@ class DehyphenRules(_Strict):
     unknown: Literal["keep", "join"] = "keep"  # neither form listed, other languages (or no word list)
 
 
+class FoldRules(_Strict):
+    """Historical letter forms → modern ones (text/historic.py says which OCR-D level writes
+    each). Opt-in: the raw text keeps what was printed, a transcription may not."""
+
+    long_s: bool = False  # ſ → s (OCR-D level 1)
+    r_rotunda: bool = False  # ꝛ → r (level 1)
+    superscript_e: bool = False  # aͤ oͤ uͤ → ä ö ü (levels 1 and 2)
+    ligatures: bool = False  # ﬀ ﬁ ﬂ ﬃ ﬄ ﬅ ﬆ → letters (levels 1 and 2)
+
+    def names(self) -> list[str]:
+        """The folds switched on, in the order they apply."""
+        on = self.model_dump()
+        return [name for name in historic.FOLDS if on.get(name)]
+
+
 class CleanRules(_Strict):
     strip_grounding: bool = True
     strip_fences: bool = True
@@ -104,9 +122,15 @@ class CleanRules(_Strict):
     language: str = "auto"  # word list when a record names none: a code, or auto (guessed per document)
     headers: HeaderRules = HeaderRules()
     dehyphenate: DehyphenRules = DehyphenRules()
+    fold: FoldRules = FoldRules()
 
     def canonical(self) -> dict[str, Any]:
-        return {"clean_version": CLEAN_VERSION, **self.model_dump(mode="json")}
+        data = self.model_dump(mode="json")
+        if not self.fold.names():
+            # No fold switched on does what the rules did before folds existed: the hash, and
+            # so every cleaned layer built before them, stays valid.
+            del data["fold"]
+        return {"clean_version": CLEAN_VERSION, **data}
 
     @property
     def hash(self) -> str:
@@ -342,6 +366,9 @@ def clean_page_first(text: str, rules: CleanRules, changes: PageChanges) -> str:
         text = strip_fences(text)
     if rules.nfc:
         text = unicodedata.normalize("NFC", text)
+    folds = rules.fold.names()
+    if folds:
+        text = historic.fold(text, folds)
     text = tidy(text)
     if rules.collapse_repetition:
         text, n = collapse_repetition(text)
