@@ -150,36 +150,64 @@ def settings_key(material: dict[str, Any]) -> str:
 
 def _env_values() -> dict[str, Any]:
     values: dict[str, Any] = {}
-    for name, field in RunConfig.model_fields.items():
+    for name in RunConfig.model_fields:
         if name in ("inputs",):
             continue
-        raw = os.environ.get(f"VLMOCR_{name.upper()}")
+        raw = os.environ.get(env_name(name))
         if raw is not None and raw != "":
             values[name] = raw
     return values
 
 
+def env_name(setting: str) -> str:
+    """The environment variable of a run setting: VLMOCR_WORKERS for workers."""
+    return f"VLMOCR_{setting.upper()}"
+
+
+def _file_values(config_file: Path) -> dict[str, Any]:
+    """The settings of a config file: top-level keys, or a [run] table — not both (a key left
+    beside the table would be silently dropped, and the run would not be the one described)."""
+    try:
+        with open(config_file, "rb") as fh:
+            values = tomllib.load(fh)
+    except FileNotFoundError:
+        raise UsageError(f"config file not found: {config_file}") from None
+    except OSError as exc:
+        raise UsageError(f"config file {config_file}: cannot read it ({exc.strerror or exc})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{config_file}: not valid TOML ({exc})") from None
+    if isinstance(values.get("run"), dict):
+        beside = sorted(k for k in values if k != "run")
+        if beside:
+            raise UsageError(f"{config_file}: settings both at the top level ({', '.join(beside)}) and in a [run] "
+                             "table; put them all in [run] or all at the top level")
+        values = values["run"]
+    unknown = set(values) - set(RunConfig.model_fields)
+    if unknown:
+        raise UsageError(f"{config_file}: unknown setting(s) {', '.join(sorted(unknown))}")
+    return values
+
+
 def load_config(cli: dict[str, Any], config_file: Path | None = None) -> RunConfig:
-    """Merge the layers; unknown keys in a config file are an error naming the file."""
+    """Merge the layers; unknown keys in a config file are an error naming the file. An invalid
+    value is named where it came from: the VLMOCR_* variable (with its value) or the file."""
     merged: dict[str, Any] = _env_values()
+    # The value too, to see what was wrong — but never an endpoint's (it may carry a password).
+    origin = {k: env_name(k) if k == "endpoint" else f"{env_name(k)}={v!r}" for k, v in merged.items()}
     if config_file is not None:
-        try:
-            with open(config_file, "rb") as fh:
-                file_values = tomllib.load(fh)
-        except FileNotFoundError:
-            raise UsageError(f"config file not found: {config_file}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise UsageError(f"{config_file}: not valid TOML ({exc})") from None
-        file_values = file_values.get("run", file_values)
-        unknown = set(file_values) - set(RunConfig.model_fields)
-        if unknown:
-            raise UsageError(f"{config_file}: unknown setting(s) {', '.join(sorted(unknown))}")
+        file_values = _file_values(config_file)
         merged.update(file_values)
-    merged.update({k: v for k, v in cli.items() if v is not None})
+        origin.update({k: f"{config_file}: {k}" for k in file_values})
+    given = {k: v for k, v in cli.items() if v is not None}
+    merged.update(given)
+    for k in given:
+        origin.pop(k, None)
     try:
         return RunConfig.model_validate(merged)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}" for e in exc.errors()
-        )
+        def where(loc: tuple) -> str:
+            text = ".".join(str(p) for p in loc) or "settings"
+            return origin.get(str(loc[0]), text) if loc else text
+
+        problems = "; ".join(f"{where(e['loc'])}: {e['msg']}" for e in exc.errors())
         raise UsageError(f"invalid settings: {problems}") from None

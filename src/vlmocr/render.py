@@ -21,6 +21,7 @@ from typing import Iterator
 import pypdfium2 as pdfium
 from PIL import ExifTags, Image, ImageOps
 
+from .envvars import MAX_DOC_PAGES, env_int
 from .exceptions import BadInput
 from .record import DEFAULT_DPI, DEFAULT_MAX_PIXELS, Sizing  # noqa: F401  (the renderer's settings)
 from .sources import IMAGE_EXTS, PDF_EXTS, printable
@@ -72,11 +73,7 @@ def shown(path: Path) -> str:
 
 def max_doc_pages() -> int:
     """The page cap per document: VLMOCR_MAX_DOC_PAGES, else DEFAULT_MAX_DOC_PAGES."""
-    raw = os.environ.get("VLMOCR_MAX_DOC_PAGES", "").strip()
-    try:
-        return max(1, int(raw)) if raw else DEFAULT_MAX_DOC_PAGES
-    except ValueError:
-        return DEFAULT_MAX_DOC_PAGES
+    return env_int(MAX_DOC_PAGES, DEFAULT_MAX_DOC_PAGES, minimum=1)
 
 
 def _check_page_count(n: int, what: str, path: Path) -> int:

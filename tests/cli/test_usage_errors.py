@@ -4,6 +4,7 @@ The real `vlmocr` command (in this process where a subprocess would only add imp
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -124,3 +125,54 @@ def test_an_output_that_cannot_be_written_is_one_line_and_exit_3(world, command)
         proc = cli_in_process(*argv(world), option, str(target))
         one_line(proc, says, target.name)
         assert sorted(os.listdir(world["root"])) == before, command  # nothing made beside it
+
+
+# ------------------------------------------------------------------ point 4: config files
+
+
+def test_a_config_file_mixing_top_level_keys_and_a_run_table_is_refused(world, tmp_path):
+    """The keys beside [run] used to be dropped without a word (tesseract asked, RapidOCR run)."""
+    mixed = tmp_path / "mixed.toml"
+    mixed.write_text('engine = "tesseract"\nlang = "deu"\n[run]\nworkers = 1\n')
+    out = tmp_path / "run"
+    proc = cli_in_process("run", str(world["doc"]), "--out", str(out), "--config", str(mixed))
+    one_line(proc, str(mixed), "engine, lang", "[run]")
+    assert not out.exists()
+    # Either form alone is read whole.
+    for text in ('engine = "textlayer"\nworkers = 1\n', '[run]\nengine = "textlayer"\nworkers = 1\n'):
+        mixed.write_text(text)
+        proc = run_cli("run", str(world["doc"]), "--out", str(out), "--config", str(mixed))
+        assert proc.returncode == ExitCode.ok, proc.stderr
+        settings = json.loads((out / "run.json").read_text())["settings"]
+        assert settings["engine"] == "textlayer" and settings["workers"] == 1
+
+
+# ------------------------------------------------------------------ point 7: VLMOCR_* values
+
+
+@pytest.mark.parametrize(("variable", "value", "argv"), [
+    ("VLMOCR_WORKERS", "abc", ["run", "{doc}", "--out", "{out}"]),  # a run setting
+    ("VLMOCR_DPI", "5", ["run", "{doc}", "--out", "{out}"]),  # out of range
+    ("VLMOCR_MAX_DOC_PAGES", "lots", ["triage", "{doc}", "--out", "{out}.csv"]),  # read in the workers
+    ("VLMOCR_SERVE_HEALTH_TIMEOUT", "soon", ["profiles", "list"]),
+    ("VLMOCR_SERVE_NO_P2P", "maybe", ["profiles", "list"]),  # was read as "not 1": off, silently
+    ("VLMOCR_VLLM_BIN", '"unclosed', ["serve", "generic", "--print"]),
+])
+def test_an_invalid_environment_value_is_named(world, tmp_path, monkeypatch, variable, value, argv):
+    monkeypatch.setenv(variable, value)
+    out = tmp_path / "out"
+    proc = cli_in_process(*[a.format(doc=world["doc"], out=out) for a in argv])
+    one_line(proc, f"{variable}={value!r}")
+    assert not list(tmp_path.iterdir())
+
+
+def test_an_invalid_config_file_value_names_the_file_and_the_command_line_wins(world, tmp_path, monkeypatch):
+    config = tmp_path / "c.toml"
+    config.write_text('workers = "many"\n')
+    proc = cli_in_process("run", str(world["doc"]), "--out", str(tmp_path / "r"), "--config", str(config))
+    one_line(proc, f"{config}: workers")
+    # A bad variable the command line overrides is not used, so not an error either.
+    monkeypatch.setenv("VLMOCR_WORKERS", "abc")
+    proc = run_cli("run", str(world["doc"]), "--out", str(tmp_path / "r"), "--engine", "textlayer", "--workers", "1",
+                   env={"VLMOCR_WORKERS": "abc"})
+    assert proc.returncode == ExitCode.ok, proc.stderr

@@ -15,6 +15,7 @@ try:  # typer ≥ 0.20 vendors click; older releases use the click package
 except ImportError:  # pragma: no cover
     import click.exceptions as click_exceptions
 
+from ..envvars import check_environment
 from ..exceptions import ExitCode, VlmocrError
 from rich.markup import escape
 
@@ -78,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     _register(args)
     command = typer.main.get_command(app)
     try:
+        check_environment()  # a broken VLMOCR_* value: one line naming it, before any work
         rv = command.main(args=args, prog_name="vlmocr", standalone_mode=False)
     except click_exceptions.UsageError as exc:
         exc.show(file=sys.stderr)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ...envvars import SGLANG_BIN, VLLM_BIN, env_args
 from ...exceptions import UsageError
 from ...profiles import Profile, has_control_characters, load_profile
 
@@ -23,8 +24,8 @@ ServerName = Literal["vllm", "sglang"]
 SERVERS: tuple[str, ...] = ("vllm", "sglang")
 
 DEFAULT_HOST = "127.0.0.1"
-ENV_VLLM_BIN = "VLMOCR_VLLM_BIN"
-ENV_SGLANG_BIN = "VLMOCR_SGLANG_BIN"
+ENV_VLLM_BIN = VLLM_BIN
+ENV_SGLANG_BIN = SGLANG_BIN
 
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 VLLM_ENV = {"VLLM_USE_FLASHINFER_SAMPLER": "0", "VLLM_NO_USAGE_STATS": "1"}
@@ -117,9 +118,9 @@ def server_command(server: str, environ: Mapping[str, str] | None = None) -> tup
     (``python -m vllm.entrypoints.openai.api_server``); ``sglang``: ``BIN --model-path MODEL …``."""
     env = os.environ if environ is None else environ
     if server == "vllm":
-        override = env.get(ENV_VLLM_BIN, "").strip()
+        override = env_args(ENV_VLLM_BIN, env)
         if override:
-            return shlex.split(override), "cli", []
+            return override, "cli", []
         if shutil.which("vllm", path=env.get("PATH")):
             return ["vllm"], "cli", []
         if importlib.util.find_spec("vllm") is not None:
@@ -127,9 +128,9 @@ def server_command(server: str, environ: Mapping[str, str] | None = None) -> tup
         return ["vllm"], "cli", [("vLLM is not installed here (no `vllm` on PATH, not importable): "
                                   f"install it or set {ENV_VLLM_BIN}")]
     if server == "sglang":
-        override = env.get(ENV_SGLANG_BIN, "").strip()
+        override = env_args(ENV_SGLANG_BIN, env)
         if override:
-            return shlex.split(override), "sglang", []
+            return override, "sglang", []
         if importlib.util.find_spec("sglang") is not None:
             return [sys.executable, "-m", "sglang.launch_server"], "sglang", []
         return ["python3", "-m", "sglang.launch_server"], "sglang", [

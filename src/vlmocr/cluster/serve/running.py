@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 import signal
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ... import __version__
+from ...envvars import SERVE_ARGS, SERVE_HEALTH_TIMEOUT, SERVE_NO_P2P, env_args, env_flag, env_float
 from ...exceptions import EndpointUnavailable, UsageError
 from ...profiles import Profile, load_profile
 from .plan import DEFAULT_HOST, SERVERS, free_port, plan_server, port_in_use
@@ -27,9 +27,9 @@ if TYPE_CHECKING:
 # environment (as an sbatch script sets them).
 ENV_SERVE_MODEL_PATH = "VLMOCR_SERVE_MODEL_PATH"
 ENV_SERVE_REVISION = "VLMOCR_SERVE_REVISION"
-ENV_SERVE_ARGS = "VLMOCR_SERVE_ARGS"  # extra server flags, shell-split
-ENV_SERVE_HEALTH_TIMEOUT = "VLMOCR_SERVE_HEALTH_TIMEOUT"
-ENV_SERVE_NO_P2P = "VLMOCR_SERVE_NO_P2P"
+ENV_SERVE_ARGS = SERVE_ARGS  # extra server flags, shell-split
+ENV_SERVE_HEALTH_TIMEOUT = SERVE_HEALTH_TIMEOUT
+ENV_SERVE_NO_P2P = SERVE_NO_P2P
 
 
 class ServerInterrupted(KeyboardInterrupt):
@@ -182,13 +182,10 @@ def serve_for_run(cfg: RunConfig, environ: Mapping[str, str] | None = None) -> I
     kind = cfg.server_kind if cfg.server_kind in SERVERS else "vllm"
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     log = Path(cfg.out) / "logs" / f"server-{stamp}-{os.getpid()}.log"
-    try:
-        timeout = float(env.get(ENV_SERVE_HEALTH_TIMEOUT) or DEFAULT_HEALTH_TIMEOUT)
-    except ValueError:
-        raise UsageError(f"{ENV_SERVE_HEALTH_TIMEOUT} must be a number of seconds") from None
+    timeout = env_float(ENV_SERVE_HEALTH_TIMEOUT, DEFAULT_HEALTH_TIMEOUT, minimum=0.0, environ=env)
     with running_server(
         profile, kind, env.get(ENV_SERVE_MODEL_PATH) or None, env.get(ENV_SERVE_REVISION) or None,
-        shlex.split(env.get(ENV_SERVE_ARGS, "")), timeout, no_p2p=env.get(ENV_SERVE_NO_P2P) == "1",
+        env_args(ENV_SERVE_ARGS, env), timeout, no_p2p=env_flag(ENV_SERVE_NO_P2P, env),
         served_name=cfg.model, log=log, environ=env,
     ) as info:
         cfg.endpoint = info.url

@@ -1,0 +1,91 @@
+"""The VLMOCR_* environment variables that are not run settings, and the one way to read one:
+a value that cannot be used is a usage error (exit 3) naming the variable, its value and what
+it takes — never silently replaced by a default, never a traceback.
+
+The run settings (VLMOCR_WORKERS, VLMOCR_DPI, … one per `vlmocr run` option) are read by
+config.load_config, whose errors name the variable too. Variables holding a path or a free
+string (VLMOCR_API_KEY, VLMOCR_PROFILE_PATH, VLMOCR_STOP_FILE, VLMOCR_SERVE_MODEL_PATH,
+VLMOCR_SERVE_REVISION) cannot be malformed and are read where they are used."""
+
+from __future__ import annotations
+
+import math
+import os
+import shlex
+from collections.abc import Mapping
+
+from .exceptions import UsageError
+
+MAX_DOC_PAGES = "VLMOCR_MAX_DOC_PAGES"  # pages a document may have (render.max_doc_pages)
+SERVE_HEALTH_TIMEOUT = "VLMOCR_SERVE_HEALTH_TIMEOUT"  # seconds `run --serve` waits for /health
+SERVE_NO_P2P = "VLMOCR_SERVE_NO_P2P"  # `run --serve` on GPUs without peer-to-peer
+SERVE_ARGS = "VLMOCR_SERVE_ARGS"  # extra server flags for `run --serve`, shell-split
+VLLM_BIN = "VLMOCR_VLLM_BIN"  # the vLLM command line, shell-split
+SGLANG_BIN = "VLMOCR_SGLANG_BIN"  # the SGLang command line, shell-split
+
+FLAG_VALUES = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
+
+
+def _raw(name: str, environ: Mapping[str, str] | None) -> str:
+    return (os.environ if environ is None else environ).get(name, "").strip()
+
+
+def _refuse(name: str, raw: str, takes: str) -> UsageError:
+    return UsageError(f"environment variable {name}={raw!r}: {takes}")
+
+
+def env_int(name: str, default: int, *, minimum: int | None = None, environ: Mapping[str, str] | None = None) -> int:
+    raw = _raw(name, environ)
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise _refuse(name, raw, "expected a whole number") from None
+    if minimum is not None and value < minimum:
+        raise _refuse(name, raw, f"expected a whole number of at least {minimum}")
+    return value
+
+
+def env_float(name: str, default: float, *, minimum: float | None = None,
+              environ: Mapping[str, str] | None = None) -> float:
+    raw = _raw(name, environ)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise _refuse(name, raw, "expected a number") from None
+    if not math.isfinite(value) or (minimum is not None and value < minimum):
+        raise _refuse(name, raw, f"expected a number of at least {minimum:g}" if minimum is not None
+                      else "expected a finite number")
+    return value
+
+
+def env_flag(name: str, environ: Mapping[str, str] | None = None) -> bool:
+    raw = _raw(name, environ)
+    if not raw:
+        return False
+    try:
+        return FLAG_VALUES[raw.lower()]
+    except KeyError:
+        raise _refuse(name, raw, "expected 1 or 0 (true/false, yes/no, on/off)") from None
+
+
+def env_args(name: str, environ: Mapping[str, str] | None = None) -> list[str]:
+    """A command line or a list of flags, split as a POSIX shell would."""
+    raw = _raw(name, environ)
+    try:
+        return shlex.split(raw)
+    except ValueError as exc:  # an unclosed quote
+        raise _refuse(name, raw, f"cannot split it as a shell would ({exc})") from None
+
+
+def check_environment(environ: Mapping[str, str] | None = None) -> None:
+    """Read every variable above once: a command refuses a broken environment at its start,
+    not in a worker process an hour later."""
+    env_int(MAX_DOC_PAGES, 1, minimum=1, environ=environ)
+    env_float(SERVE_HEALTH_TIMEOUT, 0.0, minimum=0.0, environ=environ)
+    env_flag(SERVE_NO_P2P, environ)
+    for name in (SERVE_ARGS, VLLM_BIN, SGLANG_BIN):
+        env_args(name, environ)
