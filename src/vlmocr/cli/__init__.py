@@ -11,9 +11,12 @@ import sys
 import typer
 
 try:  # typer ≥ 0.20 vendors click; older releases use the click package
+    from typer._click import core as click_core  # type: ignore[import-not-found]
     from typer._click import exceptions as click_exceptions  # type: ignore[import-not-found]
 except ImportError:  # pragma: no cover
+    import click.core as click_core
     import click.exceptions as click_exceptions
+from typer.core import TyperGroup
 
 from ..envvars import check_environment
 from ..exceptions import ExitCode, VlmocrError
@@ -21,12 +24,30 @@ from rich.markup import escape
 
 from ..progress import console
 
+class HelpGroup(TyperGroup):
+    """Command lists with each command's whole summary, wrapped at the terminal's width: click
+    cuts it to one line (`Crop the figures that grounded models found and describe...`)."""
+
+    def format_commands(self, ctx: click_core.Context, formatter: click_core.HelpFormatter) -> None:
+        rows = [(name, cmd.get_short_help_str(limit=1_000)) for name in self.list_commands(ctx)
+                if (cmd := self.get_command(ctx, name)) is not None and not cmd.hidden]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+# Help is click's plain text: rich's option table cuts every long word at 80 columns (`rap…`,
+# `http://127.0.0.1:8…`) and squeezes the help text to a few words a line; plain lines wrap
+# whole words at any width, in a terminal and in a pipe. Sub-apps pass the same two settings.
+PLAIN_HELP = {"cls": HelpGroup, "rich_markup_mode": None, "context_settings": {"max_content_width": 120}}
+
 app = typer.Typer(
     name="vlmocr",
     help="Turn documents into verified text with VLMs or embedded OCR, page by page.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    **PLAIN_HELP,
 )
 
 

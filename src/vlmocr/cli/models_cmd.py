@@ -15,10 +15,10 @@ import typer
 
 from ..exceptions import ExitCode
 from ..progress import console
-from . import app
+from . import PLAIN_HELP, app
 
 models_app = typer.Typer(help="Model snapshots pinned to a commit: fetch from a Hugging Face Hub, verify.",
-                         no_args_is_help=True)
+                         no_args_is_help=True, **PLAIN_HELP)
 app.add_typer(models_app, name="models")
 
 

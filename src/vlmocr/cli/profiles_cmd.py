@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 
 import typer
+from rich import box
 from rich.table import Table
+from rich.text import Text
 
 from ..profiles import list_profiles, load_profile
-from ..progress import console
-from . import app
+from . import PLAIN_HELP, app
 
-profiles_app = typer.Typer(help="Model profiles (data files: prompt, sizing, sampling, server flags).", no_args_is_help=True)
+profiles_app = typer.Typer(help="Model profiles (data files: prompt, sizing, sampling, server flags).", no_args_is_help=True, **PLAIN_HELP)
 app.add_typer(profiles_app, name="profiles")
 
 
@@ -23,14 +24,22 @@ def list_command(json_out: bool = typer.Option(False, "--json", help="Machine-re
         print(json.dumps([{"name": p.name, "model": p.model, "prompt_id": p.prompt_id if not p.image_only else None,
                            "source": str(p.source)} for p in profiles]))
         return
-    table = Table("profile", "model", "image", "max_tokens", "concurrency", "description")
+    # Two columns, so that nothing is cut at 80 columns or in a pipe: the name, which is typed
+    # (never wrapped), and beside it the model, the sizes and the description, wrapped whole.
+    table = Table("profile", "model · image · limits · description", box=box.SIMPLE_HEAD, show_edge=False,
+                  leading=1, pad_edge=False)
+    table.columns[0].no_wrap = True
+    table.columns[1].overflow = "fold"  # a repo id longer than the line still shows every character
     for p in profiles:
         size = f"{p.image.longest_side} px" if p.image.longest_side else f"{p.image.dpi} dpi"
-        table.add_row(p.name, p.model or "-", f"{size} {p.image.format}", str(p.max_tokens), str(p.concurrency),
-                      p.description)
+        details = Text(p.model or "(any model: --model)", style="bold")
+        details.append(f"\n{size} {p.image.format}, max_tokens {p.max_tokens}, concurrency {p.concurrency}")
+        if p.description:
+            details.append(f"\n{p.description}", style="dim")
+        table.add_row(Text(p.name, style="bold cyan"), details)
     from rich.console import Console
 
-    Console(soft_wrap=False).print(table)
+    Console().print(table)
 
 
 @profiles_app.command("show")

@@ -24,11 +24,11 @@ from ..preflight import check_inputs
 from ..progress import console
 from ..rundir import SHARDS
 from ..writable import check_output_path
-from . import app
+from . import PLAIN_HELP, app
 from . import run_cmd  # noqa: F401  (submit checks run options with run's own parser)
 
 slurm_app = typer.Typer(help="Run across a SLURM cluster: submit shards, gate them on quality, watch them.",
-                        no_args_is_help=True)
+                        no_args_is_help=True, **PLAIN_HELP)
 app.add_typer(slurm_app, name="slurm")
 
 PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
