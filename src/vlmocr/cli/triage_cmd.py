@@ -25,12 +25,16 @@ def triage_command(
     check_pages: int = typer.Option(DEFAULT_CHECK_PAGES, min=0, help="Pages per document whose text layer and images are "
                                     "checked, spread evenly (0 = all; --sheets checks all)."),
     workers: Optional[int] = typer.Option(None, min=1, help="Worker processes (default: all cores; 1 for small corpora)."),
+    osd: int = typer.Option(0, "--osd", min=0, help="Scanned pages per document whose script Tesseract detects "
+                            "(Fraktur, Greek…; ~1-2.5 s a page; 0: a scan's script stays unknown)."),
     json_out: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
 ) -> int:
-    """One CSV row per document: pages, text layer, scans, sizes, resolution, duplicates, language."""
+    """One CSV row per document: pages, text layer, scans, sizes, resolution, duplicates, language,
+    script and the --lang to read it with."""
     from ..corpus.triage import TriageOptions, triage
 
-    opts = TriageOptions(check_pages=check_pages, sheets_dir=str(sheets) if sheets else None, sheet_block=sheet_block)
+    opts = TriageOptions(check_pages=check_pages, sheets_dir=str(sheets) if sheets else None, sheet_block=sheet_block,
+                         osd_pages=osd)
     summary = triage(list(paths or []), out, manifest=manifest, opts=opts, workers=workers, progress=True)
     if summary.unreadable:
         bad = ", ".join(f"{k}={v}" for k, v in sorted(summary.statuses.items()) if k != "ok")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import re
 import statistics
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -237,6 +238,35 @@ for _w, _langs in _LANG_WEIGHTS.items():  # a word shared by k languages says 1/
     for _lang in _langs:
         _langs[_lang] = 1.0 / len(_langs)
 _WORD = re.compile(r"[^\W\d_]+")
+
+
+# Unicode character-name prefixes → ISO 15924: the script of a text layer's letters.
+_SCRIPTS = (("LATIN", "Latn"), ("GREEK", "Grek"), ("CYRILLIC", "Cyrl"), ("HEBREW", "Hebr"), ("ARABIC", "Arab"),
+            ("CJK", "Hani"), ("HIRAGANA", "Jpan"), ("KATAKANA", "Jpan"), ("HANGUL", "Kore"),
+            ("DEVANAGARI", "Deva"), ("THAI", "Thai"), ("GEORGIAN", "Geor"), ("ARMENIAN", "Armn"))
+MIN_SCRIPT_LETTERS = 50
+
+
+def text_script(text: str) -> str:
+    """ISO 15924 code of the script most of the text's letters are in; '' for fewer than
+    MIN_SCRIPT_LETTERS letters. A text layer spells Fraktur with Latin letters: it says Latn."""
+    counts: Counter[str] = Counter()
+    for ch in text:
+        if ch.isalpha():
+            name = unicodedata.name(ch, "")
+            for prefix, code in _SCRIPTS:
+                if name.startswith(prefix):
+                    counts[code] += 1
+                    break
+    if sum(counts.values()) < MIN_SCRIPT_LETTERS:
+        return ""
+    return counts.most_common(1)[0][0]
+
+
+def greek_language(text: str) -> str:
+    """'grc' for polytonic Greek (letters of the Greek Extended block: breathings, the iota
+    subscript), else 'ell'."""
+    return "grc" if any("\u1f00" <= ch <= "\u1fff" for ch in text) else "ell"
 
 
 def guess_language(text: str, min_hits: int = 5) -> str:

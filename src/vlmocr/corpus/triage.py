@@ -41,7 +41,13 @@ the others over all pages):
   image_px_min/max    pixel size of the dominant image of scanned pages (image files: frames)
   scan_dpi[_min/_max] median / range; dpi_source = pdf-image (pixels ÷ size on the page) | metadata
   lang                eng deu fra ces dan ita spa nld lat by stopwords; und = unsure; "" = no text
-  seconds             time spent on the document"""
+  seconds             time spent on the document
+  script              ISO 15924 of the pages to OCR: Latn, Latf (Fraktur), Grek, Cyrl…; "" = unknown
+  script_source       "text layer" (the letters of the text layer; Fraktur spelled in Latin letters
+                      says Latn), "osd k/N pages" (`--osd N`: Tesseract's script detection, k of
+                      the N scanned pages it ran on agreeing; engines/osd.py), or "unknown (scan…)"
+  suggest_lang        the --lang to read the document with (engines/languages.suggest_lang): the
+                      language's Tesseract data, frk for Fraktur, grc/ell for Greek; "" = unknown"""
 
 from __future__ import annotations
 
@@ -64,7 +70,10 @@ import pypdfium2 as pdfium
 
 from ..exceptions import BadInput, UsageError
 from ..render import MIN_TEXT_CHARS, count_pages, kind_of, shown
-from .facts import LANG_SAMPLE_CHARS, PageFacts, guess_language, image_facts, mark_shapes, pages_to_check, pdf_facts
+from ..engines.languages import install_hint, suggest_lang, tesseract_has_language
+from ..record import Sizing
+from .facts import (LANG_SAMPLE_CHARS, PageFacts, greek_language, guess_language, image_facts, mark_shapes,
+                    pages_to_check, pdf_facts, text_script)
 from ..store import file_sha256
 from ..sources import Document, discover, neutralise_cell, printable, restore_cell
 from ..store import atomic_file
@@ -79,6 +88,7 @@ COLUMNS = [
     "pages", "pages_checked", "text_pages", "image_only_pages", "blank_pages", "other_pages", "bad_pages",
     "text_judged", "rotated_pages", "landscape_pages", "spread_pages", "page_size_min", "page_size_max",
     "image_px_min", "image_px_max", "scan_dpi", "scan_dpi_min", "scan_dpi_max", "dpi_source", "lang", "seconds",
+    "script", "script_source", "suggest_lang",
 ]
 
 
@@ -87,6 +97,7 @@ class TriageOptions:
     check_pages: int = DEFAULT_CHECK_PAGES  # 0 = every page
     sheets_dir: str | None = None
     sheet_block: int = 24
+    osd_pages: int = 0  # scanned pages per document Tesseract's OSD looks at for the script (0: none)
 
 
 # ---------------------------------------------------------------- one document
@@ -160,8 +171,42 @@ def triage_document(doc_id: str, path: str, opts: TriageOptions) -> dict[str, An
     _summarise(row, facts, dpi_source)
     if sample:
         row["lang"] = guess_language("\n".join(sample)[:LANG_SAMPLE_CHARS])
+    _script(row, p, facts, "\n".join(sample)[:LANG_SAMPLE_CHARS], opts)
     row["seconds"] = round(time.perf_counter() - t0, 4)
     return row
+
+
+def _script(row: dict[str, Any], path: Path, facts: list[PageFacts], sample: str, opts: TriageOptions) -> None:
+    """The script of the pages to OCR and the --lang to read them with: from the scanned pages'
+    OSD when asked (`--osd N`), else from the text layer's letters; a scan is "unknown" without
+    OSD (its image says nothing cheaper)."""
+    scans = [f.page for f in facts if f.checked and f.kind == "image"]
+    script, source = (text_script(sample), "text layer") if sample else ("", "")
+    if not script:
+        source = ""
+    if scans and opts.osd_pages:
+        from ..engines.osd import document_script, osd_image
+        from ..render import render_page
+
+        results = []
+        # Spread over the scans, away from the ends (covers and title pages carry little text).
+        k = min(opts.osd_pages, len(scans))
+        for page in sorted({scans[int((i + 0.5) * len(scans) / k)] for i in range(k)}):
+            try:
+                rendered = render_page(path, page, Sizing())  # as `vlmocr run` renders it; OSD caps the size
+            except (BadInput, OSError, pdfium.PdfiumError):
+                continue  # a page that cannot be rendered has no script to tell
+            results.append(osd_image(rendered.image))
+        found, how = document_script(results)
+        if found or not script:
+            script, source = found, how
+    elif scans and not script:
+        source = "unknown (scan; --osd N to detect)"
+    row["script"], row["script_source"] = script, source
+    language = row["lang"]
+    if script == "Grek" and sample:
+        language = greek_language(sample)
+    row["suggest_lang"] = suggest_lang(script or None, language) if (script or language not in ("", "und")) else ""
 
 
 def _summarise(row: dict[str, Any], facts: list[PageFacts], dpi_source: str) -> None:
@@ -297,6 +342,7 @@ class TriageSummary:
     duplicates: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
     languages: dict[str, int] = field(default_factory=dict)
+    scripts: dict[str, int] = field(default_factory=dict)  # ISO 15924, or "unknown" for a document with scans
     rotated_pages: int = 0
     landscape_pages: int = 0
     spread_pages: int = 0
@@ -317,6 +363,9 @@ class TriageSummary:
             self.duplicates += 1
         if row["lang"]:
             self.languages[row["lang"]] = self.languages.get(row["lang"], 0) + 1
+        script = row.get("script") or ("unknown" if row.get("script_source") else "")
+        if script:
+            self.scripts[script] = self.scripts.get(script, 0) + 1
         if row["status"] != "ok":
             return
         pages = int(row["pages"] or 0)
@@ -336,9 +385,11 @@ class TriageSummary:
         return d
 
     def line(self) -> str:
+        scripts = " ".join(f"{k}={v}" for k, v in sorted(self.scripts.items()))
         return (f"Triage: {self.docs} docs, {self.pages} pages (text layer ≈{self.text_pages_estimated}, "
                 f"to OCR ≈{self.ocr_pages_estimated}), duplicates={self.duplicates} "
-                f"unreadable={self.unreadable} in {self.seconds:.1f} s → {self.out}")
+                f"unreadable={self.unreadable}" + (f", scripts: {scripts}" if scripts else "")
+                + f" in {self.seconds:.1f} s → {self.out}")
 
 
 def estimated_text_pages(row: dict[str, Any]) -> int:
@@ -407,6 +458,8 @@ def triage(paths: Iterable[str], out: Path, manifest: Path | None = None, opts: 
 
     The CSV is written under a temporary name and renamed when complete; an interrupted
     triage leaves no half file behind."""
+    if opts.osd_pages and not tesseract_has_language("osd"):
+        raise UsageError(f"--osd needs tesseract with its script detection data: {install_hint('osd')}")
     docs = discover(list(paths), manifest)
     if workers is None:
         workers = default_workers(len(docs), bool(opts.sheets_dir))

@@ -1,0 +1,98 @@
+"""The script of a scanned page, from Tesseract's orientation and script detection (`--psm 0`).
+
+A page image says nothing cheap about its script: OSD is the one detector at hand, and it
+costs a tesseract process (~0.4 s to load its model, 1–2.5 s for a full page on one core:
+BENCHMARKS.md, "Triage: the script of scans"). `vlmocr triage --osd N` pays it for N pages a
+document; without it, a scan's script is honestly unknown.
+
+OSD names a script for every page, sure or not. Measured on the 100 pages of ../shared/gt, its
+answer is right whenever its confidence is high enough for that script: Fraktur pages score
+15–45 while the typewritten Czech pages it took for Fraktur scored 2.5 and 7.5; Greek pages
+score 0.25–5.4 while the typewritten German and French pages it took for Greek (or Cyrillic)
+scored below 2. So a page votes for a script other than Latin only at `MIN_CONFIDENCE`; below
+it, the page abstains. Latin answers were right at any confidence.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# OSD's script names → ISO 15924.
+ISO15924 = {"Latin": "Latn", "Fraktur": "Latf", "Greek": "Grek", "Cyrillic": "Cyrl", "Arabic": "Arab",
+            "Hebrew": "Hebr", "Han": "Hani", "Japanese": "Jpan", "Korean": "Kore", "Hangul": "Hang",
+            "Devanagari": "Deva", "Thai": "Thai", "Georgian": "Geor", "Armenian": "Armn", "Bengali": "Beng",
+            "Tamil": "Taml", "Ethiopic": "Ethi"}
+# The confidence at which a page's answer counts (see the module doc); other scripts: "default".
+MIN_CONFIDENCE = {"Latn": 0.0, "Latf": 10.0, "default": 2.0}
+# Larger page images are scaled down to this first (a 600 dpi scan costs OSD seconds more and
+# says nothing more). Smaller is not better: zonaras_0054 at 1600 px scored 1.3, at 2400 px 3.5.
+OSD_LONGEST_SIDE = 2400
+
+_FIELD = re.compile(r"^(Script|Script confidence):\s*(.+)$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class PageScript:
+    script: str  # ISO 15924 ("" when OSD gave no answer)
+    confidence: float
+    seconds: float
+
+    @property
+    def counts(self) -> bool:
+        """Sure enough to vote (MIN_CONFIDENCE)."""
+        if not self.script:
+            return False
+        return self.confidence >= MIN_CONFIDENCE.get(self.script, MIN_CONFIDENCE["default"])
+
+
+def parse_osd(output: str) -> tuple[str, float]:
+    """(ISO 15924 script, confidence) from `tesseract --psm 0` output; ("", 0) without one."""
+    fields = dict(_FIELD.findall(output))
+    name = fields.get("Script", "").strip()
+    try:
+        confidence = float(fields.get("Script confidence", "0"))
+    except ValueError:
+        confidence = 0.0
+    return (ISO15924.get(name, name) if name else ""), confidence
+
+
+def osd_image(image: Any) -> PageScript:
+    """OSD of one page image (PIL). Never raises: a page OSD cannot judge (too little text, no
+    osd data) answers no script."""
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="vlmocr-osd-") as tmp:
+        path = Path(tmp) / "page.png"
+        img = image if image.mode in ("L", "1") else image.convert("L")
+        if max(img.size) > OSD_LONGEST_SIDE:
+            img = img.copy()
+            img.thumbnail((OSD_LONGEST_SIDE, OSD_LONGEST_SIDE))
+        img.save(path, format="PNG", compress_level=1)
+        try:
+            out = subprocess.run(["tesseract", str(path), "-", "--psm", "0"], capture_output=True, text=True,
+                                 timeout=120, check=False, env={**os.environ, "OMP_THREAD_LIMIT": "1"})
+            script, confidence = parse_osd(out.stdout + "\n" + out.stderr)
+        except (OSError, subprocess.SubprocessError):
+            script, confidence = "", 0.0
+    return PageScript(script, confidence, round(time.perf_counter() - t0, 3))
+
+
+def document_script(pages: list[PageScript]) -> tuple[str, str]:
+    """(script, how it was found) of a document from its pages' OSD: the script most pages voted
+    for (a tie goes to the larger summed confidence); "" when no page was sure."""
+    votes = [p for p in pages if p.counts]
+    if not votes:
+        return "", f"unknown (scan; OSD unsure on {len(pages)} page{'s' if len(pages) != 1 else ''})"
+    count = Counter(p.script for p in votes)
+    weight = Counter()
+    for p in votes:
+        weight[p.script] += p.confidence
+    best = max(count, key=lambda s: (count[s], weight[s]))
+    return best, f"osd {count[best]}/{len(pages)} pages"
