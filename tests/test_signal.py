@@ -138,6 +138,8 @@ def test_signal_script_and_thresholds_come_from_the_data_file():
     assert signal.script_of("grc") == "Grek" and signal.script_of("de", "frk") == "Latf"
     assert signal.script_of("en") == "Latn"
     assert rule.threshold("textlayer", "Latn") is None  # the text layer is not judged
-    assert rule.threshold("openai", "Latn") == rule.thresholds["default"]["any"]
+    # VLM answers have their own rule (bench_signal_vlm.py); an engine with none gets the default
+    assert rule.threshold("openai", "Latn") == rule.thresholds["openai"]["any"]
+    assert rule.threshold("some-new-engine", "Latn") == rule.thresholds["default"]["any"]
     for engine in ("rapidocr", "tesseract"):
         assert rule.threshold(engine, "Latn") is not None and rule.threshold(engine, "Hebr") is not None
