@@ -4,10 +4,40 @@ wheel, so it reads pages with no GPU and no network."""
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import numpy as np
 
 from .base import PageInput, Reading, weighted_mean
+
+# RapidOCR's own defaults (config.yaml of rapidocr 3.x) for the settings that decide what it
+# finds on a page, written out so that a reading's tag names them without importing RapidOCR.
+DEFAULTS: dict[str, Any] = {
+    "Global.use_cls": True,  # the 180° line classifier
+    "Global.max_side_len": 2000,  # a larger page is shrunk to this before detection
+    "Global.text_score": 0.5,  # a line recognised with a lower score is dropped
+    "Det.limit_side_len": 736,
+    "Det.limit_type": "min",  # "min": enlarge a page whose short side is below limit_side_len
+    "Det.thresh": 0.3,  # pixel threshold of the text map
+    "Det.box_thresh": 0.5,  # a box whose mean text score is lower is dropped
+    "Det.unclip_ratio": 1.6,  # how far a box grows around its text
+}
+
+# The settings vlmocr reads with, chosen by measurement on ../shared/gt (BENCHMARKS.md,
+# "Engines on ../shared/gt"; benchmarks/tune_rapidocr.py). The angle classifier is off: it
+# judges each line on its own and turned whole upright lines over (read as `ra  t t et`),
+# which cost two thirds of RapidOCR's errors on scanned pages; vlmocr renders pages upright.
+SETTINGS: dict[str, Any] = {**DEFAULTS, "Global.use_cls": False}
+
+
+def settings_tag(settings: dict[str, Any] | None = None) -> str:
+    """A short name of the settings a reading was made with (`cls0 side2000 det736min t0.3
+    b0.5 u1.6 s0.5`): it goes into the record's model field, so readings made with different
+    settings never pass for one another."""
+    s = {**DEFAULTS, **(SETTINGS if settings is None else settings)}
+    return (f"cls{int(bool(s['Global.use_cls']))} side{s['Global.max_side_len']} "
+            f"det{s['Det.limit_side_len']}{s['Det.limit_type']} t{s['Det.thresh']} b{s['Det.box_thresh']} "
+            f"u{s['Det.unclip_ratio']} s{s['Global.text_score']}")
 
 
 def _group_lines(boxes: list, texts: list[str], scores: list[float]) -> list[list[tuple[str, float]]]:
@@ -42,8 +72,13 @@ class RapidOcrEngine:
     name = "rapidocr"
     needs_image = True
 
-    def __init__(self, threads: int = 1) -> None:
+    def __init__(self, threads: int = 1, settings: dict[str, Any] | None = None) -> None:
+        """`settings` (RapidOCR parameter names, over `DEFAULTS`) replace the tuned `SETTINGS`:
+        for benchmarks that compare them."""
         from rapidocr import RapidOCR
+
+        chosen = {**DEFAULTS, **(SETTINGS if settings is None else settings)}
+        self.tag = settings_tag(chosen)
 
         # One thread per worker process: the pool supplies the parallelism, and onnxruntime
         # spinning a thread per core in every worker only makes them fight.
@@ -52,6 +87,7 @@ class RapidOcrEngine:
                 "Global.log_level": "error",
                 "EngineConfig.onnxruntime.intra_op_num_threads": threads,
                 "EngineConfig.onnxruntime.inter_op_num_threads": 1,
+                **chosen,
             }
         )
         logging.getLogger("RapidOCR").setLevel(logging.ERROR)
@@ -69,6 +105,6 @@ class RapidOcrEngine:
         lines = _group_lines(list(boxes), texts, scores) if texts else []
         text = "\n".join(" ".join(t for t, _ in line) for line in lines)
         line_scores = [score for line in lines if (score := weighted_mean(line)) is not None]
-        return Reading(text=text, finish_reason="stop", model="PP-OCR (rapidocr)", revision=self.version,
+        return Reading(text=text, finish_reason="stop", model=f"PP-OCR (rapidocr {self.tag})", revision=self.version,
                        confidence=weighted_mean([part for line in lines for part in line]),
                        line_confidences=line_scores)
