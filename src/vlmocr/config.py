@@ -12,10 +12,11 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from .engines.registry import ENGINE_CHOICES, HTTP_ENGINE, OCR_ENGINES
+from .engines.choice import AUTO, EngineChoice, choose_ocr_engine
 from .engines.languages import canonical_lang
+from .engines.registry import ENGINE_CHOICES, HTTP_ENGINE, OCR_ENGINES, engine_parts
 from .exceptions import UsageError
 from .redact import public_url
 from .record import DEFAULT_DPI, DEFAULT_MAX_PIXELS, Sizing
@@ -34,7 +35,9 @@ class RunConfig(BaseModel):
     out: Path | None = None
     manifest: Path | None = None
     engine: str = "auto"  # engines.registry.ENGINE_CHOICES
-    ocr_engine: str = "rapidocr"  # what `auto` uses for scans: engines.registry.OCR_ENGINES
+    # What `auto` (and a VLM's fallback) reads scans with: engines.registry.OCR_ENGINES, or `auto`:
+    # Tesseract when installed with --lang's data, else RapidOCR (engines/choice.py).
+    ocr_engine: str = AUTO
     lang: str = "eng"  # tesseract languages, e.g. "deu+eng"
     dpi: float | None = None
     longest_side: int | None = None
@@ -61,11 +64,14 @@ class RunConfig(BaseModel):
     pages_per_request: int = Field(default=1, ge=1, le=64)  # profiles with multi-page support
     adaptive: bool = True  # size concurrency from the server's /metrics queue gauges when exported
     max_fallback: float = Field(default=0.2, ge=0, le=1)  # a document with a larger share of fallback pages is marked
+    # The OCR engine `ocr_engine` resolves to (set by the scheduler for a run; else chosen on
+    # first use): not a setting, so run.json's settings keep what the user asked for.
+    _ocr_choice: EngineChoice | None = PrivateAttr(default=None)
 
     @field_validator("engine", "ocr_engine")
     @classmethod
     def _known_engine(cls, v: str, info: Any) -> str:
-        known = ENGINE_CHOICES if info.field_name == "engine" else OCR_ENGINES
+        known = ENGINE_CHOICES if info.field_name == "engine" else (AUTO, *OCR_ENGINES)
         if v not in known:
             raise ValueError(f"unknown engine {v!r}; known: {', '.join(known)}")
         return v
@@ -114,10 +120,24 @@ class RunConfig(BaseModel):
             return Sizing(dpi=None, longest_side=image.longest_side, max_pixels=max_pixels)
         return Sizing(dpi=float(image.dpi), longest_side=None, max_pixels=max_pixels)
 
+    def ocr_choice(self) -> EngineChoice:
+        """The OCR engine for scans (`auto`'s, and a VLM's fallback) and why it was chosen."""
+        if self._ocr_choice is None:
+            self._ocr_choice = choose_ocr_engine(self.ocr_engine, self.lang)
+        return self._ocr_choice
+
+    def choose_ocr(self, choice: EngineChoice) -> None:
+        """Fix the run's OCR engine (the scheduler, which also knows what the run started with)."""
+        self._ocr_choice = choice
+
+    def uses_ocr_choice(self) -> bool:
+        """Whether `ocr_engine` reads anything: behind `auto`, or as a VLM's fallback."""
+        return self.engine in (AUTO, HTTP_ENGINE)
+
     def reader(self) -> str:
         """The engine that reads pages without a usable text layer."""
         if self.engine == "auto":
-            return HTTP_ENGINE if (self.endpoint or self.profile or self.serve) else self.ocr_engine
+            return HTTP_ENGINE if (self.endpoint or self.profile or self.serve) else self.ocr_choice().engine
         return self.engine
 
     def key_material(self, doc_dpi: float | None = None, sizing: Sizing | None = None) -> dict[str, Any]:
@@ -127,7 +147,7 @@ class RunConfig(BaseModel):
             "reader": self.reader(),
             "sizing": (sizing or self.sizing(doc_dpi)).as_dict(),
         }
-        if self.reader() == "tesseract":
+        if "tesseract" in engine_parts(self.reader()):
             material["lang"] = self.lang
         return material
 

@@ -83,6 +83,10 @@ class PageRecord(BaseModel):
     # when there is no reading (error, bad_input) or the record predates it.
     quality: dict[str, Any] | None = None
     engine: str = ""
+    # Why `engine` read this page, when vlmocr chose it: `auto`'s choice for the run
+    # ("tesseract: installed with deu", "rapidocr: tesseract has no data for grc") or a composite's
+    # per page ("tesseract: better signal (0.951 vs rapidocr 0.904)"); absent when --engine named it.
+    engine_choice: str | None = None
     model: str | None = None
     revision: str | None = None
     prompt_id: str | None = None
@@ -113,7 +117,7 @@ class PageRecord(BaseModel):
         # Every schema field is present (null when unknown) so consumers never guess; the
         # optional structures appear only when an engine produced them.
         data = self.model_dump(mode="json", by_alias=True)
-        for optional in ("quality", "blocks", "fields"):
+        for optional in ("quality", "engine_choice", "blocks", "fields"):
             if data.get(optional) is None:
                 data.pop(optional, None)
         return data
@@ -200,6 +204,9 @@ class PageTask:
     # How a VLM page is encoded for the request.
     image_format: str = "png"
     jpeg_quality: int = 90
+    # The page's language as its manifest row states it (Tesseract's names): the quality signal
+    # judges the page by it. Not in the settings key: it changes the judgement, not the text.
+    language: str | None = None
 
     def at(self, **changes: Any) -> "PageTask":
         return dataclasses.replace(self, **changes)

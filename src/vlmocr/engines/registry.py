@@ -50,19 +50,41 @@ def _tesseract(options: dict[str, Any]) -> Any:
 @dataclass(frozen=True)
 class CpuEngine:
     name: str
-    build: Callable[[dict[str, Any]], Any]  # in a worker: options → engine
+    build: Callable[[dict[str, Any]], Any] | None  # in a worker: options → engine (None: a composite)
     ocr: bool  # reads page images (what `--ocr-engine` may name); the text layer does not
     preload: tuple[str, ...] = ()  # modules the forkserver imports once for every worker
     versions: Callable[[], dict[str, str | None]] = field(default=lambda: {})
     check: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # before any page: extra options
+    # A composite reads each page with every part and keeps the reading with the better quality
+    # signal (reading/worker.py, engines/choice.pick); the record names the part that read it.
+    parts: tuple[str, ...] = ()
 
 
+def composite(*members: CpuEngine) -> CpuEngine:
+    """`a+b`: every part's preload, versions and pre-run check."""
+    checks = [m.check for m in members if m.check is not None]
+
+    def versions() -> dict[str, str | None]:
+        return {k: v for m in members for k, v in m.versions().items()}
+
+    def check(options: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for c in checks for k, v in c(options).items()}
+
+    return CpuEngine("+".join(m.name for m in members), None, ocr=True,
+                     preload=tuple(dict.fromkeys(p for m in members for p in m.preload)), versions=versions,
+                     check=check if checks else None, parts=tuple(m.name for m in members))
+
+
+_TEXTLAYER = CpuEngine("textlayer", _textlayer, ocr=False)
+_RAPIDOCR = CpuEngine("rapidocr", _rapidocr, ocr=True, preload=("rapidocr", "onnxruntime"),
+                      versions=lambda: {"rapidocr": dist_version("rapidocr"),
+                                        "onnxruntime": dist_version("onnxruntime")})
+_TESSERACT = CpuEngine("tesseract", _tesseract, ocr=True, preload=("vlmocr.engines.tesseract",),
+                       versions=_tesseract_version, check=_tesseract_check)
 CPU_ENGINES: dict[str, CpuEngine] = {e.name: e for e in (
-    CpuEngine("textlayer", _textlayer, ocr=False),
-    CpuEngine("rapidocr", _rapidocr, ocr=True, preload=("rapidocr", "onnxruntime"),
-              versions=lambda: {"rapidocr": dist_version("rapidocr"), "onnxruntime": dist_version("onnxruntime")}),
-    CpuEngine("tesseract", _tesseract, ocr=True, preload=("vlmocr.engines.tesseract",), versions=_tesseract_version,
-              check=_tesseract_check),
+    _TEXTLAYER, _RAPIDOCR, _TESSERACT,
+    # Tesseract first: it wins a tie (engines/choice.pick), being the better engine on average.
+    composite(_TESSERACT, _RAPIDOCR),
 )}
 OCR_ENGINES = tuple(name for name, e in CPU_ENGINES.items() if e.ocr)
 HTTP_ENGINE = "openai"
@@ -70,10 +92,16 @@ ENGINE_CHOICES = ("auto", *CPU_ENGINES, HTTP_ENGINE)
 
 
 def make_cpu_engine(name: str, options: dict[str, Any]) -> Any:
-    try:
-        return CPU_ENGINES[name].build(options)
-    except KeyError:
-        raise ValueError(f"unknown CPU engine {name!r}") from None
+    entry = CPU_ENGINES.get(name)
+    if entry is None or entry.build is None:
+        raise ValueError(f"unknown CPU engine {name!r}" if entry is None else f"{name} is read by its parts")
+    return entry.build(options)
+
+
+def engine_parts(name: str) -> tuple[str, ...]:
+    """The engines that read a page for `name`: its parts for a composite, else itself."""
+    entry = CPU_ENGINES.get(name)
+    return entry.parts if entry is not None and entry.parts else (name,)
 
 
 def preload_modules(names: tuple[str, ...]) -> list[str]:

@@ -18,7 +18,8 @@ from typing import Any, Awaitable, Callable
 
 from .. import stopsignal
 from ..config import RunConfig, settings_key
-from ..engines.registry import CPU_ENGINES, HTTP_ENGINE
+from ..engines.choice import choose_ocr_engine, earlier_choice
+from ..engines.registry import CPU_ENGINES, HTTP_ENGINE, OCR_ENGINES
 from ..exceptions import EndpointUnavailable, ExitCode, StoreFailed, UsageError, outcome
 from ..assemble import add_figures, rebuild_documents, write_document
 from .limiter import Limiter
@@ -64,10 +65,11 @@ class Summary:
         return self.read_now / self.seconds * 3600 if self.seconds > 0 else 0.0
 
     def done_line(self) -> str:
+        # The rate only when pages were read: "(0 pages/h)" after nothing to do reads as a stall.
+        rate = f" ({self.pages_per_hour:.0f} pages/h)" if self.read_now else ""
         return (
             f"Done: {self.pages} pages in {self.docs} docs, records={self.records} ok={self.ok} "
-            f"fallback={self.fallback} review={self.review} failed={self.failed} missing={self.missing} "
-            f"({self.pages_per_hour:.0f} pages/h)"
+            f"fallback={self.fallback} review={self.review} failed={self.failed} missing={self.missing}{rate}"
         )
 
     def exit_code(self) -> ExitCode:
@@ -92,11 +94,16 @@ def needs_read(status: Status | None) -> bool:
 async def make_reader(cfg: RunConfig) -> PageReader:
     reader = cfg.reader()
     options: dict[str, Any] = {"lang": cfg.lang, "threads": 1}
+    if cfg.uses_ocr_choice():
+        options["engine_choice"] = str(cfg.ocr_choice())  # on every record `auto` reads by OCR
     # Engines whose libraries the forkserver imports once for every worker. The VLM reader's
     # fallback engine is rarely needed: its first use imports it instead of every start-up.
     options["preload"] = [] if reader == HTTP_ENGINE else sorted({reader, "textlayer"})
-    engine = CPU_ENGINES[cfg.ocr_engine if reader == HTTP_ENGINE else reader]
-    if engine.check is not None:
+    engine = CPU_ENGINES[cfg.ocr_choice().engine if reader == HTTP_ENGINE else reader]
+    # A fallback engine `auto` chose was found installed with its data by the choice itself: its
+    # check (two tesseract processes) would only slow every VLM run's start.
+    named = reader != HTTP_ENGINE or cfg.ocr_engine != "auto"
+    if engine.check is not None and named:
         options.update(engine.check(options))
     pool = WorkerPool(cfg.workers, options)
     if reader == HTTP_ENGINE:
@@ -162,6 +169,7 @@ class Scheduler(TaskRunner):
         t0 = time.monotonic()
         started = now_iso()
         try:
+            self._choose_ocr_engine()
             self.reader = await self.reader_factory(cfg)
             keys = {d.doc_id: settings_key(self.reader.key_material(d.dpi)) for d in docs}
             pages_path = RunDir(self.run_dir).pages
@@ -207,6 +215,23 @@ class Scheduler(TaskRunner):
             self.stop_listening()
             lock.release()
         return self.summary
+
+    def _choose_ocr_engine(self) -> None:
+        """The engine `auto` reads scans with (and a VLM's fallback), once per run, said once.
+        A run directory goes on with the engine it was started with (engines/choice.py), unless
+        --force reads it again whole."""
+        cfg = self.cfg
+        if not cfg.uses_ocr_choice():
+            return
+        run_dir = RunDir(self.run_dir)
+        started = not cfg.force and run_dir.pages.exists() and run_dir.pages.stat().st_size > 0
+        earlier = earlier_choice(run_dir.info(), OCR_ENGINES) if started else None
+        choice = choose_ocr_engine(cfg.ocr_engine, cfg.lang, earlier=earlier)
+        cfg.choose_ocr(choice)
+        if cfg.engine == "auto" and cfg.reader() != HTTP_ENGINE:
+            self.progress.note(f"engine auto: the text layer where usable, else {choice.engine} ({choice.reason})")
+        else:
+            self.progress.note(f"fallback engine: {choice.engine} ({choice.reason})")
 
     async def _schedule(self, docs: list[Document], keys: dict[str, str]) -> None:
         """Pass 1 reads pages owed a first read; pass 2 climbs the retry ladder for review
@@ -296,7 +321,7 @@ class Scheduler(TaskRunner):
         pages = select_pages(doc, doc_pages)
         first = PageTask(doc_id=doc.doc_id, source=doc.source, path=str(doc.path), page=pages[0] if pages else 1,
                          doc_pages=doc_pages, key=key, engine=cfg.engine, reader=cfg.reader(),
-                         sizing=self.reader.sizing(doc.dpi))
+                         sizing=self.reader.sizing(doc.dpi), language=doc.language)
 
         def spec(p: int, attempt: int) -> PageTask:
             return first.at(page=p, attempt=attempt)
@@ -427,6 +452,7 @@ class Scheduler(TaskRunner):
             "key": settings_key(self.reader.key_material()),
             "keys": sorted(set(keys.values())),
             "key_material": self.reader.key_material(),
+            **({"engine_choice": self.cfg.ocr_choice().as_dict(self.cfg.lang)} if self.cfg.uses_ocr_choice() else {}),
             **self._provenance(),
             "host": socket.gethostname(),
             "documents": len(docs),

@@ -180,7 +180,7 @@ class VlmReader(PageReader):
             text, blocks, fields = postprocess(self.profile, part)
             status, qflags = classify(text, result.finish_reason, blank_image=prep.blank)
             # One answer for several pages: its token confidence is not any one page's.
-            status, quality = self._judge(status, text, None, prep, fields)
+            status, quality = self._judge(s, status, text, None, prep, fields)
             done.append(self._record(
                 s, status, t0, prep=prep, text=text, quality=quality, finish_reason=result.finish_reason,
                 tokens_in=share(result.tokens_in), tokens_out=share(result.tokens_out),
@@ -267,7 +267,7 @@ class VlmReader(PageReader):
                                 flags=[*prep.flags, *answer.flags])
         text, blocks, fields = postprocess(self.profile, result.text)
         status, qflags = classify(text, result.finish_reason, blank_image=prep.blank)
-        status, quality = self._judge(status, text, result.confidence, prep, fields)
+        status, quality = self._judge(task, status, text, result.confidence, prep, fields)
         flags = [*prep.flags, *answer.flags, *qflags]
         if step:
             flags.append(f"ladder:{step}")
@@ -278,12 +278,22 @@ class VlmReader(PageReader):
                             tokens_in=result.tokens_in, tokens_out=result.tokens_out, flags=flags,
                             blocks=blocks or None, fields=fields)
 
-    def _judge(self, status: Status, text: str, confidence: float | None, prep: Prepared,
+    def _judge(self, task: PageTask, status: Status, text: str, confidence: float | None, prep: Prepared,
                fields: dict[str, Any] | None) -> tuple[Status, dict[str, Any]]:
-        """The answer's quality signal and its status under the rule (suspect climbs the ladder)."""
+        """The answer's quality signal and its status under the rule (suspect climbs the ladder).
+        The language: the page's manifest row, else what the answer states, else the run's."""
         stated = fields.get("language") if isinstance(fields, dict) else None
         return judge_reading(status, Reading(text=text, confidence=confidence), "openai", ink=prep.ink,
-                             lang=self.cfg.lang, stated_lang=str(stated) if stated else None)
+                             lang=self.run_language, stated_lang=str(stated) if stated else None,
+                             page_lang=task.language)
+
+    @property
+    def run_language(self) -> str:
+        """--lang when given (command line, config file, VLMOCR_LANG), else the profile's
+        `language`, else the default."""
+        if "lang" in self.cfg.model_fields_set or not self.profile.language:
+            return self.cfg.lang
+        return self.profile.language
 
     def _record(self, task: PageTask, status: Status, t0: float, *, prep: Prepared | None = None,
                 flags: list[str] | None = None, **fields: Any) -> PageRecord:
@@ -295,7 +305,7 @@ class VlmReader(PageReader):
 
     async def fallback(self, task: PageTask, why: str) -> PageRecord:
         """The embedded engines: the text layer where usable, else the CPU OCR engine."""
-        ok, rec = await self.pool.call_safely(read_page, task.at(engine="auto", reader=self.cfg.ocr_engine,
+        ok, rec = await self.pool.call_safely(read_page, task.at(engine="auto", reader=self.cfg.ocr_choice().engine,
                                                                    sizing=self.cfg.sizing()))
         if not ok:
             return self._record(task, Status.bad_input, time.monotonic(), error="the page crashed the fallback engine")

@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from ..engines.base import PageInput, Reading
+from ..engines.choice import Candidate, pick
 from ..exceptions import BadInput
 from ..record import PageRecord, PageTask, Status
 from ..sources import printable
-from ..render import (blank_and_ink, count_pages, encode, grey_if_neutral, render_page, text_layer,
+from ..render import (blank_and_ink, count_pages, encode, grey_if_neutral, kind_of, render_page, text_layer,
                      usable_text_layer)
 from ..text.signal import judge
 
@@ -99,14 +100,49 @@ def classify(text: str, finish_reason: str | None, blank_image: bool) -> tuple[S
 
 
 def judge_reading(status: Status, reading: Reading, engine: str, *, ink: float | None = None,
-                  lang: str | None = None, stated_lang: str | None = None) -> tuple[Status, dict[str, Any]]:
+                  lang: str | None = None, stated_lang: str | None = None,
+                  page_lang: str | None = None) -> tuple[Status, dict[str, Any]]:
     """The reading's quality signal, and its status under the calibrated rule: a reading
     classified ok whose signal says it is probably bad is `suspect` (text/signal.py). `lang`:
-    the run's --lang (in a worker, from the pool's options)."""
-    lang = lang if lang is not None else _engine_options.get("lang")
+    the run's language (--lang, or the profile's; in a worker, from the pool's options);
+    `stated_lang`: one the reading states itself; `page_lang`: the page's own (its manifest
+    row, PageTask.language), which a person stated: it wins over both, and over a guess."""
+    lang = page_lang or (lang if lang is not None else _engine_options.get("lang"))
+    stated_lang = page_lang or stated_lang
     quality, suspect = judge(reading.text, engine, lang=lang, stated_lang=stated_lang,
                              confidence=reading.confidence, line_confidences=reading.line_confidences, ink=ink)
     return (Status.suspect if suspect and status is Status.ok else status), quality
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One engine's reading of a page with its status and quality signal."""
+
+    engine: str
+    reading: Reading
+    status: Status
+    quality: dict[str, Any]
+    flags: list[str]
+    seconds: float
+
+    @property
+    def candidate(self) -> Candidate:
+        return Candidate(self.engine, self.status in (Status.ok, Status.suspect), self.quality)
+
+    def summary(self) -> dict[str, Any]:
+        """What the record keeps of a reading it did not choose."""
+        return {"engine": self.engine, "score": self.quality.get("score"), "threshold": self.quality.get("threshold"),
+                "status": self.status.value, "seconds": self.seconds}
+
+
+def read_judged(name: str, page: PageInput, blank_page: bool, ink: float | None,
+                page_lang: str | None = None) -> Judged:
+    """Read `page` with the engine `name`, classify the reading and judge it by its signal."""
+    t0 = time.perf_counter()
+    reading: Reading = engine(name).read(page)
+    status, qflags = classify(reading.text, reading.finish_reason, blank_image=blank_page and not reading.text.strip())
+    status, quality = judge_reading(status, reading, name, ink=ink, page_lang=page_lang)
+    return Judged(name, reading, status, quality, qflags, round(time.perf_counter() - t0, 4))
 
 
 def read_page(task: PageTask) -> PageRecord:
@@ -126,18 +162,28 @@ def read_page(task: PageTask) -> PageRecord:
         flags += rendered.flags
         img = rendered.image
         same = str(rendered.same_as_file) if rendered.same_as_file else None
-        reading: Reading = engine(reader).read(PageInput(task.doc_id, task.page, img, layer, rendered.dpi, flags, same))
+        page = PageInput(task.doc_id, task.page, img, layer, rendered.dpi, flags, same)
         # The ink says whether an empty reading is right (a blank page) and how much text the
         # page should give (the quality signal).
         blank_page, ink = blank_and_ink(img)
-        status, qflags = classify(reading.text, reading.finish_reason,
-                                  blank_image=blank_page and not reading.text.strip())
-        status, quality = judge_reading(status, reading, reader, ink=ink)
+        # A composite engine (tesseract+rapidocr) reads the page with each part and keeps the
+        # reading with the better signal; the others' scores stay in `quality.alternatives`.
+        from ..engines.registry import engine_parts  # as engine(): the registry pulls in rundir
+
+        readings = [read_judged(name, page, blank_page, ink, task.language) for name in engine_parts(reader)]
+        best, why = pick([r.candidate for r in readings]) if len(readings) > 1 else (0, "")
+        chosen = readings[best]
+        quality = chosen.quality
+        if why:
+            quality = {**quality, "alternatives": [r.summary() for r in readings if r is not chosen]}
         return task.record(
-            status, text=reading.text, quality=quality, engine=reader, model=reading.model,
-            revision=reading.revision, dpi=rendered.dpi, finish_reason=reading.finish_reason,
-            seconds=round(time.perf_counter() - t0, 4), image_sha256=image_digest(img),
-            width=img.width, height=img.height, flags=flags + qflags + reading.flags,
+            chosen.status, text=chosen.reading.text, quality=quality, engine=chosen.engine,
+            engine_choice=f"{chosen.engine}: {why}" if why else _engine_options.get("engine_choice") if mode == "auto"
+            else None,
+            model=chosen.reading.model, revision=chosen.reading.revision, dpi=rendered.dpi,
+            finish_reason=chosen.reading.finish_reason, seconds=round(time.perf_counter() - t0, 4),
+            image_sha256=image_digest(img), width=img.width, height=img.height,
+            flags=flags + chosen.flags + chosen.reading.flags,
         )
     except BadInput as exc:
         return task.record(Status.bad_input, engine=mode, error=exc.reason, seconds=round(time.perf_counter() - t0, 4))
@@ -156,12 +202,13 @@ def from_text_layer(task: PageTask, mode: str, t0: float) -> tuple[PageRecord | 
     layer = text_layer(Path(task.path), task.page)
     usable, why = usable_text_layer(layer)
     if mode != "textlayer" and not usable:
-        return None, layer, [f"textlayer_unusable:{why}"]
+        # Only a PDF has a text layer that can be unusable: an image file has none to judge.
+        return None, layer, [f"textlayer_unusable:{why}"] if kind_of(Path(task.path)) == "pdf" else []
     reading = engine("textlayer").read(PageInput(task.doc_id, task.page, None, layer))
     status, qflags = classify(reading.text, reading.finish_reason, blank_image=False)
     if mode == "textlayer" and status is Status.empty:
         qflags.append("no_text_layer")
-    status, quality = judge_reading(status, reading, "textlayer")
+    status, quality = judge_reading(status, reading, "textlayer", page_lang=task.language)
     return task.record(
         status, text=reading.text, quality=quality, engine="textlayer", finish_reason=reading.finish_reason,
         seconds=round(time.perf_counter() - t0, 4), flags=qflags + (["textlayer"] if usable else []),

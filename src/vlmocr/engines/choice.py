@@ -1,0 +1,132 @@
+"""Which embedded engine reads a scanned page, and why.
+
+Two decisions, both written on the record (`engine_choice`) so a person can see them:
+
+* **For a run** (`--engine auto`, and a VLM run's fallback): Tesseract when it is installed with
+  data for every language of `--lang`, else RapidOCR; `--ocr-engine` named on the command line
+  wins. Measured on ../shared/gt (BENCHMARKS.md): Tesseract with the right data reads better
+  than RapidOCR (7 % against 13–20 % CER), about 3× faster, in a fifth of the memory. Decided
+  once, in the scheduler, from one `tesseract --list-langs` (engines/languages.py). A run directory keeps the engine
+  it was started with (`earlier`): resuming where Tesseract has since been installed goes on
+  with RapidOCR rather than mixing engines within a document.
+* **For a page** (`--ocr-engine tesseract+rapidocr`): read it with both and keep the reading
+  with the better quality signal (`pick`)."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from typing import Any
+
+from ..exceptions import UsageError
+from .languages import installed_languages, resolve_name, split_lang
+
+AUTO = "auto"
+# The engine read when Tesseract cannot read the language: it needs no language data.
+NO_DATA_ENGINE = "rapidocr"
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    """The engine chosen and the reason, e.g. `tesseract: installed with deu`."""
+
+    engine: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.engine}: {self.reason}"
+
+    def as_dict(self, lang: str) -> dict[str, str]:
+        """What run.json keeps, so a resumed run can go on with the same engine."""
+        return {"engine": self.engine, "reason": self.reason, "lang": lang}
+
+
+def tesseract_languages() -> frozenset[str] | None:
+    """The language data the installed Tesseract has (`TESSDATA_PREFIX` applies; one
+    `tesseract --list-langs` per process, shared with its pre-run check); None when no tesseract
+    binary is on the PATH."""
+    if shutil.which("tesseract") is None:
+        return None
+    return installed_languages()
+
+
+def best_for(lang: str, languages: frozenset[str] | None) -> EngineChoice:
+    """The better engine for a page in `lang` (Tesseract's names, `deu+eng`; aliases and either
+    layout of script models resolved as engines/languages.py does) on this machine."""
+    if languages is None:
+        return EngineChoice(NO_DATA_ENGINE, "tesseract not installed")
+    missing = [part for part in split_lang(lang) if resolve_name(part, languages) is None]
+    if missing:
+        return EngineChoice(NO_DATA_ENGINE, f"tesseract has no data for {'+'.join(missing)}")
+    return EngineChoice("tesseract", f"installed with {lang}")
+
+
+def choose_ocr_engine(asked: str, lang: str, *, earlier: tuple[str, str] | None = None,
+                      languages: frozenset[str] | None | str = "probe") -> EngineChoice:
+    """The engine that reads scans for a run. `asked`: `--ocr-engine` (`auto` unless named);
+    `earlier`: (engine, lang) this run directory was started with, None for a new run or one
+    read again whole (`--force`); `languages`: Tesseract's (probed when not given)."""
+    if asked != AUTO:
+        return EngineChoice(asked, "named by --ocr-engine")
+    have = tesseract_languages() if languages == "probe" else languages
+    assert not isinstance(have, str)
+    best = best_for(lang, have)
+    if earlier is None or earlier[1] != lang or earlier[0] == best.engine:
+        return best
+    if earlier[0] == NO_DATA_ENGINE and best.engine == "tesseract":
+        # Pages read with RapidOCR stay valid (the settings key names the engine): switching
+        # now would read the whole run again, so it is the user's call, not a silent one.
+        return EngineChoice(NO_DATA_ENGINE, f"this run started with it (tesseract is now {best.reason}; "
+                                            "--ocr-engine tesseract reads the run again with it)")
+    if earlier[0] == "tesseract":
+        raise UsageError(f"this run was started with tesseract ({lang}), but {best.reason} here: install it "
+                         f"(Debian: tesseract-ocr-<lang>), or name --ocr-engine {best.engine} to read the run "
+                         "again with that")
+    return best
+
+
+def earlier_choice(info: dict[str, Any], ocr_engines: tuple[str, ...]) -> tuple[str, str] | None:
+    """(engine, lang) the run directory's run.json says `auto` chose, None when it says none.
+    Runs written before the choice was recorded: the engine `auto` read with (key_material)."""
+    recorded = info.get("engine_choice")
+    if isinstance(recorded, dict) and recorded.get("engine") in ocr_engines:
+        return str(recorded["engine"]), str(recorded.get("lang") or "eng")
+    material = info.get("key_material") or {}
+    settings = info.get("settings") or {}
+    if material.get("engine") == AUTO and material.get("reader") in ocr_engines:
+        return str(material["reader"]), str(settings.get("lang") or "eng")
+    return None
+
+
+# ---------------------------------------------------------------------------- per page
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One engine's reading of a page, judged: its status (quality.classify, then the signal's
+    rule) and its quality signal (text/signal.py: `score`, `threshold`, components)."""
+
+    engine: str
+    readable: bool  # classified ok or suspect: neither empty, nor a loop, nor cut off
+    quality: dict[str, Any]
+
+
+def pick(candidates: list[Candidate]) -> tuple[int, str]:
+    """(index of the reading to keep, why). A readable reading beats one that is not; among
+    those, the higher signal score; a tie goes to the first named (Tesseract in
+    `tesseract+rapidocr`: the better engine on average). The raw score, not the margin over each
+    engine's threshold: on ../shared/gt it keeps the better reading more often
+    (benchmarks/bench_engine_choice.py)."""
+    def rank(i: int) -> tuple[bool, float, int]:
+        c = candidates[i]
+        return (c.readable, float(c.quality.get("score") or 0.0), -i)
+
+    best = max(range(len(candidates)), key=rank)
+    others = [c for i, c in enumerate(candidates) if i != best]
+    chosen = candidates[best]
+    if chosen.readable and not all(o.readable for o in others):
+        why = f"{', '.join(o.engine for o in others if not o.readable)} gave no usable reading"
+    else:
+        vs = ", ".join(f"{o.engine} {float(o.quality.get('score') or 0.0):.3f}" for o in others)
+        why = f"better signal ({float(chosen.quality.get('score') or 0.0):.3f} vs {vs})"
+    return best, why

@@ -1,0 +1,183 @@
+"""Which engine reads a scan (engines/choice.py), with real Tesseract and RapidOCR on real pages:
+`--engine auto` takes Tesseract when it is installed with the run's language data and says so,
+else RapidOCR and says why (Tesseract's data hidden by TESSDATA_PREFIX, or the binary off the
+PATH: real configurations); a run keeps its engine on resume; `tesseract+rapidocr` keeps the
+reading with the better signal and shows the other's score."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from support.cli import run_cli
+from support.components import need
+from support.documents import make_scan_pdf
+from support.records import finals, read_records
+from vlmocr.engines.choice import Candidate, choose_ocr_engine, pick, tesseract_languages
+from vlmocr.evaluation.score import cer
+
+pytestmark = pytest.mark.tesseract
+
+
+def need_tesseract(*langs: str) -> None:
+    need(shutil.which("tesseract") is not None, "tesseract binary (apt-get install tesseract-ocr)")
+    have = tesseract_languages() or frozenset()
+    for lang in langs:
+        need(lang in have, f"tesseract language data {lang} (apt-get install tesseract-ocr-{lang})")
+
+
+def no_data(tmp_path: Path) -> dict[str, str]:
+    """Tesseract installed, but looking for its language data in an empty folder."""
+    empty = tmp_path / "tessdata"
+    empty.mkdir(exist_ok=True)
+    return {"TESSDATA_PREFIX": str(empty)}
+
+
+def not_installed(tmp_path: Path) -> dict[str, str]:
+    """A PATH without tesseract on it (python is run by its full path)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    return {"PATH": str(bin_dir)}
+
+
+def small_scan(tmp_path: Path, pages: int = 1) -> Path:
+    """A small image-only PDF: RapidOCR reads a page of it in a second or two."""
+    return make_scan_pdf(tmp_path / "scan.pdf", [[f"Page {p} of a plain letter", "with a second line of text"]
+                                                 for p in range(1, pages + 1)], size=(700, 260))
+
+
+def test_the_choice_follows_tesseract_and_its_data(tmp_path):
+    need_tesseract("eng")
+    assert str(choose_ocr_engine("auto", "eng")) == "tesseract: installed with eng"
+    assert str(choose_ocr_engine("auto", "eng+xyz")) == "rapidocr: tesseract has no data for xyz"
+    assert str(choose_ocr_engine("rapidocr", "eng")) == "rapidocr: named by --ocr-engine"
+    # Real configurations of the probe: an empty TESSDATA_PREFIX lists no languages.
+    env = {**os.environ, **no_data(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", "from vlmocr.engines.choice import choose_ocr_engine as c;"
+                          "print(c('auto', 'grc'))"], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == "rapidocr: tesseract has no data for grc"
+    env = {**os.environ, **not_installed(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", "from vlmocr.engines.choice import choose_ocr_engine as c;"
+                          "print(c('auto', 'eng'))"], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == "rapidocr: tesseract not installed"
+
+
+def test_auto_reads_greek_with_tesseract_when_it_has_grc(tmp_path, gt):
+    need_tesseract("grc")
+    page = gt / "zonaras" / "zonaras_0054.png"
+    res = run_cli("run", str(page), "--out", str(tmp_path / "r"), "--lang", "grc", "--workers", "1")
+    assert res.returncode == 0, res.stderr
+    (rec,) = finals(tmp_path / "r").values()
+    assert rec["engine"] == "tesseract" and rec["engine_choice"] == "tesseract: installed with grc"
+    assert cer(rec["text"], page.with_suffix(".txt").read_text(encoding="utf-8")) < 0.10
+    # Said once at the start, kept in run.json; the settings keep what was asked.
+    assert res.stderr.count("tesseract (installed with grc)") == 1, res.stderr
+    info = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert info["engine_choice"] == {"engine": "tesseract", "reason": "installed with grc", "lang": "grc"}
+    assert info["settings"]["ocr_engine"] == "auto" and info["key_material"]["reader"] == "tesseract"
+    assert info["versions"]["tesseract"]
+
+
+def test_auto_without_the_language_data_reads_with_rapidocr_and_says_why(tmp_path):
+    need_tesseract()
+    res = run_cli("run", str(small_scan(tmp_path)), "--out", str(tmp_path / "r"), "--lang", "grc",
+                  "--workers", "1", env=no_data(tmp_path))
+    assert res.returncode in (0, 2), res.stderr
+    (rec,) = finals(tmp_path / "r").values()
+    assert rec["engine"] == "rapidocr" and rec["engine_choice"] == "rapidocr: tesseract has no data for grc"
+    assert "rapidocr (tesseract has no data for grc)" in res.stderr
+    assert "plain letter" in rec["text"]
+
+
+def test_a_run_keeps_its_engine_on_resume(tmp_path):
+    """Started where Tesseract had no data (auto → RapidOCR), resumed where it has: the pages
+    still owed are read with RapidOCR too — one engine per document — and the record says why.
+    Naming the engine reads the run again with it (a new settings key), never a mix."""
+    need_tesseract("eng")
+    pdf = small_scan(tmp_path, pages=2)
+    run = tmp_path / "run"
+    first = tmp_path / "first.csv"
+    first.write_text(f"doc_id,path,pages\nletter,{pdf},1\n", encoding="utf-8")
+    res = run_cli("run", "--manifest", str(first), "--out", str(run), "--workers", "1", env=no_data(tmp_path))
+    assert res.returncode in (0, 2), res.stderr
+    assert [r["engine"] for r in read_records(run)] == ["rapidocr"]
+
+    both = tmp_path / "both.csv"
+    both.write_text(f"doc_id,path\nletter,{pdf}\n", encoding="utf-8")
+    res = run_cli("run", "--manifest", str(both), "--out", str(run), "--workers", "1")
+    assert res.returncode in (0, 2), res.stderr
+    recs = read_records(run)
+    assert [(r["page"], r["engine"]) for r in recs] == [(1, "rapidocr"), (2, "rapidocr")]
+    assert recs[1]["engine_choice"].startswith("rapidocr: this run started with it (tesseract is now installed")
+    assert len({r["key"] for r in recs}) == 1
+    assert "rapidocr (this run started with it" in res.stderr
+    md = (run / "docs" / "letter.md").read_text(encoding="utf-8")
+    assert md.count("| rapidocr -->") == 2 and "tesseract" not in md
+
+    # Named: a new key, so every page is read again with Tesseract and the document is its alone.
+    res = run_cli("run", "--manifest", str(both), "--out", str(run), "--workers", "1", "--ocr-engine", "tesseract")
+    assert res.returncode == 0, res.stderr
+    news = read_records(run)[2:]
+    assert [(r["page"], r["engine"]) for r in news] == [(1, "tesseract"), (2, "tesseract")]
+    assert "engine_choice" not in news[0] or news[0]["engine_choice"] == "tesseract: named by --ocr-engine"
+    md = (run / "docs" / "letter.md").read_text(encoding="utf-8")
+    assert md.count("| tesseract -->") == 2 and "rapidocr" not in md
+
+
+def test_a_run_started_with_tesseract_will_not_go_on_without_its_data(tmp_path):
+    need_tesseract("eng")
+    pdf = small_scan(tmp_path)
+    run = tmp_path / "run"
+    assert run_cli("run", str(pdf), "--out", str(run), "--workers", "1").returncode == 0
+    assert [r["engine"] for r in read_records(run)] == ["tesseract"]
+    res = run_cli("run", str(pdf), "--out", str(run), "--workers", "1", env=no_data(tmp_path))
+    assert res.returncode == 3, (res.stdout, res.stderr)
+    assert "started with tesseract (eng)" in res.stderr and "Traceback" not in res.stderr
+    assert len(read_records(run)) == 1
+    # --force reads the run again whole: a fresh choice, no mix.
+    res = run_cli("run", str(pdf), "--out", str(run), "--workers", "1", "--force", env=no_data(tmp_path))
+    assert res.returncode in (0, 2), res.stderr
+    assert [r["engine"] for r in read_records(run)] == ["tesseract", "rapidocr"]
+
+
+def test_both_engines_keep_the_reading_with_the_better_signal(tmp_path, gt):
+    """Fraktur German read with Greek data is garbage from Tesseract; RapidOCR (no language
+    data) reads it well: the composite keeps RapidOCR's reading and shows Tesseract's score."""
+    need_tesseract("grc")
+    page = gt / "goethe" / "goethe_0014.png"
+    truth = page.with_suffix(".txt").read_text(encoding="utf-8")
+    res = run_cli("run", str(page), "--out", str(tmp_path / "t"), "--engine", "tesseract", "--lang", "grc",
+                  "--workers", "1")
+    (alone,) = finals(tmp_path / "t").values()
+    assert cer(alone["text"], truth) > 0.3 and alone["status"] == "suspect", res.stderr
+
+    res = run_cli("run", str(page), "--out", str(tmp_path / "r"), "--engine", "auto", "--ocr-engine",
+                  "tesseract+rapidocr", "--lang", "grc", "--workers", "1")
+    assert res.returncode == 0, res.stderr
+    (rec,) = finals(tmp_path / "r").values()
+    assert rec["engine"] == "rapidocr" and rec["status"] == "ok"
+    assert rec["engine_choice"].startswith("rapidocr: better signal"), rec["engine_choice"]
+    assert cer(rec["text"], truth) < 0.10
+    (other,) = rec["quality"]["alternatives"]
+    assert other["engine"] == "tesseract" and other["status"] == "suspect"
+    assert other["score"] == alone["quality"]["score"] < rec["quality"]["score"]
+    assert rec["seconds"] >= other["seconds"] > 0
+    info = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert info["key_material"]["reader"] == "tesseract+rapidocr" and info["key_material"]["lang"] == "grc"
+    assert info["versions"]["tesseract"] and info["versions"]["rapidocr"]
+
+
+def test_pick_prefers_a_readable_reading_then_the_higher_score():
+    q = lambda score: {"score": score, "threshold": 0.9}  # noqa: E731
+    assert pick([Candidate("tesseract", True, q(0.8)), Candidate("rapidocr", True, q(0.95))])[0] == 1
+    assert pick([Candidate("tesseract", True, q(0.95)), Candidate("rapidocr", True, q(0.8))])[0] == 0
+    # A tie goes to the first named; an empty or looping reading loses to any readable one.
+    assert pick([Candidate("tesseract", True, q(0.9)), Candidate("rapidocr", True, q(0.9))])[0] == 0
+    best, why = pick([Candidate("tesseract", False, q(1.0)), Candidate("rapidocr", True, q(0.2))])
+    assert best == 1 and why == "tesseract gave no usable reading"
