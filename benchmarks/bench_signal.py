@@ -3,9 +3,11 @@
 
 Every page of ../shared/gt (`VLMOCR_GT` overrides) is read with each CPU engine (RapidOCR, and
 Tesseract with the page's language data, OMP_THREAD_LIMIT=1), rendered as `vlmocr run` renders
-it. The readings (text, engine confidences, the page's ink share, seconds) are cached in a JSON
-file, so re-calibrating after a change to the signal costs seconds, not the hour of reading:
-only pages missing from the cache are read (`--refresh` reads everything again). The cache
+it (benchmarks/gt_reading.py, shared with bench_engines.py). The readings (text, engine
+confidences, the page's ink share, seconds) are cached in a JSON file, so re-calibrating after a
+change to the signal costs seconds, not the hour of reading: only pages missing from the cache
+are read (`--refresh` reads everything again). RapidOCR's readings are cached per settings tag:
+after its settings change, its pages are read again. The cache
 (benchmarks/data/signal_readings.json) holds OCR of the ../shared/gt pages; their sources and
 licences are in its pages.csv. Two invocations may fill it at once (one with `--reverse`).
 
@@ -23,101 +25,33 @@ precision and recall of the rule in force (the thresholds file) — overall and 
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
-import fcntl
 import json
-import os
 import sys
-import tempfile
-import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-os.environ["OMP_THREAD_LIMIT"] = "1"
-os.environ.setdefault("OMP_NUM_THREADS", "1")
+import gt_reading as gt
+from gt_reading import CACHE, ENGINES, GT, tess_lang
 
-from vlmocr.engines.base import PageInput  # noqa: E402
-from vlmocr.engines.registry import make_cpu_engine  # noqa: E402
-from vlmocr.evaluation.score import cer  # noqa: E402
-from vlmocr.record import Sizing  # noqa: E402
-from vlmocr.render import render_page  # noqa: E402
-from vlmocr.render import ink_share  # noqa: E402
-from vlmocr.text import signal  # noqa: E402
+from vlmocr.evaluation.score import cer
+from vlmocr.text import signal
 
-REPO = Path(__file__).resolve().parent.parent
-GT = Path(os.environ.get("VLMOCR_GT", REPO.parent / "shared" / "gt"))
-CACHE = REPO / "benchmarks" / "data" / "signal_readings.json"
 BAD_CER = 0.10
-ENGINES = ("rapidocr", "tesseract")
-# The Tesseract language data for a page (pages.csv: ISO 639-3 language, ISO 15924 script):
-# what a user reading that collection would pass as --lang.
-TESS_LANG = {("deu", "Latf"): "frk", ("grc", "Grek"): "grc"}
-
-
-def tess_lang(language: str, script: str) -> str:
-    return TESS_LANG.get((language, script), language)
 
 
 def gt_pages(limit: int | None) -> list[dict[str, str]]:
-    with open(GT / "pages.csv", newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
-    return rows[:limit] if limit else rows
-
-
-def load_cache(path: Path) -> dict[str, dict[str, Any]]:
-    if not path.exists():
-        return {}
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
-def save_cache(path: Path, cache: dict[str, dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(cache, ensure_ascii=False, sort_keys=True, indent=0), encoding="utf-8")
-    tmp.replace(path)
-
-
-def read_one(engine_name: str, row: dict[str, str], engines: dict[str, Any]) -> dict[str, Any]:
-    lang = tess_lang(row["language"], row["script"])
-    key = (engine_name, lang if engine_name == "tesseract" else "")
-    if key not in engines:
-        engines[key] = make_cpu_engine(engine_name, {"lang": lang, "threads": 1})
-    path = GT / row["image"]
-    t0 = time.perf_counter()
-    rendered = render_page(path, 1, Sizing())
-    same = str(rendered.same_as_file) if rendered.same_as_file else None
-    reading = engines[key].read(PageInput(row["name"], 1, rendered.image, None, rendered.dpi, [], same))
-    return {
-        "text": reading.text, "confidence": reading.confidence, "line_confidences": reading.line_confidences,
-        "ink": ink_share(rendered.image), "model": reading.model, "dpi": rendered.dpi,
-        "width": rendered.image.width, "height": rendered.image.height,
-        "seconds": round(time.perf_counter() - t0, 3),
-    }
+    return gt.gt_pages(limit)
 
 
 def read_all(rows: list[dict[str, str]], engine_names: list[str], cache_path: Path, refresh: bool,
              reverse: bool = False) -> dict:
-    cache = load_cache(cache_path)
-    engines: dict[tuple[str, str], Any] = {}
+    """Read what the cache lacks (benchmarks/gt_reading.py: as `vlmocr run` reads a page; RapidOCR's
+    readings are kept per settings, so a new setting is read again, not mixed with the old)."""
     for name in engine_names:
-        todo = [r for r in rows if refresh or f"{name}/{r['name']}" not in cache]
-        if reverse:
-            todo.reverse()
-        for i, row in enumerate(todo, 1):
-            if not refresh and f"{name}/{row['name']}" in load_cache(cache_path):
-                continue  # another invocation (--reverse) read it meanwhile
-            entry = read_one(name, row, engines)
-            # Under a lock, re-read before writing: another invocation may be reading the other engine.
-            cache_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(Path(tempfile.gettempdir()) / f"{cache_path.name}.lock", "w") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
-                cache = load_cache(cache_path)
-                cache[f"{name}/{row['name']}"] = entry
-                save_cache(cache_path, cache)
-            print(f"[{name} {i}/{len(todo)}] {row['name']}: {entry['seconds']:.1f} s", file=sys.stderr, flush=True)
-    return load_cache(cache_path)
+        gt.read_missing(rows, name, cache_path, refresh, reverse)
+    return gt.load_cache(cache_path)
 
 
 def evaluate(rows: list[dict[str, str]], engine_names: list[str], cache: dict,
@@ -128,7 +62,7 @@ def evaluate(rows: list[dict[str, str]], engine_names: list[str], cache: dict,
     out = []
     for name in engine_names:
         for row in rows:
-            entry = cache.get(f"{name}/{row['name']}")
+            entry = gt.cached(cache, gt.engine_key(name), row["name"])
             if entry is None:
                 continue
             truth = (GT / row["truth"]).read_text(encoding="utf-8")
@@ -261,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     names = [e for e in args.engines.split(",") if e]
     rows = gt_pages(args.limit)
-    cache = load_cache(args.cache) if args.cached else read_all(rows, names, args.cache, args.refresh, args.reverse)
+    cache = gt.load_cache(args.cache) if args.cached else read_all(rows, names, args.cache, args.refresh, args.reverse)
     if args.read_only:
         return 0
     pages = evaluate(rows, names, cache)
