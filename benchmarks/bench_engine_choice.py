@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Per-page engine choice (`--ocr-engine tesseract+rapidocr`) against each engine alone and the
+oracle, on the cached readings of ../shared/gt (`VLMOCR_GT` overrides).
+
+The readings are those bench_signal.py caches (benchmarks/data/signal_readings.json, keys
+`ENGINE/PAGE`: text, engine confidences, ink share, seconds), so nothing is read again: only the
+pages both engines have read count. For each page, each reading is classified and judged as a
+run judges it (`vlmocr.text.quality.classify`, `vlmocr.text.signal.judge`, the language a user of
+that collection passes as `--lang`) and scored against its transcription. Then, over those pages:
+
+* Tesseract alone, RapidOCR alone;
+* the oracle: the reading with the lower CER on every page (what a perfect choice reaches);
+* the signal's choice as shipped (`vlmocr.engines.choice.pick`: the higher signal score);
+* the alternative rule: the higher margin over each engine's own threshold (score − threshold).
+
+CER is given two ways: micro (Σ edits / Σ truth characters: long pages weigh more) and macro
+(the mean of the pages' CERs: every page counts once). "Captured" is the share of the oracle's
+gain over Tesseract alone that a rule reaches. Time: each engine's seconds as cached (one
+thread, on the machine that read them); the composite costs the sum of both.
+
+    python benchmarks/bench_engine_choice.py --cached            # the report
+    python benchmarks/bench_engine_choice.py --cached --pages    # … and every page
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from vlmocr.engines.choice import Candidate, pick
+from vlmocr.evaluation.score import char_errors
+from vlmocr.record import Status
+from vlmocr.text.quality import classify
+from vlmocr.text.signal import judge
+
+REPO = Path(__file__).resolve().parent.parent
+GT = Path(os.environ.get("VLMOCR_GT", REPO.parent / "shared" / "gt"))
+CACHE = REPO / "benchmarks" / "data" / "signal_readings.json"
+ENGINES = ("tesseract", "rapidocr")  # the composite's order: the first wins a tie
+# The Tesseract data a user of the collection passes as --lang (pages.csv: language, script);
+# as bench_signal.py reads the pages.
+TESS_LANG = {("deu", "Latf"): "frk", ("grc", "Grek"): "grc"}
+
+
+def judged(entry: dict[str, Any], engine: str, lang: str, truth: str) -> dict[str, Any]:
+    """One cached reading as a run judges it, with its character errors."""
+    status, _ = classify(entry["text"], "stop", blank_image=False)
+    quality, suspect = judge(entry["text"], engine, lang=lang, confidence=entry.get("confidence"),
+                             line_confidences=entry.get("line_confidences"), ink=entry.get("ink"))
+    readable = Status(status) is Status.ok  # ok before the signal's rule: neither empty nor a loop
+    edits, n = char_errors(entry["text"], truth)
+    return {"quality": quality, "suspect": suspect, "readable": readable, "edits": edits, "chars": n,
+            "cer": edits / n if n else float(edits > 0), "seconds": float(entry.get("seconds") or 0.0)}
+
+
+def pages_with_both(cache: dict[str, Any], keys: dict[str, str]) -> list[dict[str, Any]]:
+    with open(GT / "pages.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    out = []
+    for row in rows:
+        entries = {e: cache.get(f"{keys[e]}/{row['name']}") for e in ENGINES}
+        if not all(entries.values()):
+            continue
+        truth = (GT / row["truth"]).read_text(encoding="utf-8")
+        lang = TESS_LANG.get((row["language"], row["script"]), row["language"])
+        out.append({"name": row["name"], "set": row["set"],
+                    **{e: judged(entries[e], e, lang, truth) for e in ENGINES}})
+    return out
+
+
+def by_signal(p: dict[str, Any]) -> str:
+    """The shipped rule, as the worker applies it."""
+    best, _ = pick([Candidate(e, p[e]["readable"], p[e]["quality"]) for e in ENGINES])
+    return ENGINES[best]
+
+
+def by_margin(p: dict[str, Any]) -> str:
+    margin = {e: p[e]["quality"]["score"] - (p[e]["quality"]["threshold"] or 0.0) for e in ENGINES}
+    return max(ENGINES, key=lambda e: (margin[e], -ENGINES.index(e)))
+
+
+def oracle(p: dict[str, Any]) -> str:
+    return min(ENGINES, key=lambda e: (p[e]["cer"], ENGINES.index(e)))
+
+
+RULES: dict[str, Callable[[dict[str, Any]], str]] = {
+    "tesseract alone": lambda p: "tesseract",
+    "rapidocr alone": lambda p: "rapidocr",
+    "oracle (lower CER per page)": oracle,
+    "signal: higher score (shipped)": by_signal,
+    "signal: higher score − threshold": by_margin,
+}
+
+
+def aggregate(pages: list[dict[str, Any]], rule: Callable[[dict[str, Any]], str]) -> dict[str, float]:
+    chosen = [p[rule(p)] for p in pages]
+    edits = sum(c["edits"] for c in chosen)
+    chars = sum(c["chars"] for c in chosen)
+    return {"micro": edits / chars if chars else 0.0, "macro": sum(c["cer"] for c in chosen) / len(chosen),
+            "rapidocr": sum(rule(p) == "rapidocr" for p in pages),
+            "right": sum(p[rule(p)]["cer"] <= p[oracle(p)]["cer"] for p in pages),
+            "suspect": sum(p[rule(p)]["suspect"] for p in pages)}
+
+
+def captured(value: float, alone: float, best: float) -> str:
+    return f"{(alone - value) / (alone - best):.0%}" if alone != best else "—"
+
+
+def report(pages: list[dict[str, Any]]) -> None:
+    n = len(pages)
+    base = aggregate(pages, RULES["tesseract alone"])
+    best = aggregate(pages, oracle)
+    print(f"\n{n} pages read by both engines\n")
+    print("| reading kept | CER micro | CER macro | captured (micro / macro) | pages from RapidOCR | "
+          "pages at the lower CER | suspect |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, rule in RULES.items():
+        a = aggregate(pages, rule)
+        print(f"| {name} | {a['micro']:.2%} | {a['macro']:.2%} | {captured(a['micro'], base['micro'], best['micro'])} / "
+              f"{captured(a['macro'], base['macro'], best['macro'])} | {a['rapidocr']} | {a['right']} of {n} | "
+              f"{a['suspect']} |")
+    secs = {e: sum(p[e]["seconds"] for p in pages) / n for e in ENGINES}
+    print(f"\nseconds per page (one thread, as cached): tesseract {secs['tesseract']:.1f}, rapidocr "
+          f"{secs['rapidocr']:.1f}, both {secs['tesseract'] + secs['rapidocr']:.1f} "
+          f"({(secs['tesseract'] + secs['rapidocr']) / secs['tesseract']:.1f}× Tesseract alone)")
+
+    print("\n| set | pages | tesseract | rapidocr | oracle | signal (shipped) | (CER macro) |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    sets: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for p in pages:
+        sets[p["set"]].append(p)
+    for name, group in sorted(sets.items()):
+        row = [aggregate(group, RULES[r])["macro"] for r in ("tesseract alone", "rapidocr alone")]
+        row += [aggregate(group, oracle)["macro"], aggregate(group, by_signal)["macro"]]
+        print(f"| {name} | {len(group)} | " + " | ".join(f"{v:.1%}" for v in row) + " | |")
+    result = aggregate(pages, by_signal)
+    print(f"\nRESULT signal choice: CER micro {result['micro']:.2%} macro {result['macro']:.2%} "
+          f"(tesseract {base['micro']:.2%} / {base['macro']:.2%}, oracle {best['micro']:.2%} / {best['macro']:.2%}); "
+          f"captured {captured(result['micro'], base['micro'], best['micro'])} micro, "
+          f"{captured(result['macro'], base['macro'], best['macro'])} macro of the oracle's gain")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cached", action="store_true", required=True,
+                    help="read nothing: the cached readings only (bench_signal.py fills the cache)")
+    ap.add_argument("--cache", type=Path, default=CACHE)
+    ap.add_argument("--rapidocr-key", default="rapidocr",
+                    help="the cache's name for RapidOCR's readings (a tuned configuration's, e.g.)")
+    ap.add_argument("--pages", action="store_true", help="list every page: CER and score of each reading")
+    args = ap.parse_args(argv)
+    if not (GT / "pages.csv").exists():
+        print(f"no ground truth at {GT} (set VLMOCR_GT)", file=sys.stderr)
+        return 3
+    cache = json.loads(args.cache.read_text(encoding="utf-8"))
+    pages = pages_with_both(cache, {"tesseract": "tesseract", "rapidocr": args.rapidocr_key})
+    if not pages:
+        print("no page has readings of both engines in the cache", file=sys.stderr)
+        return 1
+    if args.pages:
+        for p in pages:
+            cells = "  ".join(f"{e} cer={p[e]['cer']:.3f} score={p[e]['quality']['score']:.3f}" for e in ENGINES)
+            print(f"{p['set']:10} {p['name'][:34]:34} {cells}  kept={by_signal(p)} best={oracle(p)}")
+    report(pages)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
