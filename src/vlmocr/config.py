@@ -149,6 +149,11 @@ class RunConfig(BaseModel):
         }
         if "tesseract" in engine_parts(self.reader()):
             material["lang"] = self.lang
+        if "rapidocr" in engine_parts(self.reader()):
+            # RapidOCR's settings change what it reads: a page read with other settings is read again.
+            from .engines.rapidocr import settings_tag
+
+            material["rapidocr"] = settings_tag()
         return material
 
     def settings_key(self, doc_dpi: float | None = None) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from PIL import Image
 
+from vlmocr.config import load_config
 from vlmocr.engines.base import PageInput, Reading
 from vlmocr.engines.rapidocr import DEFAULTS, SETTINGS, RapidOcrEngine, settings_tag
 
@@ -36,3 +37,10 @@ def test_the_tuned_engine_reads_the_lines_the_defaults_lose():
     defaults = read(RapidOcrEngine(settings=DEFAULTS))
     assert not all(line in defaults.text for line in EXPECTED)
     assert settings_tag(DEFAULTS) in defaults.model and settings_tag(DEFAULTS) != settings_tag(SETTINGS)
+
+
+def test_the_settings_key_names_rapidocrs_settings():
+    """Resume re-reads a page RapidOCR read with other settings: they are in the settings key."""
+    material = load_config({"engine": "rapidocr", "inputs": ["x.pdf"]}).key_material()
+    assert material["rapidocr"] == settings_tag(SETTINGS)
+    assert "rapidocr" not in load_config({"engine": "tesseract", "inputs": ["x.pdf"]}).key_material()

@@ -6,8 +6,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import numpy as np
-
 from .base import PageInput, Reading, weighted_mean
 
 # RapidOCR's own defaults (config.yaml of rapidocr 3.x) for the settings that decide what it
@@ -96,6 +94,8 @@ class RapidOcrEngine:
         self.version = getattr(rapidocr, "__version__", None)
 
     def read(self, page: PageInput) -> Reading:
+        import numpy as np  # here, not at the top: the settings key imports this module in the main process
+
         assert page.image is not None
         arr = np.asarray(page.image.convert("RGB"))
         out = self._ocr(arr)
