@@ -58,14 +58,16 @@ def test_the_choice_follows_tesseract_and_its_data(tmp_path):
     assert str(choose_ocr_engine("auto", "eng+xyz")) == "rapidocr: tesseract has no data for xyz"
     assert str(choose_ocr_engine("rapidocr", "eng")) == "rapidocr: named by --ocr-engine"
     # Real configurations of the probe: an empty TESSDATA_PREFIX lists no languages.
-    env = {**os.environ, **no_data(tmp_path)}
-    out = subprocess.run([sys.executable, "-c", "from vlmocr.engines.choice import choose_ocr_engine as c;"
-                          "print(c('auto', 'grc'))"], capture_output=True, text=True, env=env, check=True)
-    assert out.stdout.strip() == "rapidocr: tesseract has no data for grc"
-    env = {**os.environ, **not_installed(tmp_path)}
-    out = subprocess.run([sys.executable, "-c", "from vlmocr.engines.choice import choose_ocr_engine as c;"
-                          "print(c('auto', 'eng'))"], capture_output=True, text=True, env=env, check=True)
-    assert out.stdout.strip() == "rapidocr: tesseract not installed"
+    assert choice_in(no_data(tmp_path), "grc") == "rapidocr: tesseract has no data for grc"
+    assert choice_in(not_installed(tmp_path), "eng") == "rapidocr: tesseract not installed"
+
+
+def choice_in(env: dict[str, str], lang: str) -> str:
+    """`auto`'s choice in a fresh process with `env` (the probe is cached per process)."""
+    code = f"from vlmocr.engines.choice import choose_ocr_engine as c; print(c('auto', {lang!r}))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, **env})
+    return out.stdout.strip()
 
 
 def test_auto_reads_greek_with_tesseract_when_it_has_grc(tmp_path, gt):
@@ -174,7 +176,9 @@ def test_both_engines_keep_the_reading_with_the_better_signal(tmp_path, gt):
 
 
 def test_pick_prefers_a_readable_reading_then_the_higher_score():
-    q = lambda score: {"score": score, "threshold": 0.9}  # noqa: E731
+    def q(score: float) -> dict[str, float]:
+        return {"score": score, "threshold": 0.9}
+
     assert pick([Candidate("tesseract", True, q(0.8)), Candidate("rapidocr", True, q(0.95))])[0] == 1
     assert pick([Candidate("tesseract", True, q(0.95)), Candidate("rapidocr", True, q(0.8))])[0] == 0
     # A tie goes to the first named; an empty or looping reading loses to any readable one.
