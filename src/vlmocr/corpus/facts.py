@@ -28,6 +28,15 @@ SPREAD_WIDTH = 1.6  # × the document's median portrait width, at a similar heig
 # ---------------------------------------------------------------- per page
 
 
+# The resolutions image software writes when it knows none (Photoshop and EXIF: 72; Windows: 96):
+# a file declaring one says nothing about its scan, so triage shows the value as assumed.
+SOFTWARE_DEFAULT_DPIS = (72, 96)
+
+
+def assumed_dpi(dpi: float | None) -> bool:
+    return dpi is not None and round(dpi) in SOFTWARE_DEFAULT_DPIS
+
+
 @dataclass
 class PageFacts:
     """What is known of one page. Sizes are in points as displayed (page rotation applied)."""
@@ -40,6 +49,7 @@ class PageFacts:
     rotation: int = 0  # /Rotate of a PDF page, EXIF rotation of an image frame
     px: tuple[int, int] | None = None  # the dominant image's pixel size
     dpi: float | None = None
+    dpi_assumed: bool = False  # an image file's declared dpi is a software default (assumed_dpi)
     text_reason: str = ""
     error: str = ""
     shape: str = ""  # "" | landscape | spread (filled in once the document's pages are known)
@@ -172,6 +182,7 @@ def image_facts(path: Path, n: int, check: list[int]) -> tuple[list[PageFacts], 
             f.px = (w, h)
             f.rotation = rotation
             f.dpi = frame_dpi
+            f.dpi_assumed = assumed_dpi(frame_dpi)
             if frame_dpi:
                 f.width, f.height = w * 72 / frame_dpi, h * 72 / frame_dpi
             if f.checked and not f.kind:

@@ -104,7 +104,7 @@ def _cell(draw: ImageDraw.ImageDraw, sheet: Image.Image, x: int, y: int, facts: 
     draw.text((x + MARGIN, ly), f"p. {facts.page}", fill=(0, 0, 0), font=bold)
     flags = facts.flags()
     if facts.dpi and facts.kind == "image":
-        flags.append(f"{facts.dpi:.0f} dpi")
+        flags.append(f"{facts.dpi:.0f} dpi" + (" (assumed)" if facts.dpi_assumed else ""))
     draw.text((x + MARGIN, ly + 17), " · ".join(flags), fill=colour, font=font)
 
 

@@ -39,7 +39,9 @@ the others over all pages):
   spread_pages        >= 1.6 × the document's median portrait width at a similar height
   page_size_min/max   points as displayed, "WxH" of the smallest / largest width and height
   image_px_min/max    pixel size of the dominant image of scanned pages (image files: frames)
-  scan_dpi[_min/_max] median / range; dpi_source = pdf-image (pixels ÷ size on the page) | metadata
+  scan_dpi[_min/_max] median / range; dpi_source = pdf-image (pixels ÷ size on the page) | metadata |
+                      assumed (an image file declaring 72 or 96 dpi, what software writes when it
+                      knows none: a guess, not a measure)
   lang                eng deu fra ces dan ita spa nld lat by stopwords; und = unsure; "" = no text
   seconds             time spent on the document
   script              ISO 15924 of the pages to OCR: Latn, Latf (Fraktur), Grek, Cyrl…; "" = unknown
@@ -231,10 +233,12 @@ def _summarise(row: dict[str, Any], facts: list[PageFacts], dpi_source: str) -> 
         (f.width, f.height) for f in facts if f.width and f.height)
     row["image_px_min"], row["image_px_max"] = _range(
         (float(f.px[0]), float(f.px[1])) for f in facts if f.px and (f.checked or row["kind"] == "image"))
-    dpis = [f.dpi for f in facts if f.dpi and (f.kind == "image" or (row["kind"] == "image" and not f.error))]
-    if dpis:
+    scanned = [f for f in facts if f.dpi and (f.kind == "image" or (row["kind"] == "image" and not f.error))]
+    if scanned:
+        dpis = [f.dpi for f in scanned]
         row.update(scan_dpi=round(statistics.median(dpis)), scan_dpi_min=round(min(dpis)),
-                   scan_dpi_max=round(max(dpis)), dpi_source=dpi_source)
+                   scan_dpi_max=round(max(dpis)),
+                   dpi_source="assumed" if all(f.dpi_assumed for f in scanned) else dpi_source)
 
 
 def triage_batch(batch: list[tuple[str, str]], opts: TriageOptions) -> list[dict[str, Any]]:
