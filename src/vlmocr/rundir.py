@@ -269,9 +269,22 @@ def _pdfium_build() -> str | None:
 
 
 def git_commit() -> str | None:
+    """The commit this vlmocr was built from (vlmocr/_build.py, which setup.py writes into a
+    wheel), else the HEAD of the checkout it runs from (an editable install, the source tree) —
+    only a checkout holding this very package, not a repository an install happens to sit in."""
+    try:
+        from ._build import GIT_COMMIT  # type: ignore[import-not-found]
+
+        return str(GIT_COMMIT)
+    except ImportError:
+        pass
     here = Path(__file__).resolve().parent
     try:
-        out = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
-    except Exception:
+        out = subprocess.run(["git", "-C", str(here), "rev-parse", "--show-toplevel", "HEAD"], capture_output=True,
+                             text=True, timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):  # no git, or it hangs
         return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+    lines = out.stdout.splitlines()
+    if out.returncode != 0 or len(lines) != 2 or Path(lines[0]).resolve() / "src" / "vlmocr" != here:
+        return None
+    return lines[1]

@@ -58,7 +58,7 @@ def serve_command(
 
     if print_only:
         plan = plan_server(profile, server, model_path, revision, extra_args, host=host, port=port,
-                           no_p2p=no_p2p, served_name=served_model_name, log=log)
+                           no_p2p=no_p2p, served_name=served_model_name, log=log, write=False)
         for warning in plan.warnings:
             console.print(f"warning: {warning}", markup=False)
         print(plan.shell_script(), end="", flush=True)

@@ -15,7 +15,7 @@ import pytest
 from support.cli import run_cli
 from support.serve_standin import FAKE_BIN, UNLIMITED, bin_len, fake_env, launch
 
-from vlmocr.cluster.serve.plan import ServePlan, plan_server, tensor_parallel_size
+from vlmocr.cluster.serve.plan import ServePlan, args_file_text, plan_server, tensor_parallel_size
 from vlmocr.exceptions import ExitCode, UsageError
 from vlmocr.profiles import load_profile
 
@@ -162,7 +162,12 @@ def test_print_shows_environment_and_command_without_running(tmp_path, scratch):
         "--served-model-name", "Qwen/Qwen3-VL-8B-Instruct", *load_profile("qwen3-vl").serve["vllm"].args,
         "--config", config, "--tensor-parallel-size", "2", "--disable-custom-all-reduce", "--max-num-seqs", "4",
     ]
-    assert Path(config).is_file()  # the printed command works as printed
+    # --print writes nothing (an empty vlmocr-serve-* was left in TMPDIR); the script it prints makes
+    # its work directory and args file, so the printed command works as printed.
+    assert not list(scratch.iterdir()) and not Path(config).exists()
+    subprocess.run(["bash", "-c", "\n".join(lines[:-1])], check=True, timeout=60)  # all but the command
+    assert Path(config).read_text() == args_file_text(load_profile("qwen3-vl").serve["vllm"].json_args)
+    assert oct(Path(config).parent.stat().st_mode & 0o777) == "0o700"
     assert exports["HF_HUB_OFFLINE"] == "1" and exports["VLLM_USE_FLASHINFER_SAMPLER"] == "0"
     assert exports["NCCL_P2P_DISABLE"] == "1" and exports["VLLM_CACHE_ROOT"].startswith(str(scratch))
     assert not (tmp_path / "record.json").exists()  # nothing ran

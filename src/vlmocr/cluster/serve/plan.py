@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import secrets
 import shlex
 import shutil
 import socket
@@ -224,6 +225,9 @@ class ServePlan:
     tensor_parallel: int
     warnings: list[str] = field(default_factory=list)
     owns_workdir: bool = False  # created by plan_server, so removed when the server stops
+    # False for `--print`: nothing was written, the printed script makes the work directory
+    # and the args file itself (shell_script), so printing leaves nothing behind.
+    written: bool = True
 
     @property
     def base_url(self) -> str:
@@ -248,6 +252,12 @@ class ServePlan:
             comments += [f"  {line}" for line in self.args_text.splitlines() if not line.startswith("#")]
         lines = [_comment(text) for text in comments]
         lines += [f"export {k}={q(v)}" for k, v in self.env.items()]
+        if not self.written:
+            lines.append(f"mkdir -p -m 700 -- {q(str(self.workdir))}")
+            if self.args_file is not None and self.args_text is not None:
+                # Each line quoted on its own: printf writes the file the comments above show.
+                lines.append(f"printf '%s\\n' {' '.join(q(line) for line in self.args_text.splitlines())} "
+                             f"> {q(str(self.args_file))}")
         lines.append(self.command_line())
         return "\n".join(lines) + "\n"
 
@@ -311,6 +321,7 @@ def plan_server(
     log: str | os.PathLike[str] | None = None,
     workdir: str | os.PathLike[str] | None = None,
     environ: Mapping[str, str] | None = None,
+    write: bool = True,
 ) -> ServePlan:
     """Decide the command line and environment for ``server`` and write the args file.
 
@@ -318,7 +329,9 @@ def plan_server(
     ``revision`` to the profile's. The server answers to ``served_name``, by default the profile's
     repo id, so records read through ``--serve`` name the same model as records read through an
     endpoint someone started with the repo id. Creates ``workdir`` (default: a new directory
-    under ``$TMPDIR``) holding the args file, the log (unless ``log``) and the private caches."""
+    under ``$TMPDIR``) holding the args file, the log (unless ``log``) and the private caches.
+    With ``write=False`` (``--print``) nothing is created: the plan names a new directory, which
+    its shell script makes."""
     prof, model, rev, name = choose_model(profile, server, model_path, revision, served_name, hint="DIR_OR_REPO")
     env = os.environ if environ is None else environ
     refuse_control_characters({"--model-path" if model_path else f"profile {prof.name}: model": model,
@@ -352,16 +365,22 @@ def plan_server(
     if workdir is None:
         owns_workdir = True
         tmpdir = env.get("TMPDIR")  # the job's scratch (SLURM sets a per-job TMPDIR on many sites)
-        wd = Path(tempfile.mkdtemp(prefix="vlmocr-serve-", dir=tmpdir if tmpdir and os.path.isdir(tmpdir) else None))
+        base = tmpdir if tmpdir and os.path.isdir(tmpdir) else None
+        if write:
+            wd = Path(tempfile.mkdtemp(prefix="vlmocr-serve-", dir=base))
+        else:  # a name no one can guess, as mkdtemp's
+            wd = Path(base or tempfile.gettempdir()) / f"vlmocr-serve-{secrets.token_hex(8)}"
     else:
         wd, owns_workdir = Path(workdir), False
-        wd.mkdir(parents=True, exist_ok=True)
+        if write:
+            wd.mkdir(parents=True, exist_ok=True)
     cache_root = wd / "cache"
     args_file = args_text = None
     if json_args:
         args_text = args_file_text(json_args)
         args_file = wd / f"{server}-args.yaml"
-        args_file.write_text(args_text, encoding="utf-8")
+        if write:
+            args_file.write_text(args_text, encoding="utf-8")
 
     exe, style, exe_warnings = server_command(server, env)
     warnings += exe_warnings
@@ -389,5 +408,5 @@ def plan_server(
         server=server, profile=prof.name, model=model, served_name=name, revision=rev, host=host,
         port=chosen, port_given=port_given, argv=argv, env=server_env, workdir=wd, cache_root=cache_root,
         args_file=args_file, args_text=args_text, log=log_path, tensor_parallel=tp, warnings=warnings,
-        owns_workdir=owns_workdir,
+        owns_workdir=owns_workdir, written=write,
     )
