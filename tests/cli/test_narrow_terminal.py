@@ -24,7 +24,7 @@ def squeezed(text: str) -> str:
 def fits(output: str) -> None:
     too_wide = [line for line in output.splitlines() if len(line) > WIDTH]
     assert not too_wide, too_wide
-    assert not re.search(r"\w…(?=[\s│┃]|$)", output, re.M), output  # rich's cut: `deepseek-…`, `rap…`
+    assert not re.search(r"\w…(?=[\s│┃]|$)", output, re.MULTILINE), output  # rich's cut: `deepseek-…`, `rap…`
 
 
 def test_profiles_list_shows_every_name_and_model_whole_in_a_pipe():
