@@ -25,7 +25,9 @@ RESERVED_NAMES = frozenset({"CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$",
 # A spreadsheet reads a cell starting with one of these as a formula (`=cmd|' /C calc'!A0`).
 CSV_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 # original_path: where a staged (ASCII symlink) path came from; records name it as `source`.
-MANIFEST_COLUMNS = {"doc_id", "path", "pages", "dpi", "priority", "original_path"}  # leaves room for suffixes like ".md" under the usual 255-byte name limit
+# language: the document's language (a Tesseract name or an ISO 639-1 code: grc, frk, de), which
+# the quality signal judges its pages by, above a guess from the text and above --lang.
+MANIFEST_COLUMNS = {"doc_id", "path", "pages", "dpi", "priority", "original_path", "language"}  # leaves room for suffixes like ".md" under the usual 255-byte name limit
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class Document:
     source: str  # the input path as the user gave it (or as the manifest spelled it)
     pages: tuple[int, ...] | None = None  # explicit 1-based selection, None = every page
     dpi: float | None = None  # per-document override from a manifest
+    language: str | None = None  # the manifest's language column (Tesseract's names: manifest_language)
 
     @property
     def kind(self) -> str:
@@ -273,8 +276,34 @@ def from_manifest(manifest: str | Path) -> list[Document]:
             if not 10 <= dpi <= 1200:
                 raise UsageError(f"{where}: dpi {dpi} outside 10..1200")
         original = str(row.get("original_path") or "").strip()
-        docs.append(Document(doc_id, path, printable(original or raw_path), pages, dpi))
+        language = manifest_language(row.get("language"), where)
+        docs.append(Document(doc_id, path, printable(original or raw_path), pages, dpi, language))
     return docs
+
+
+def manifest_language(value: object, where: str) -> str | None:
+    """A manifest's language cell as Tesseract names it ('de' → 'deu', 'grc', 'deu+lat'), None
+    when empty. A name that is no Tesseract language (Debian's list, tessdata's, or installed
+    here) is a usage error: a typo must not silently leave the pages judged by a guess."""
+    if value is None or str(value).strip() == "":
+        return None
+    # Imported here: sources sits low in the import floors (evaluation and report build on it).
+    from .engines.languages import (
+        canonical_lang,
+        installed_languages,
+        known_name,
+        split_lang,
+    )
+
+    try:
+        lang = canonical_lang(str(value).strip())
+    except ValueError as exc:
+        raise UsageError(f"{where}: language {exc}") from None
+    unknown = [p for p in split_lang(lang) if not known_name(p) and p not in installed_languages()]
+    if unknown:
+        raise UsageError(f"{where}: language {'+'.join(unknown)!r} is no Tesseract language "
+                         "(a name like deu, frk, grc, ell, or an ISO 639-1 code like de)")
+    return lang
 
 
 def discover(paths: Iterable[str | Path] = (), manifest: str | Path | None = None) -> list[Document]:

@@ -200,6 +200,10 @@ class Profile(_Strict):
     # (text/signal.py). Not in the settings key (the text is the same); false for a server that
     # rejects them.
     logprobs: bool = True
+    # The language of the pages this profile is for (a Tesseract name or ISO 639-1 code: grc,
+    # frk, de): the quality signal judges the answers by it when --lang is not given and the
+    # manifest names none. Empty: --lang's default. Not in the settings key (the text is the same).
+    language: str = ""
     context_length: int | None = Field(default=None, gt=0)
     concurrency: int = Field(default=16, ge=1)
     extra_body: dict[ServerKind, dict[str, Any]] = Field(default_factory=dict)
@@ -227,6 +231,10 @@ class Profile(_Strict):
             raise ValueError("prompt is empty; set image_only = true for image-only models")
         if self.sglang_logit_processor and ":" not in self.sglang_logit_processor:
             raise ValueError("sglang_logit_processor must look like 'package.module:ClassName'")
+        if self.language:
+            from ..engines.languages import canonical_lang
+
+            self.language = canonical_lang(self.language)  # ValueError: named with the profile's file
         return self
 
     @property

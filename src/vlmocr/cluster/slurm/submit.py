@@ -32,6 +32,7 @@ class StagedDoc:
     original: str  # absolute path of the original file
     pages: str = ""
     dpi: str = ""
+    language: str = ""
 
 
 def _pages_spec(pages: tuple[int, ...] | None) -> str:
@@ -94,12 +95,15 @@ def stage_documents(run_dir: Path, kind: str, paths: Sequence[str] = (), manifes
             with atomic_file(link) as tmp:
                 os.symlink(original, tmp)
         staged.append(StagedDoc(kind, doc.doc_id, name, original, _pages_spec(doc.pages),
-                                "" if doc.dpi is None else repr(doc.dpi)))
+                                "" if doc.dpi is None else repr(doc.dpi), doc.language or ""))
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["doc_id", "path", "pages", "dpi"])
+    # The language column only when a document has one: the staged manifests of runs without
+    # stay as they were (an unchanged file keeps its mtime, and resubmitting changes nothing).
+    languages = any(s.language for s in staged)
+    writer.writerow(["doc_id", "path", "pages", "dpi"] + (["language"] if languages else []))
     for s in staged:
-        writer.writerow([s.doc_id, s.staged, s.pages, s.dpi])
+        writer.writerow([s.doc_id, s.staged, s.pages, s.dpi] + ([s.language] if languages else []))
     manifest_path = staged_dir / f"{kind}.csv"
     _write_if_changed(manifest_path, buf.getvalue())
     # The originals, for people and for merge (records name the staged file as their source).
