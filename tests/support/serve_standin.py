@@ -21,6 +21,8 @@ from .components import REPO
 #: The `vlmocr serve` stand-in, started through VLMOCR_VLLM_BIN / VLMOCR_SGLANG_BIN.
 FAKE = REPO / "tests" / "cluster" / "fake_vllm"
 FAKE_BIN = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE))}"
+#: The folder holding the `nvidia-smi` stand-in (tests/cluster/bin/nvidia-smi): first on PATH.
+NVIDIA_SMI_DIR = REPO / "tests" / "cluster" / "bin"
 UNLIMITED = "baidu/Unlimited-OCR"
 
 
@@ -35,6 +37,15 @@ def fake_env(tmp_path: Path, scratch: Path, **extra: str) -> dict[str, str]:
     })
     env.update(extra)
     return env
+
+
+def with_nvidia_smi(env: dict[str, str], **fake: str) -> dict[str, str]:
+    """``env`` with the `nvidia-smi` stand-in first on PATH; ``fake`` sets its FAKE_NVIDIA_SMI_*
+    switches (``gpus=JSON``, ``fail="1"``, ``log=FILE``)."""
+    out = {k: v for k, v in env.items() if not k.startswith("FAKE_NVIDIA_SMI_")}
+    out["PATH"] = f"{NVIDIA_SMI_DIR}{os.pathsep}{env.get('PATH', '')}"
+    out.update({f"FAKE_NVIDIA_SMI_{k.upper()}": v for k, v in fake.items()})
+    return out
 
 
 def read_record(tmp_path: Path, timeout: float = 30) -> dict:
