@@ -16,6 +16,8 @@ from reportlab.pdfgen import canvas
 
 HERE = Path(__file__).resolve().parent.parent
 SAMPLES = HERE / "samples"
+# Between the pages of a truth .txt: a form feed on a line of its own, as `vlmocr evaluate` reads it.
+PAGE_BREAK = "\n\f\n"
 
 BORN_DIGITAL = [
     [
@@ -43,7 +45,7 @@ def make_born_digital(path: Path) -> None:
             y -= 20
         c.showPage()
     c.save()
-    path.with_suffix(".txt").write_text("\n\n".join("\n".join(p) for p in BORN_DIGITAL) + "\n", encoding="utf-8")
+    path.with_suffix(".txt").write_text(PAGE_BREAK.join("\n".join(p) for p in BORN_DIGITAL) + "\n", encoding="utf-8")
 
 
 def scale(img: Image.Image, longest: int) -> Image.Image:
@@ -63,7 +65,7 @@ def main() -> None:
     pages = ["ehri_en/EHRI-DR-19400712-US_03", "ehri_en/EHRI-BF-19380810_EN_01"]
     imgs = [scale(Image.open(args.gt / f"{p}.jpg").convert("L"), 1600) for p in pages]
     imgs[0].save(SAMPLES / "scanned-typewritten.pdf", save_all=True, append_images=imgs[1:], resolution=150)
-    truth = "\n\n".join((args.gt / f"{p}.txt").read_text(encoding="utf-8").strip() for p in pages)
+    truth = PAGE_BREAK.join((args.gt / f"{p}.txt").read_text(encoding="utf-8").strip() for p in pages)
     (SAMPLES / "scanned-typewritten.txt").write_text(truth + "\n", encoding="utf-8")
     # A PNG of a French typescript page.
     tap = "tapus/tapus_bljd_DSN113_00027"
@@ -74,7 +76,7 @@ def main() -> None:
     frames = [scale(Image.open(p).convert("L"), 1400) for p in da]
     frames[0].save(SAMPLES / "report-da.tif", save_all=True, append_images=frames[1:], compression="tiff_deflate", dpi=(150, 150))
     (SAMPLES / "report-da.txt").write_text(
-        "\n\n".join(p.with_suffix(".txt").read_text(encoding="utf-8").strip() for p in da) + "\n", encoding="utf-8")
+        PAGE_BREAK.join(p.with_suffix(".txt").read_text(encoding="utf-8").strip() for p in da) + "\n", encoding="utf-8")
     for f in sorted(SAMPLES.iterdir()):
         print(f"{f.name}: {f.stat().st_size} bytes")
 

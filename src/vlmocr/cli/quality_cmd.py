@@ -82,6 +82,8 @@ def evaluate_command(
     ev = evaluate_run(run, truth, clean=clean, rules=_rules(rules) if clean else None, folds=_folds(fold),
                       resamples=bootstrap, seed=seed)
     results = check_gates(ev, gates, allow_missing)
+    for note in ev.notes:
+        console.print(note, style="yellow", markup=False, highlight=False)
     if ev.missing:
         console.print(f"[yellow]{len(ev.missing)} of {len(ev.pages)} truth pages have no record in {run}[/yellow]")
     if json_out:
@@ -140,7 +142,8 @@ def _print_evaluation(ev: Any, worst: int, docs: bool) -> None:
         if len(ev.missing) > len(shown):
             out.print(f"  … and {len(ev.missing) - len(shown)} more (--json lists them all)")
     c = ev.corpus
-    out.print(f"CER {_pct(c.cer)} % [{_ci(c.cer_ci)}] WER {_pct(c.wer)} % [{_ci(c.wer_ci)}] over {c.scored} pages, "
+    out.print(f"CER {_pct(c.cer)} % [{_ci(c.cer_ci)}] WER {_pct(c.wer)} % [{_ci(c.wer_ci)}] (micro; macro CER "
+              f"{_pct(c.cer_macro)} %) over {c.scored} pages, "
               f"{c.missing} missing (CER with missing {_pct(c.cer_with_missing)} %)"
               + (f"; {ev.unscored_records} records without truth" if ev.unscored_records else "")
               + f"; normalisation: {ev.normalisation}{cleaned}")
@@ -184,10 +187,13 @@ def compare_command(
             if len(flagged) > limit:
                 out.print(f"… and {len(flagged) - limit} more (--json lists them all)")
         c = cmp.corpus
-        vs_truth = (f"; against truth ({cmp.truth_pages} pages) A {_pct(c['cer_a'])} % B {_pct(c['cer_b'])} % "
-                    f"(Δ {c['delta'] * 100:+.2f} pp)") if "cer_a" in c else ""
+        # micro: Σ edits / Σ characters, as evaluate's CER; macro: the mean of the page rates.
+        vs_truth = (f"; against truth ({cmp.truth_pages} pages) CER micro A {_pct(c['cer_a'])} % B {_pct(c['cer_b'])} % "
+                    f"(Δ {c['delta'] * 100:+.2f} pp), macro A {_pct(c['cer_a_macro'])} % "
+                    f"B {_pct(c['cer_b_macro'])} %") if "cer_a" in c else ""
         out.print(f"Compared {len(cmp.pages)} pages: {len(flagged)} beyond tolerance {tolerance * 100:g} pp, "
-                  f"CER A vs B {_pct(c['cer_ab'])} %{vs_truth}; normalisation: {cmp.meta.get('normalisation')}")
+                  f"CER A vs B micro {_pct(c['cer_ab'])} % macro {_pct(c['cer_ab_macro'])} %{vs_truth}; "
+                  f"normalisation: {cmp.meta.get('normalisation')}")
     if flagged:
         console.print(f"[red]{len(flagged)} pages differ beyond the tolerance of {tolerance * 100:g} pp")
     return int(ExitCode.gate_failed if flagged else ExitCode.ok)

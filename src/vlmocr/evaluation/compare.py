@@ -90,13 +90,22 @@ def compare_records(a: dict[tuple[str, int], dict], b: dict[tuple[str, int], dic
         elif d.cer_ab > tolerance + 1e-12:
             d.flagged, d.reason = True, f"texts differ: CER A vs B {d.cer_ab * 100:.2f} %"
         diffs.append(d)
-    both = sum(1 for d in diffs if d.cer_ab is not None)
-    corpus: dict[str, Any] = {"cer_ab": rate(sums["ab_edits"], sums["b_chars"]) if both else None}
+    # Micro rates (Σ edits / Σ reference characters: long pages weigh more) and macro rates (the
+    # mean of the page rates), named as `evaluate` names them.
+    both = [d.cer_ab for d in diffs if d.cer_ab is not None]
+    corpus: dict[str, Any] = {"cer_ab": rate(sums["ab_edits"], sums["b_chars"]) if both else None,
+                              "cer_ab_macro": _mean(both)}
     if sums["ref_chars"]:
         corpus.update(cer_a=sums["a_edits"] / sums["ref_chars"], cer_b=sums["b_edits"] / sums["ref_chars"])
         corpus["delta"] = corpus["cer_a"] - corpus["cer_b"]
+        corpus["cer_a_macro"] = _mean([d.cer_a for d in diffs if d.cer_a is not None])
+        corpus["cer_b_macro"] = _mean([d.cer_b for d in diffs if d.cer_b is not None])
     return Comparison(diffs, tolerance, "raw", truth_pages=sum(1 for d in diffs if d.cer_a is not None),
                       corpus=corpus)
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
 
 
 def compare_runs(run_a: Path, run_b: Path, *, truth_path: Path | None = None, tolerance: float = 0.001,

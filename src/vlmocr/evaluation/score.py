@@ -246,6 +246,7 @@ class Evaluation:
     folds: list[str] = field(default_factory=list)  # canonical_folds: applied to text and truth
     layer: str = "raw"
     meta: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # what a person should know about the truth's fit
 
     def worst(self, n: int) -> list[PageScore]:
         scored = [p for p in self.pages if not p.missing]
@@ -278,6 +279,7 @@ class Evaluation:
             "worst": [p.as_dict() for p in self.worst(worst)],
             "missing": [{"doc_id": p.doc_id, "page": p.page, "set": p.set} for p in self.missing],
             "unscored_records": self.unscored_records,
+            "notes": self.notes,
             "pages": [p.as_dict() for p in self.pages],
         }
 
@@ -289,6 +291,7 @@ def score(records: dict[tuple[str, int], dict[str, Any]], truth: list[TruthPage]
     doc_map = match_truth(truth, {d for d, _ in records})
     used: set[tuple[str, int]] = set()
     pages: list[PageScore] = []
+    notes: list[str] = []
     for t in truth:
         run_doc = doc_map.get(t.doc_id, t.doc_id)
         rec = records.get((run_doc, t.page))
@@ -298,6 +301,10 @@ def score(records: dict[tuple[str, int], dict[str, Any]], truth: list[TruthPage]
                                    1.0 if rw else 0.0, t.doc_id))
             continue
         used.add((run_doc, t.page))
+        doc_pages = rec.get("doc_pages")
+        if t.unpaged and isinstance(doc_pages, int) and doc_pages > 1:
+            notes.append(f"{t.origin}: one page of truth for {run_doc}, which has {doc_pages} pages: scored as its "
+                         "page 1 (separate a document's pages with form feeds, \\f, or give name.pN.txt per page)")
         ce, rc, we, rw = distances(rec.get("text") or "", t.text, folds)
         pages.append(PageScore(run_doc, t.page, t.set, str(rec.get("status")), rc, ce, rw, we, rate(ce, rc),
                                rate(we, rw), t.doc_id))
@@ -320,6 +327,7 @@ def score(records: dict[tuple[str, int], dict[str, Any]], truth: list[TruthPage]
         docs={k: aggregate(v, 0) for k, v in sorted(docs.items())},
         unscored_records=sum(1 for k in records if k not in used and k[1] > 0),
         folds=folds,
+        notes=notes,
     )
 
 

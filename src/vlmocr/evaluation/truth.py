@@ -1,15 +1,19 @@
 """Ground truth: one page type, one loader (a folder or a CSV), and its matching to documents.
 
-Folder: every ``name.txt`` (searched recursively, hidden folders skipped) is the truth of page 1
-of the document ``name`` — its page image ``name.png|jpg|tif|…|pdf`` beside it when there is one
-(``name.png`` + ``name.txt``, as in ../shared/gt) — and ``name.pN.txt`` of its page N (unless a
-file ``name.pN.<image>`` says the ``.pN`` belongs to the name). The doc id is the one a folder
-run derives from the relative path; the set is the first folder, if any.
+Folder: every ``name.txt`` (searched recursively, hidden folders skipped) is the truth of the
+document ``name`` — its page image ``name.png|jpg|tif|…|pdf`` beside it when there is one
+(``name.png`` + ``name.txt``, as in ../shared/gt): of page 1, or of pages 1…N when it holds
+N pages separated by form feeds (``\f``, what pdftotext and ``vlmocr export --format txt``
+write between pages; a form feed at the very end closes the last page and starts none) — and
+``name.pN.txt`` is the truth of page N alone (unless a file ``name.pN.<image>`` says the ``.pN``
+belongs to the name; a form feed inside it is an error). The doc id is the one a folder run
+derives from the relative path; the set is the first folder, if any.
 
 CSV (``*.csv``): the document as ``doc_id`` or as ``image``/``path`` (the file, relative to the
 CSV; its doc id derived as a folder run would), an optional ``page`` (default 1), and the truth as
 ``truth_path`` (a file), ``truth`` (a file, or the text itself) or ``text`` (the text); ``set``
-and ``language`` columns are used — so ../shared/gt/pages.csv works as it is. Two truths for one
+and ``language`` columns are used — so ../shared/gt/pages.csv works as it is. A row without a
+page whose truth has form feeds is the truth of pages 1…N, as in a folder. Two truths for one
 page are an error.
 
 Matching (`match_truth`) maps truth doc ids to a run's doc ids: the document whose original file
@@ -30,6 +34,7 @@ from ..exceptions import UsageError
 from ..sources import SUPPORTED_EXTS, derive_doc_id
 
 _PAGE_SUFFIX = re.compile(r"^(.*)\.p(\d+)$")
+PAGE_BREAK = "\f"  # between the pages of one truth text
 _DOC_COLUMNS = ("doc_id", "image", "path")
 _TRUTH_COLUMNS = ("truth_path", "truth", "text")
 
@@ -43,6 +48,9 @@ class TruthPage:
     language: str | None = None
     origin: str = ""  # the truth file (or CSV row) it came from: what messages name
     image: str | None = None  # absolute path of the page image or document, when the truth names one
+    # The truth named no page (a plain name.txt, a CSV row without one) and held no form feed: it
+    # is page 1 of a document that may have more (evaluate says so when the run's has more).
+    unpaged: bool = False
 
     @property
     def stem(self) -> str:
@@ -58,6 +66,31 @@ def _read(path: Path, where: str = "") -> str:
         raise UsageError(f"{where + ': ' if where else ''}cannot read truth {path}: {reason}") from None
 
 
+def split_pages(text: str) -> list[str]:
+    """The pages of a truth text, separated by form feeds: each page without the line breaks
+    around its form feeds; a form feed at the very end (pdftotext ends every page with one)
+    starts no page. A text without a form feed is one page."""
+    parts = text.split(PAGE_BREAK)
+    if len(parts) > 1 and not parts[-1].strip():
+        parts.pop()
+    return [p.strip("\r\n") for p in parts] if len(parts) > 1 else parts
+
+
+def _pages_of(doc_id: str, text: str, origin: str, page: int | None, **kw: object) -> list[TruthPage]:
+    """The truth pages one text stands for: page `page` when it names one (then it must hold
+    one page), else pages 1…N of its form-feed-separated pages."""
+    parts = split_pages(text)
+    if page is not None:
+        if len(parts) > 1:
+            raise UsageError(f"{origin}: the truth of page {page} holds {len(parts)} pages separated by form "
+                             "feeds (\\f): give one file for the whole document, or one page per file")
+        return [TruthPage(doc_id, page, text, origin=origin, **kw)]  # type: ignore[arg-type]
+    if len(parts) == 1:
+        return [TruthPage(doc_id, 1, text, origin=origin, unpaged=True, **kw)]  # type: ignore[arg-type]
+    return [TruthPage(doc_id, n, part, origin=f"{origin} (page {n} of {len(parts)})", **kw)  # type: ignore[arg-type]
+            for n, part in enumerate(parts, 1)]
+
+
 def _truth_from_dir(root: Path) -> list[TruthPage]:
     files = sorted(p for p in root.rglob("*")
                    if not any(part.startswith(".") for part in p.relative_to(root).parts) and p.is_file())
@@ -69,15 +102,15 @@ def _truth_from_dir(root: Path) -> list[TruthPage]:
     pages: list[TruthPage] = []
     for txt in (f for f in files if f.suffix == ".txt"):
         rel = txt.relative_to(root)
-        name, page = txt.stem, 1
+        name, page = txt.stem, None
         image = beside.get((txt.parent, name))
         m = _PAGE_SUFFIX.match(name)
         if image is None and m:
             name, page = m.group(1), int(m.group(2))
             image = beside.get((txt.parent, name))
-        pages.append(TruthPage(derive_doc_id(rel.with_name(name).as_posix()), page, _read(txt),
-                               set=rel.parts[0] if len(rel.parts) > 1 else "", origin=str(txt),
-                               image=os.path.abspath(image) if image else None))
+        pages += _pages_of(derive_doc_id(rel.with_name(name).as_posix()), _read(txt), str(txt), page,
+                           set=rel.parts[0] if len(rel.parts) > 1 else "",
+                           image=os.path.abspath(image) if image else None)
     if not pages:
         raise UsageError(f"{root}: no truth found (expected name.txt beside name.png|jpg|tif|pdf, or a CSV)")
     return pages
@@ -115,16 +148,16 @@ def _truth_from_csv(path: Path) -> list[TruthPage]:
             if not doc_id:
                 raise UsageError(f"{where}: no doc_id and no image")
             try:
-                page = int(row.get("page") or 1)
+                page = int(row["page"]) if (row.get("page") or "").strip() else None
             except ValueError:
                 raise UsageError(f"{where}: page {row.get('page')!r} is not a number") from None
             text, origin = _row_text(row, base, where)
             set_name = (row.get("set") or "").strip()
             if not set_name and "/" in image.strip("/"):
                 set_name = image.strip("/").split("/")[0]
-            pages.append(TruthPage(doc_id, page, text, set=set_name,
-                                   language=(row.get("language") or "").strip() or None, origin=origin,
-                                   image=os.path.abspath(base / image) if image else None))
+            pages += _pages_of(doc_id, text, origin, page, set=set_name,
+                               language=(row.get("language") or "").strip() or None,
+                               image=os.path.abspath(base / image) if image else None)
     if not pages:
         raise UsageError(f"{path}: no rows")
     return pages
