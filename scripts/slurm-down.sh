@@ -1,22 +1,28 @@
 #!/usr/bin/env bash
-# Stop the single-node test SLURM started by scripts/slurm-up.sh.
+# Stop the private test SLURM started by scripts/slurm-up.sh (the daemons whose pid files are in
+# its directory, see scripts/slurm-env.sh). A system cluster and the system's munged are never
+# signalled.
 #
-#   sudo scripts/slurm-down.sh           # stop slurmd + slurmctld (munged keeps running)
-#   sudo scripts/slurm-down.sh --munge   # also stop munged
-#   sudo scripts/slurm-down.sh --purge   # also stop munged and delete controller state + spool
-#                                        # (queued/finished job records); keeps config and key
+#   sudo scripts/slurm-down.sh              # stop slurmd + slurmctld, and the private munged if any
+#   sudo scripts/slurm-down.sh --keep-munge # leave the private munged running
+#   sudo scripts/slurm-down.sh --purge      # also delete controller state + spool (queued/finished
+#                                           # job records; ids restart at 1); keeps config and key
 #
-# Running/pending jobs are cancelled with scancel first; then only the daemons named in the pid
-# files are signalled.
+# Running/pending jobs of the private cluster are cancelled with scancel first; then only the
+# daemons named in its pid files are signalled.
 set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=scripts/slurm-env.sh
+. "$HERE/slurm-env.sh"
 
-QUIET=0 MUNGE=0 PURGE=0
+QUIET=0 KEEP_MUNGE=0 PURGE=0
 for arg in "$@"; do
   case "$arg" in
     --quiet) QUIET=1 ;;
-    --munge) MUNGE=1 ;;
-    --purge) MUNGE=1 PURGE=1 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    --keep-munge) KEEP_MUNGE=1 ;;
+    --munge) ;;  # accepted for old callers: the private munged is always stopped now
+    --purge) PURGE=1 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "slurm-down: unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
@@ -27,7 +33,7 @@ stop() {  # stop PIDFILE COMM
   local pidfile=$1 comm=$2 pid
   if [ ! -s "$pidfile" ]; then say "$comm: no pid file ($pidfile)"; return 0; fi
   pid=$(cat "$pidfile")
-  if ! kill -0 "$pid" 2>/dev/null || [ "$(cat /proc/"$pid"/comm 2>/dev/null)" != "$comm" ]; then
+  if ! slurm_pid_alive "$pidfile" "$comm"; then
     say "$comm: not running (stale pid file)"; rm -f "$pidfile"; return 0
   fi
   kill -TERM "$pid"
@@ -42,8 +48,10 @@ stop() {  # stop PIDFILE COMM
 
 # Cancel the jobs first, so their slurmstepd/job processes end with SIGTERM (KillWait later
 # SIGKILL) instead of being orphaned: slurmstepd outlives slurmd, and a new slurmd would
-# re-adopt old steps from the spool directory.
-if scontrol ping 2>/dev/null | grep -q 'is UP'; then
+# re-adopt old steps from the spool directory. SLURM_CONF (slurm-env.sh) aims these at the
+# private cluster only.
+if [ -f "$SLURM_CONF" ] && slurm_pid_alive "$SLURM_CTLD_PID" slurmctld \
+   && timeout 20 scontrol ping 2>/dev/null | grep -q 'is UP'; then
   jobs=$(squeue -h -t PENDING,RUNNING,SUSPENDED,COMPLETING -o '%A' 2>/dev/null | sort -u | tr '\n' ' ')
   if [ -n "${jobs// }" ]; then
     say "cancelling jobs: $jobs"
@@ -54,14 +62,13 @@ if scontrol ping 2>/dev/null | grep -q 'is UP'; then
     done
   fi
 fi
-stop /run/slurmd.pid slurmd
-stop /run/slurmctld.pid slurmctld
-left=$(pgrep -x slurmstepd | tr '\n' ' ' || true)
-[ -z "${left// }" ] || say "warning: slurmstepd still running (pids $left); they end with their jobs"
-if [ $MUNGE = 1 ]; then
-  stop /run/munge/munged.pid munged
+stop "$SLURM_SLURMD_PID" slurmd
+stop "$SLURM_CTLD_PID" slurmctld
+if [ $KEEP_MUNGE = 0 ] && [ -e "$SLURM_MUNGE_PID" ]; then
+  stop "$SLURM_MUNGE_PID" munged
+  rm -f "$SLURM_MUNGE_SOCKET" "$SLURM_MUNGE_SOCKET.lock"
 fi
 if [ $PURGE = 1 ]; then
-  rm -rf /var/lib/slurm/slurmctld/* /var/spool/slurmd/*
-  say "purged /var/lib/slurm/slurmctld and /var/spool/slurmd"
+  rm -rf "${SLURM_STATE_DIR:?}"/* "${SLURM_SPOOL_DIR:?}"/*
+  say "purged $SLURM_STATE_DIR and $SLURM_SPOOL_DIR"
 fi

@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
-# Bring up a real single-node SLURM cluster on loopback for the test suite and CI.
+# Bring up the private single-node SLURM cluster of the test suite on loopback, beside whatever
+# the machine already runs: its own slurm.conf, state, spool, logs, pid files and ports (and its
+# own munged when none answers), all under one directory (scripts/slurm-env.sh). A system
+# cluster (/etc/slurm, ports 6817/6818) and its daemons are never touched.
 #
 #   sudo scripts/slurm-up.sh            # install (if needed), configure, start, smoke-test
 #   sudo scripts/slurm-up.sh --verify   # ... plus array / hold+release / B:TERM signal checks (~40 s)
-#   sudo scripts/slurm-down.sh          # stop the daemons (config, key and state are kept)
+#   sudo scripts/slurm-down.sh          # stop the private daemons (config, key and state are kept)
+#   export SLURM_CONF=/tmp/vlmocr-slurm/slurm.conf   # sbatch/squeue/scontrol then talk to it
 #
 # Idempotent: a second run sees the cluster is up (and the config unchanged) and only re-checks it.
 # Debian/Ubuntu only (apt-get, slurm-wlm, munge). Daemons are started directly, not via systemd,
-# so it also works in containers without an init system. Must run as root.
+# so it also works in containers without an init system. Must run as root (apt-get, and slurmd,
+# which starts jobs as their users).
 #
 # Environment knobs (all optional):
+#   VLMOCR_SLURM_DIR=DIR       the private directory (default /tmp/vlmocr-slurm)
+#   VLMOCR_SLURM_PORT=N        slurmctld's port (default 16817); slurmd listens on N+1
+#   VLMOCR_SLURM_MUNGE=private start a private munged even if the system's answers
 #   VLMOCR_SLURM_CPUS=N        advertise N CPUs instead of the real count (adds
 #                              SlurmdParameters=config_overrides); lets more jobs share a small node
 #   VLMOCR_SLURM_MEM_MARGIN=MB memory kept back from `slurmd -C` RealMemory (default: max(512, 5%))
@@ -18,12 +26,15 @@
 #
 # Docs: docs/slurm-testing.md
 set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=scripts/slurm-env.sh
+. "$HERE/slurm-env.sh"
 
 VERIFY=0
 for arg in "$@"; do
   case "$arg" in
     --verify) VERIFY=1 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "slurm-up: unknown argument: $arg" >&2; exit 2 ;;
   esac
 done
@@ -33,36 +44,19 @@ since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; 
 log() { printf '[slurm-up %5ss] %s\n' "$(since "$T0")" "$*"; }
 die() { log "ERROR: $*"; print_logs_hint; exit 1; }
 
-CONF_DIR=/etc/slurm
-CONF=$CONF_DIR/slurm.conf
-LOG_DIR=/var/log/slurm
-CTLD_LOG=$LOG_DIR/slurmctld.log
-SLURMD_LOG=$LOG_DIR/slurmd.log
-JOBCOMP_LOG=$LOG_DIR/jobcomp.log
-STATE_DIR=/var/lib/slurm/slurmctld
-SPOOL_DIR=/var/spool/slurmd
-CTLD_PID=/run/slurmctld.pid
-SLURMD_PID=/run/slurmd.pid
-MUNGE_KEY=/etc/munge/munge.key
-MUNGE_RUN=/run/munge
-MUNGE_LOG=/var/log/munge/munged.log
+CONF=$SLURM_CONF
+MUNGE_LOG=$SLURM_MUNGE_DIR/munged.log
 
 print_logs_hint() {
-  echo "  logs: $CTLD_LOG  $SLURMD_LOG  $MUNGE_LOG  (config: $CONF)" >&2
-  for f in "$CTLD_LOG" "$SLURMD_LOG"; do
+  echo "  logs: $SLURM_CTLD_LOG  $SLURM_SLURMD_LOG  (config: $CONF)" >&2
+  for f in "$SLURM_CTLD_LOG" "$SLURM_SLURMD_LOG" "$MUNGE_LOG"; do
     [ -s "$f" ] && { echo "  --- tail $f" >&2; tail -n 15 "$f" >&2; }
   done
   return 0
 }
 
-pid_alive() {  # pid_alive PIDFILE NAME
-  local pid
-  [ -s "$1" ] || return 1
-  pid=$(cat "$1" 2>/dev/null) || return 1
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && [ "$(cat /proc/"$pid"/comm 2>/dev/null)" = "$2" ]
-}
-
 [ "$(id -u)" -eq 0 ] || { echo "slurm-up: must run as root (try: sudo $0)" >&2; exit 1; }
+case "$SLURM_CTLD_PORT" in 6816|6817|6818) die "VLMOCR_SLURM_PORT=$SLURM_CTLD_PORT collides with a system cluster's ports" ;; esac
 
 # --- 1. packages -------------------------------------------------------------------------------
 if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v munged >/dev/null \
@@ -72,7 +66,7 @@ if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! comm
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   # policy-rc.d: stop the packages from auto-starting services on hosts that do run an init
-  # system; this script starts everything itself, with its own config.
+  # system; this script starts its own daemons, with its own config.
   had_policy=0; [ -e /usr/sbin/policy-rc.d ] && had_policy=1
   [ $had_policy = 1 ] || { printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; }
   apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null || {
@@ -80,32 +74,59 @@ if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! comm
   [ $had_policy = 1 ] || rm -f /usr/sbin/policy-rc.d
 fi
 log "slurm $(slurmctld -V | awk '{print $2}'), munge $(munged --version 2>&1 | awk '{print $1}' | sed 's/munge-//')"
+getent passwd slurm >/dev/null || die "no user 'slurm' (the slurm-wlm package creates it)"
+getent passwd munge >/dev/null || die "no user 'munge' (the munge package creates it)"
 
-# --- 2. munge ----------------------------------------------------------------------------------
-if [ ! -s "$MUNGE_KEY" ]; then
-  log "creating munge key $MUNGE_KEY"
-  install -d -m 0700 -o munge -g munge /etc/munge
-  if command -v mungekey >/dev/null; then
-    mungekey --create --keyfile="$MUNGE_KEY" --force
-  else
-    dd if=/dev/urandom bs=1 count=1024 of="$MUNGE_KEY" status=none
-  fi
-fi
-chown munge:munge "$MUNGE_KEY"; chmod 0400 "$MUNGE_KEY"
-install -d -m 0755 -o munge -g munge "$MUNGE_RUN" /var/log/munge /var/lib/munge
-
-if munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
-  log "munged already running"
+# --- 2. the private directory ----------------------------------------------------------------------
+# Root writes here: refuse a directory (or symlink) someone else could have planted in /tmp.
+D=$VLMOCR_SLURM_DIR
+if [ -e "$D" ] || [ -L "$D" ]; then
+  { [ -d "$D" ] && [ ! -L "$D" ]; } || die "$D exists and is not a directory"
+  [ "$(stat -c %u "$D")" = 0 ] || die "$D is not owned by root"
+  case "$(stat -c %A "$D")" in ?????w????|????????w?) die "$D is writable by group or others" ;; esac
 else
-  log "starting munged (as user munge)"
+  install -d -m 0755 "$D"
+fi
+install -d -m 0755 -o root -g root "$SLURM_RUN_DIR" "$SLURM_SPOOL_DIR"
+install -d -m 0755 -o slurm -g slurm "$SLURM_STATE_DIR" "$SLURM_LOG_DIR"
+for f in "$SLURM_CTLD_LOG" "$SLURM_JOBCOMP_LOG"; do touch "$f" && chown slurm:slurm "$f"; done
+
+# --- 3. munge ------------------------------------------------------------------------------------
+# The system's munged when it answers on its default socket (a system cluster relies on it; it is
+# only used, never restarted), else a private one on its own socket with its own key: slurm.conf's
+# AuthInfo then points the daemons and every client at it.
+private_munge_ok() {
+  munge --socket="$SLURM_MUNGE_SOCKET" -n 2>/dev/null | unmunge --socket="$SLURM_MUNGE_SOCKET" >/dev/null 2>&1
+}
+AUTHINFO=""
+if slurm_pid_alive "$SLURM_MUNGE_PID" munged && private_munge_ok; then
+  log "private munged already running (socket $SLURM_MUNGE_SOCKET)"
+  AUTHINFO="AuthInfo=socket=$SLURM_MUNGE_SOCKET"
+elif [ "${VLMOCR_SLURM_MUNGE:-auto}" != private ] && munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
+  log "using the system's munged (default socket)"
+else
+  log "starting a private munged (as user munge, socket $SLURM_MUNGE_SOCKET)"
+  # munged insists: the socket's directory searchable by all, the key readable by its owner only.
+  install -d -m 0755 -o munge -g munge "$SLURM_MUNGE_DIR"
+  if [ ! -s "$SLURM_MUNGE_DIR/munge.key" ]; then
+    if command -v mungekey >/dev/null; then
+      mungekey --create --keyfile="$SLURM_MUNGE_DIR/munge.key" --force
+    else
+      dd if=/dev/urandom bs=1 count=1024 of="$SLURM_MUNGE_DIR/munge.key" status=none
+    fi
+  fi
+  chown munge:munge "$SLURM_MUNGE_DIR/munge.key"; chmod 0400 "$SLURM_MUNGE_DIR/munge.key"
   # A stale pid/socket from a killed munged makes the new one refuse to start.
-  if ! pid_alive "$MUNGE_RUN/munged.pid" munged; then rm -f "$MUNGE_RUN"/munged.pid "$MUNGE_RUN"/munge.socket.2*; fi
-  runuser -u munge -- /usr/sbin/munged
-  for _ in $(seq 50); do munge -n 2>/dev/null | unmunge >/dev/null 2>&1 && break; sleep 0.1; done
-  munge -n | unmunge >/dev/null || die "munged does not answer (see $MUNGE_LOG)"
+  rm -f "$SLURM_MUNGE_PID" "$SLURM_MUNGE_SOCKET" "$SLURM_MUNGE_SOCKET.lock"
+  runuser -u munge -- munged --socket="$SLURM_MUNGE_SOCKET" --key-file="$SLURM_MUNGE_DIR/munge.key" \
+    --pid-file="$SLURM_MUNGE_PID" --log-file="$MUNGE_LOG" --seed-file="$SLURM_MUNGE_DIR/munged.seed" \
+    || die "munged failed to start (see $MUNGE_LOG)"
+  for _ in $(seq 50); do private_munge_ok && break; sleep 0.1; done
+  private_munge_ok || die "the private munged does not answer (see $MUNGE_LOG)"
+  AUTHINFO="AuthInfo=socket=$SLURM_MUNGE_SOCKET"
 fi
 
-# --- 3. slurm.conf -----------------------------------------------------------------------------
+# --- 4. slurm.conf -----------------------------------------------------------------------------
 HOST_SHORT=$(hostname -s)
 read -r REAL_CPUS REAL_MEM < <(slurmd -C | awk '
   /^NodeName=/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == "CPUs") c = kv[2]; if (kv[1] == "RealMemory") m = kv[2] } }
@@ -122,23 +143,26 @@ SLURMD_PARAMS=""
 
 NEW_CONF=$(mktemp)
 trap 'rm -f "$NEW_CONF"' EXIT
-cat >"$NEW_CONF" <<EOF
-# Written by scripts/slurm-up.sh (vlmocr) -- single-node test cluster on loopback. Do not edit;
-# change the script instead (it rewrites this file and restarts the daemons if it differs).
-ClusterName=vlmocr-ci
+cat >"$NEW_CONF" <<END_OF_CONF
+# Written by scripts/slurm-up.sh (vlmocr) -- the test suite's private single-node cluster on
+# loopback. Do not edit; change the script instead (it rewrites this file and restarts the
+# daemons if it differs). Clients find it through SLURM_CONF=$CONF.
+ClusterName=vlmocr-test
 SlurmctldHost=${HOST_SHORT}(127.0.0.1)
 SlurmUser=slurm
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-SlurmctldPort=6817
-SlurmdPort=6818
-StateSaveLocation=$STATE_DIR
-SlurmdSpoolDir=$SPOOL_DIR
-SlurmctldPidFile=$CTLD_PID
-SlurmdPidFile=$SLURMD_PID
-SlurmctldLogFile=$CTLD_LOG
-SlurmdLogFile=$SLURMD_LOG
+$AUTHINFO
+# Not 6817/6818: a system cluster on this machine keeps its ports.
+SlurmctldPort=$SLURM_CTLD_PORT
+SlurmdPort=$SLURM_SLURMD_PORT
+StateSaveLocation=$SLURM_STATE_DIR
+SlurmdSpoolDir=$SLURM_SPOOL_DIR
+SlurmctldPidFile=$SLURM_CTLD_PID
+SlurmdPidFile=$SLURM_SLURMD_PID
+SlurmctldLogFile=$SLURM_CTLD_LOG
+SlurmdLogFile=$SLURM_SLURMD_LOG
 SlurmctldDebug=info
 SlurmdDebug=info
 
@@ -149,7 +173,7 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 # Finished jobs are appended here; 'sacct -c' reads it (plain 'sacct' exits 1 without accounting).
 JobCompType=jobcomp/filetxt
-JobCompLoc=$JOBCOMP_LOG
+JobCompLoc=$SLURM_JOBCOMP_LOG
 MpiDefault=none
 SwitchType=switch/none
 LaunchParameters=use_interactive_step
@@ -180,50 +204,41 @@ $SLURMD_PARAMS
 
 NodeName=${HOST_SHORT} NodeAddr=127.0.0.1 NodeHostname=${HOST_SHORT} CPUs=${CPUS} RealMemory=${NODE_MEM} State=UNKNOWN
 PartitionName=debug Nodes=${HOST_SHORT} Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
-EOF
+END_OF_CONF
 
 CONF_CHANGED=0
 if [ ! -f "$CONF" ] || ! cmp -s "$NEW_CONF" "$CONF"; then
   CONF_CHANGED=1
-  install -d -m 0755 "$CONF_DIR"
-  [ -f "$CONF" ] && cp -p "$CONF" "$CONF.bak"
   install -m 0644 "$NEW_CONF" "$CONF"
-  log "wrote $CONF (node $HOST_SHORT: CPUs=$CPUS RealMemory=$NODE_MEM of $REAL_MEM MB, DefMemPerCPU=$DEFMEM)"
+  log "wrote $CONF (node $HOST_SHORT: CPUs=$CPUS RealMemory=$NODE_MEM of $REAL_MEM MB, DefMemPerCPU=$DEFMEM," \
+      "ports $SLURM_CTLD_PORT/$SLURM_SLURMD_PORT)"
 else
   log "$CONF unchanged"
 fi
-# Some slurmd builds read cgroup.conf when it exists; make sure a stale one cannot turn cgroups on.
-if [ -f "$CONF_DIR/cgroup.conf" ] && ! grep -q 'written by scripts/slurm-up.sh' "$CONF_DIR/cgroup.conf"; then
-  mv "$CONF_DIR/cgroup.conf" "$CONF_DIR/cgroup.conf.disabled-by-slurm-up"
+
+# --- 5. daemons --------------------------------------------------------------------------------
+if [ $CONF_CHANGED = 1 ] && { slurm_pid_alive "$SLURM_CTLD_PID" slurmctld || slurm_pid_alive "$SLURM_SLURMD_PID" slurmd; }; then
+  log "config changed: restarting the private daemons"
+  "$HERE"/slurm-down.sh --quiet --keep-munge
 fi
 
-install -d -m 0755 -o slurm -g slurm /var/lib/slurm "$STATE_DIR" "$LOG_DIR"
-install -d -m 0755 -o root -g root "$SPOOL_DIR"
-touch "$JOBCOMP_LOG" && chown slurm:slurm "$JOBCOMP_LOG"
-
-# --- 4. daemons --------------------------------------------------------------------------------
-if [ $CONF_CHANGED = 1 ] && { pid_alive "$CTLD_PID" slurmctld || pid_alive "$SLURMD_PID" slurmd; }; then
-  log "config changed: restarting the daemons"
-  "$(dirname "$0")"/slurm-down.sh --quiet
-fi
-
-if pid_alive "$CTLD_PID" slurmctld; then
-  log "slurmctld already running (pid $(cat $CTLD_PID))"
+if slurm_pid_alive "$SLURM_CTLD_PID" slurmctld; then
+  log "slurmctld already running (pid $(cat "$SLURM_CTLD_PID"))"
 else
-  log "starting slurmctld"
-  slurmctld || die "slurmctld failed to start"
+  log "starting slurmctld (port $SLURM_CTLD_PORT)"
+  slurmctld -f "$CONF" || die "slurmctld failed to start"
 fi
 for _ in $(seq 100); do scontrol ping 2>/dev/null | grep -q 'is UP' && break; sleep 0.2; done
 scontrol ping 2>/dev/null | grep -q 'is UP' || die "slurmctld does not answer 'scontrol ping'"
 
-if pid_alive "$SLURMD_PID" slurmd; then
-  log "slurmd already running (pid $(cat $SLURMD_PID))"
+if slurm_pid_alive "$SLURM_SLURMD_PID" slurmd; then
+  log "slurmd already running (pid $(cat "$SLURM_SLURMD_PID"))"
 else
-  log "starting slurmd"
-  slurmd || die "slurmd failed to start"
+  log "starting slurmd (port $SLURM_SLURMD_PORT)"
+  slurmd -f "$CONF" || die "slurmd failed to start"
 fi
 
-# --- 5. wait for the node ------------------------------------------------------------------------
+# --- 6. wait for the node ------------------------------------------------------------------------
 node_state() { sinfo -h -N -n "$HOST_SHORT" -o '%T' 2>/dev/null | head -n1; }
 state=""
 for i in $(seq 120); do
@@ -245,7 +260,7 @@ case "$state" in
   *) die "node $HOST_SHORT did not become idle (state: '${state:-no answer}')" ;;
 esac
 
-# --- 6. smoke test ---------------------------------------------------------------------------------
+# --- 7. smoke test ---------------------------------------------------------------------------------
 WORK=$(mktemp -d /tmp/vlmocr-slurm-up.XXXXXX)
 chmod 0755 "$WORK"
 ts() { date +%s.%N; }
@@ -303,9 +318,9 @@ EOS
   fi
 fi
 rm -rf "$WORK"
-
-log "SLURM is up: cluster vlmocr-ci, node $HOST_SHORT, partition debug"
-echo "  config:  $CONF"
-echo "  logs:    $CTLD_LOG  $SLURMD_LOG  $MUNGE_LOG  (job completions: $JOBCOMP_LOG)"
-echo "  state:   $STATE_DIR  $SPOOL_DIR"
-echo "  stop:    $(dirname "$0")/slurm-down.sh"
+log "SLURM is up: cluster vlmocr-test, node $HOST_SHORT, partition debug, ports $SLURM_CTLD_PORT/$SLURM_SLURMD_PORT"
+echo "  use:     export SLURM_CONF=$CONF"
+echo "  logs:    $SLURM_CTLD_LOG  $SLURM_SLURMD_LOG  (job completions: $SLURM_JOBCOMP_LOG)"
+echo "  state:   $SLURM_STATE_DIR  $SLURM_SPOOL_DIR"
+echo "  munge:   ${AUTHINFO:-AuthInfo unset: the munged of the system, default socket}"
+echo "  stop:    $HERE/slurm-down.sh"

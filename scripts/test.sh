@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Install everything the test suite needs on a fresh Debian machine (as root), start the
-# single-node SLURM cluster, and run the tests. README's second Quick start command; CI runs it.
+# The README's second Quick start command; CI runs it (.ci/run). As root on a fresh Debian machine:
+# installs what the test suite needs (Debian packages: Tesseract and its language data, Chromium,
+# slurm-wlm and munge; the Python test extras with pip), starts a private single-node SLURM
+# cluster under /tmp/vlmocr-slurm (scripts/slurm-up.sh: its own slurm.conf, ports 16817/16818,
+# state and logs; /etc/slurm and any running cluster are left alone), runs the tests against it,
+# and stops that cluster again at the end if this command started it.
+#
+#   VLMOCR_SLURM_KEEP=1 bash scripts/test.sh ...   leave the private cluster running afterwards
+#
+# Arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The language packs the tests read with (engines/languages.py names each one's package): Fraktur as
-# language (frk) and as script model (script-frak), polytonic Greek, Czech, Danish, Slovak; osd for script
-# detection.
-apt_pkgs=(tesseract-ocr tesseract-ocr-eng tesseract-ocr-deu tesseract-ocr-fra tesseract-ocr-frk tesseract-ocr-grc
-          tesseract-ocr-ces tesseract-ocr-dan tesseract-ocr-slk tesseract-ocr-script-frak tesseract-ocr-osd)
+apt_pkgs=(tesseract-ocr tesseract-ocr-eng tesseract-ocr-deu tesseract-ocr-fra tesseract-ocr-frk tesseract-ocr-grc tesseract-ocr-ces tesseract-ocr-dan)
 missing=()
 for p in "${apt_pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
@@ -21,10 +25,22 @@ bash scripts/install-browser.sh
 
 python -m pip install -q -e '.[test]'
 
-if [[ -x scripts/slurm-up.sh ]]; then
-  bash scripts/slurm-up.sh
+# The private SLURM cluster (scripts/slurm-env.sh: its directory, SLURM_CONF, ports). Stopped
+# on the way out only when it was not already running: a developer's cluster stays up.
+. scripts/slurm-env.sh
+if slurm_private_up || [[ "${VLMOCR_SLURM_KEEP:-0}" == 1 ]]; then
+  stop_slurm=0
+else
+  stop_slurm=1
 fi
+if ((stop_slurm)); then
+  trap 'bash scripts/slurm-down.sh --quiet || echo "test.sh: could not stop the private SLURM (scripts/slurm-down.sh)" >&2' EXIT
+fi
+bash scripts/slurm-up.sh
+export SLURM_CONF  # the tests, vlmocr and its jobs talk to the private cluster only
 
-# Strict: a missing component (tesseract, SLURM, Chromium, ground truth) fails instead of skipping.
+# Strict: a missing component (tesseract, SLURM, Chromium) fails instead of skipping.
 export VLMOCR_TEST_STRICT=1
-exec python -m pytest "$@"
+status=0
+python -m pytest "$@" || status=$?
+exit "$status"

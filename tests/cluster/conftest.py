@@ -1,5 +1,10 @@
 """Fixtures for tests against the real single-node SLURM started by ``scripts/slurm-up.sh``.
 
+That cluster is private to the tests: its own slurm.conf, ports and state under
+``/tmp/vlmocr-slurm`` (``VLMOCR_SLURM_DIR``). Every slurm command here and in the ``vlmocr`` the
+tests start finds it through ``SLURM_CONF`` (set by ``scripts/test.sh``; when unset, this conftest
+sets it to the private conf, so a plain ``pytest`` never talks to a system cluster).
+
 The session fixture ``slurm`` checks that ``sinfo`` answers and the node is usable; if not, the
 tests that use it are skipped (or fail when ``VLMOCR_TEST_STRICT=1``, as in CI). It yields a
 :class:`Slurm` helper::
@@ -25,6 +30,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.slurm import cluster_logs, use_test_cluster
+
+SLURM_CONF = use_test_cluster()  # before any sbatch/squeue/scontrol, in this process and its children
 
 #: States after which a job will not change any more.
 TERMINAL_STATES = frozenset(
@@ -179,7 +187,7 @@ class Slurm:
 
     def diagnostics(self, lines: int = 20) -> str:
         out = [_run("sinfo", "-N", "-l").stdout]
-        for log in ("/var/log/slurm/slurmctld.log", "/var/log/slurm/slurmd.log"):
+        for log in cluster_logs():
             try:
                 tail = Path(log).read_text(errors="replace").splitlines()[-lines:]
             except OSError as exc:
@@ -189,7 +197,8 @@ class Slurm:
 
 
 def _unavailable(reason: str) -> None:
-    msg = f"SLURM test cluster not available: {reason} (start it with: sudo scripts/slurm-up.sh)"
+    msg = (f"SLURM test cluster not available: {reason} (SLURM_CONF={SLURM_CONF}; start it with: "
+           "sudo scripts/slurm-up.sh)")
     if _strict():
         pytest.fail(msg, pytrace=False)
     pytest.skip(msg)
@@ -199,6 +208,8 @@ def _unavailable(reason: str) -> None:
 def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Slurm]:
     if shutil.which("sinfo") is None or shutil.which("sbatch") is None:
         _unavailable("sinfo/sbatch not on PATH")
+    if not SLURM_CONF.is_file():
+        _unavailable(f"no {SLURM_CONF}")
     # 'scontrol ping' answers at once; sinfo retries for ~9 s when slurmctld is down.
     try:
         ping = _run("scontrol", "ping", timeout=20)

@@ -8,12 +8,38 @@ Total run time is dominated by the signal test (up to ~30 s, see docs/slurm-test
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
+from support.slurm import SYSTEM_PORTS, cluster_conf, cluster_dir, cluster_ports
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(150)]
+
+
+def test_the_tests_talk_to_the_private_cluster(slurm) -> None:
+    # scripts/test.sh starts a cluster of its own and leaves a system one alone: the slurm
+    # commands of the tests reach it through SLURM_CONF, and its daemons were started with that
+    # file, listen on its own ports and keep their state in its own directory.
+    conf = Path(os.environ["SLURM_CONF"])
+    assert conf == cluster_conf() and conf.is_file()
+    shown = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=30, check=True)
+    config = dict(line.split(" = ", 1) for line in shown.stdout.splitlines() if " = " in line)
+    config = {k.strip(): v.strip() for k, v in config.items()}
+    assert config["SLURM_CONF"] == str(conf) and config["ClusterName"] == "vlmocr-test"
+    ports = (int(config["SlurmctldPort"]), int(config["SlurmdPort"]))
+    assert ports == cluster_ports() and not set(ports) & set(SYSTEM_PORTS)
+    for key in ("StateSaveLocation", "SlurmdSpoolDir", "SlurmctldPidFile", "SlurmdPidFile", "SlurmctldLogFile"):
+        assert Path(config[key]).is_relative_to(cluster_dir()), (key, config[key])
+    for daemon in ("slurmctld", "slurmd"):  # the processes answering are the ones started with -f conf
+        pid = (cluster_dir() / "run" / f"{daemon}.pid").read_text().split()[0]
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        assert argv[:3] == [daemon.encode(), b"-f", str(conf).encode()], argv
+    # Nothing of it was written where a system cluster keeps its configuration.
+    system = Path("/etc/slurm/slurm.conf")
+    assert not system.exists() or "ClusterName=vlmocr-test" not in system.read_text(errors="replace")
 
 
 def test_simple_job_writes_output(slurm, tmp_path: Path) -> None:

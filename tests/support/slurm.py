@@ -1,5 +1,6 @@
-"""Helpers of the `vlmocr slurm` tests: the CLI in a subprocess, coded corpora, executables written
-for a test, and the check that no hostile file name ran as a command."""
+"""Helpers of the `vlmocr slurm` tests: where the private test cluster is, the CLI in a subprocess,
+coded corpora, executables written for a test, and the check that no hostile file name ran as a
+command."""
 
 from __future__ import annotations
 
@@ -11,6 +12,38 @@ import sys
 from pathlib import Path
 
 from vlmocr.testing.pagecode import expected_text, make_coded_pdf
+
+# The private cluster of scripts/slurm-up.sh; the same defaults as scripts/slurm-env.sh.
+DEFAULT_DIR = "/tmp/vlmocr-slurm"
+DEFAULT_PORT = 16817
+SYSTEM_PORTS = (6817, 6818)
+
+
+def cluster_dir() -> Path:
+    """The private test cluster's directory: its slurm.conf, state, spool, logs, pid files."""
+    return Path(os.environ.get("VLMOCR_SLURM_DIR") or DEFAULT_DIR)
+
+
+def cluster_conf() -> Path:
+    return cluster_dir() / "slurm.conf"
+
+
+def cluster_ports() -> tuple[int, int]:
+    """(SlurmctldPort, SlurmdPort) the private cluster listens on."""
+    port = int(os.environ.get("VLMOCR_SLURM_PORT") or DEFAULT_PORT)
+    return port, port + 1
+
+
+def cluster_logs() -> list[Path]:
+    return [cluster_dir() / "log" / "slurmctld.log", cluster_dir() / "log" / "slurmd.log"]
+
+
+def use_test_cluster() -> Path:
+    """Aim every slurm command of the tests (and of the `vlmocr` they start, and of its jobs) at the
+    private test cluster: SLURM_CONF as set (scripts/test.sh sets it), else the private conf — never
+    a system cluster's /etc/slurm by default. Returns the conf in use."""
+    os.environ.setdefault("SLURM_CONF", str(cluster_conf()))
+    return Path(os.environ["SLURM_CONF"])
 
 HOSTILE = [
     "two  spaces here.pdf",
