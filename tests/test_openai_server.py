@@ -206,6 +206,22 @@ def test_health_models_version(server: ServerHandle) -> None:
     assert {m["root"] for m in models} == {"big-model"} and models[0]["max_model_len"] == 4096
     assert content_of(post(server, page_body(3) | {"model": "alias"})) == expected_text(3)
     assert HTTP.get(f"{base}/version").json() == {"version": "0.0.0+fake"}
+    assert HTTP.get(f"{base}/get_server_info").status_code == 404  # SGLang's route, not vLLM's
+
+
+def test_answers_as_sglang_where_the_servers_differ(server: ServerHandle) -> None:
+    """SGLang: its version in GET /get_server_info (no /version), owned_by "sglang", and the
+    model path it was started with as /v1/models' root."""
+    base = server.base_url
+    server.configure(server_kind="sglang", server_version="0.5.10.post1", models=["Unlimited-OCR"],
+                     model_root="/models/unlimited-ocr")
+    assert HTTP.get(f"{base}/version").status_code == 404
+    info = HTTP.get(f"{base}/get_server_info").json()
+    assert info["version"] == "0.5.10.post1" and info["model_path"] == "/models/unlimited-ocr"
+    [model] = HTTP.get(f"{server.url}/models").json()["data"]
+    assert model["owned_by"] == "sglang" and model["root"] == "/models/unlimited-ocr"
+    with pytest.raises(httpx.HTTPStatusError):
+        server.configure(server_kind="tgi")
 
 
 def test_chat_completion_answers_the_page_code(server: ServerHandle) -> None:

@@ -21,6 +21,7 @@ from .pagecode import read_code
 
 AnswerMode = Literal["pagecode", "ocr", "static", "script"]
 ANSWER_MODES: tuple[str, ...] = ("pagecode", "ocr", "static", "script")
+SERVER_KINDS: tuple[str, ...] = ("vllm", "sglang")
 
 # Faults that replace the HTTP exchange, then faults that shape the generated text. At most one
 # fault fires per request: the first in this order whose rule matches.
@@ -127,6 +128,11 @@ class ServerConfig:
     default_max_tokens: int = 1024
     max_log: int = 10000
     server_version: str = "0.0.0+fake"
+    # Which server it answers as where the two differ: vLLM's GET /version or SGLang's
+    # GET /get_server_info (each 404 on the other's), and /v1/models' owned_by.
+    server_kind: str = "vllm"
+    # /v1/models' `root`: the model path the server was started with (default: the first name).
+    model_root: str | None = None
     host: str = "127.0.0.1"
     port: int = 0
 
@@ -135,6 +141,8 @@ class ServerConfig:
             raise ValueError(f"answer must be one of {ANSWER_MODES}, got {self.answer!r}")
         if self.slots < 1:
             raise ValueError("slots must be >= 1")
+        if self.server_kind not in SERVER_KINDS:
+            raise ValueError(f"server_kind must be one of {SERVER_KINDS}, got {self.server_kind!r}")
         if isinstance(self.models, (list, tuple)):
             if not self.models:
                 raise ValueError("models must name at least one model")

@@ -73,6 +73,7 @@ class FakeVLLM:
         app = web.Application(client_max_size=256 * 1024 * 1024)
         app.router.add_get("/health", self.health)
         app.router.add_get("/version", self.version)
+        app.router.add_get("/get_server_info", self.server_info)
         app.router.add_get("/v1/models", self.list_models)
         app.router.add_get("/metrics", self.metrics)
         app.router.add_post("/v1/chat/completions", self.chat_completions)
@@ -88,7 +89,23 @@ class FakeVLLM:
         return web.Response(status=200)
 
     async def version(self, request: web.Request) -> web.Response:
+        """vLLM's GET /version; SGLang has no such route."""
+        if self.config.server_kind != "vllm":
+            return web.json_response({"detail": "Not Found"}, status=404)
         return web.json_response({"version": self.config.server_version})
+
+    async def server_info(self, request: web.Request) -> web.Response:
+        """SGLang's GET /get_server_info: its server arguments, its version and the scheduler's
+        internal state (a few of each); vLLM has no such route."""
+        cfg = self.config
+        if cfg.server_kind != "sglang":
+            return web.json_response({"detail": "Not Found"}, status=404)
+        return web.json_response({
+            "model_path": cfg.model_root or cfg.model_names[0], "served_model_name": cfg.model_names[0],
+            "host": cfg.host, "port": cfg.port, "context_length": cfg.max_model_len, "tp_size": 1,
+            "version": cfg.server_version,
+            "internal_states": [{"last_gen_throughput": 0.0, "max_total_num_tokens": cfg.max_model_len * cfg.slots}],
+        })
 
     def _unauthorized(self, request: web.Request) -> web.Response | None:
         key = self.config.api_key
@@ -100,13 +117,13 @@ class FakeVLLM:
         if (denied := self._unauthorized(request)) is not None:
             return denied
         cfg = self.config
-        root = cfg.model_names[0]
+        root = cfg.model_root or cfg.model_names[0]
         data = [
             {
                 "id": name,
                 "object": "model",
                 "created": int(time.time()),
-                "owned_by": "vllm",
+                "owned_by": cfg.server_kind,
                 "root": root,
                 "parent": None,
                 "max_model_len": cfg.max_model_len,

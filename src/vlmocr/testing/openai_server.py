@@ -51,7 +51,7 @@ from typing import Any
 import httpx2 as httpx
 from aiohttp import web
 
-from .fake_config import ANSWER_MODES, FAULT_KINDS, NOCODE, REFUSAL_TEXT, FaultRule, ServerConfig
+from .fake_config import ANSWER_MODES, FAULT_KINDS, NOCODE, REFUSAL_TEXT, SERVER_KINDS, FaultRule, ServerConfig
 from .fake_vllm import FakeVLLM
 from .pagecode import expected_text
 
@@ -308,6 +308,10 @@ def _parse_args(argv: list[str] | None) -> ServerConfig:
     parser.add_argument("--retry-after", type=float, default=1)
     parser.add_argument("--hang-seconds", type=float, default=30.0)
     parser.add_argument("--default-max-tokens", type=int, default=1024)
+    parser.add_argument("--server-kind", choices=SERVER_KINDS, default="vllm",
+                        help="answer GET /version as vLLM or GET /get_server_info as SGLang")
+    parser.add_argument("--server-version", default=ServerConfig.server_version)
+    parser.add_argument("--model-root", help="/v1/models' root: the model path served (default: the first name)")
     args = parser.parse_args(argv)
 
     faults: dict[str, Any] = json.loads(args.faults)
@@ -337,6 +341,9 @@ def _parse_args(argv: list[str] | None) -> ServerConfig:
             retry_after=args.retry_after,
             hang_seconds=args.hang_seconds,
             default_max_tokens=args.default_max_tokens,
+            server_kind=args.server_kind,
+            server_version=args.server_version,
+            model_root=args.model_root,
             host=args.host,
             port=args.port,
         )
