@@ -44,7 +44,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bench_signal as bs  # noqa: E402  (this folder: the GT loader, fit and report)
+import bench_signal as bs  # noqa: E402  (this folder: precision/recall)
+import gt_reading as gt  # noqa: E402  (this folder: the ground-truth pages and the readings cache)
 
 from vlmocr.engines.base import Reading  # noqa: E402
 from vlmocr.evaluation.score import cer  # noqa: E402
@@ -114,9 +115,9 @@ def measure_all(rows: list[dict[str, str]], cache: dict[str, Any], seed: int) ->
     rng = random.Random(seed)
     out = []
     for row in rows:
-        truth = (bs.GT / row["truth"]).read_text(encoding="utf-8")
-        ink = next((cache[k]["ink"] for k in (f"tesseract/{row['name']}", f"rapidocr/{row['name']}") if k in cache), None)
-        lang = bs.tess_lang(row["language"], row["script"])
+        truth = gt.truth(row)
+        ink = next((cache[k]["ink"] for k in (f"tesseract/{row['name']}",) if k in cache), None)
+        lang = gt.tess_lang(row["language"], row["script"])
         for fault, text, finish, logprob in answers(truth, rng):
             status, _ = classify(text, finish)
             status, quality = judge_reading(status, Reading(text=text, confidence=confidence_of(logprob)), ENGINE,
@@ -167,8 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fit", action="store_true")
     ap.add_argument("--write", action="store_true", help="with --fit: write [thresholds.openai]")
     args = ap.parse_args(argv)
-    rows = bs.gt_pages(None)
-    cache = bs.load_cache(bs.CACHE)
+    rows = gt.gt_pages()
+    cache = gt.load_cache(gt.CACHE)
     pages = measure_all(rows, cache, args.seed)
     show(pages, f"the rule in force ({signal.THRESHOLDS_FILE.name})")
     if args.fit:
