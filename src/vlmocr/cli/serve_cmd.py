@@ -61,6 +61,8 @@ def serve_command(
                            no_p2p=no_p2p, served_name=served_model_name, log=log, write=False)
         for warning in plan.warnings:
             console.print(f"warning: {warning}", markup=False)
+        if plan.attention is not None:
+            console.print(f"{plan.server}: {plan.attention.sentence()}", markup=False)
         print(plan.shell_script(), end="", flush=True)
         return 0
 
@@ -70,7 +72,8 @@ def serve_command(
                             port=port, no_p2p=no_p2p, served_name=served_model_name, log=log) as info:
             ready = True
             details = {"url": info.url, "model": info.model_name, "pid": info.pid, "log": str(info.log),
-                       "server": info.server, "tensor_parallel": info.tensor_parallel, "versions": info.versions}
+                       "server": info.server, "tensor_parallel": info.tensor_parallel, "versions": info.versions,
+                       "attention": info.attention}
             if json_out:
                 print(json.dumps(details), flush=True)
             else:

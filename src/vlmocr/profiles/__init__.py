@@ -114,6 +114,9 @@ class ServeSpec(_Strict):
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     json_args: dict[str, Any] = Field(default_factory=dict)
+    # --attention-backend, put before ``args``: "" leaves it to the server, a name pins it,
+    # "auto" lets vlmocr choose by the GPU (cluster/serve/attention.py: fa3 on Hopper, else flashinfer).
+    attention_backend: str = Field(default="", pattern=r"^[a-z0-9_]*$")
 
     def argv(self) -> list[str]:
         """The flags as one argv list, JSON values serialized compactly."""

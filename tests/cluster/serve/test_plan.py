@@ -60,7 +60,8 @@ def test_unlimited_ocr_sglang_exact_argv_and_env(tmp_path, scratch):
     assert "--enable-custom-logit-processor" in sglang_args
     assert rec["argv"] == [
         "--model-path", UNLIMITED, "--host", "127.0.0.1", "--port", str(info.port),
-        "--served-model-name", UNLIMITED, *sglang_args,
+        # no nvidia-smi here: flashinfer, which every GPU runs (tests/cluster/serve/test_attention.py)
+        "--served-model-name", UNLIMITED, "--attention-backend", "flashinfer", *sglang_args,
     ]
     env = rec["env"]
     assert env["HF_HUB_OFFLINE"] == "1" and env["TRANSFORMERS_OFFLINE"] == "1"

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from ...envvars import SGLANG_BIN, VLLM_BIN, env_args
 from ...exceptions import UsageError
 from ...profiles import Profile, has_control_characters, load_profile
+from .attention import AttentionChoice, choose_attention_backend
 
 ServerName = Literal["vllm", "sglang"]
 SERVERS: tuple[str, ...] = ("vllm", "sglang")
@@ -228,6 +229,7 @@ class ServePlan:
     # False for `--print`: nothing was written, the printed script makes the work directory
     # and the args file itself (shell_script), so printing leaves nothing behind.
     written: bool = True
+    attention: AttentionChoice | None = None  # the --attention-backend chosen, and why
 
     @property
     def base_url(self) -> str:
@@ -250,6 +252,8 @@ class ServePlan:
         if self.args_file is not None and self.args_text is not None:
             comments.append(f"args file {q(str(self.args_file))}:")
             comments += [f"  {line}" for line in self.args_text.splitlines() if not line.startswith("#")]
+        if self.attention is not None:
+            comments.append(self.attention.sentence())
         lines = [_comment(text) for text in comments]
         lines += [f"export {k}={q(v)}" for k, v in self.env.items()]
         if not self.written:
@@ -393,6 +397,9 @@ def plan_server(
     if rev:
         argv += ["--revision", rev]
     argv += ["--host", host, "--port", str(chosen), "--served-model-name", name]
+    attention = choose_attention_backend(spec.attention_backend if spec else "", extra, env)
+    if attention is not None and attention.source != "command line":
+        argv += ["--attention-backend", attention.backend]
     argv += spec_args
     if args_file is not None:
         argv += ["--config", str(args_file)]
@@ -408,5 +415,5 @@ def plan_server(
         server=server, profile=prof.name, model=model, served_name=name, revision=rev, host=host,
         port=chosen, port_given=port_given, argv=argv, env=server_env, workdir=wd, cache_root=cache_root,
         args_file=args_file, args_text=args_text, log=log_path, tensor_parallel=tp, warnings=warnings,
-        owns_workdir=owns_workdir, written=write,
+        owns_workdir=owns_workdir, written=write, attention=attention,
     )

@@ -52,6 +52,8 @@ class ServerInfo:
     argv: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     versions: dict[str, str | None] = field(default_factory=dict)
+    # The --attention-backend chosen and why (plan.attention), None when left to the server.
+    attention: dict[str, str] | None = None
     process: ServerProcess | None = field(default=None, repr=False, compare=False)
 
     def alive(self) -> bool:
@@ -112,6 +114,8 @@ def running_server(
                        no_p2p=no_p2p, served_name=served_name, log=log, environ=environ)
     for warning in plan.warnings:
         note(f"warning: {warning}")
+    if plan.attention is not None:
+        note(f"{plan.server}: {plan.attention.sentence()}")
     if plan.port_given and port_in_use(plan.host, plan.port):
         raise EndpointUnavailable(f"port {plan.port} on {plan.host} is already in use by another process; "
                                   "choose another --port (or none: vlmocr asks the OS for a free one)")
@@ -143,6 +147,7 @@ def running_server(
                 url=plan.url, model_name=plan.served_name, pid=process.pid, log=plan.log, server=plan.server,
                 host=plan.host, port=plan.port, tensor_parallel=plan.tensor_parallel, argv=list(plan.argv),
                 env=dict(plan.env), versions=versions, process=process,
+                attention=plan.attention.as_dict() if plan.attention is not None else None,
             )
             note(f"{plan.server} {versions.get(plan.server) or '(version unknown)'} ready at {info.url} "
                 f"serving {info.model_name} (pid {info.pid}); vlmocr {__version__}")
