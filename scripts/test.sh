@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The README's second Quick start command; CI runs it (.ci/run). As root on a fresh Debian machine:
 # installs what the test suite needs (Debian packages: Tesseract and its language data, Chromium,
-# slurm-wlm and munge; the Python test extras with pip), starts a private single-node SLURM
-# cluster under /tmp/vlmocr-slurm (scripts/slurm-up.sh: its own slurm.conf, ports 16817/16818,
-# state and logs; /etc/slurm and any running cluster are left alone), runs the tests against it,
-# and stops that cluster again at the end if this command started it.
+# DjVuLibre (djvulibre-bin), slurm-wlm and munge; the Python test extras with pip), starts a
+# private single-node SLURM cluster under /tmp/vlmocr-slurm (scripts/slurm-up.sh: its own
+# slurm.conf, ports 16817/16818, state and logs; /etc/slurm and any running cluster are left
+# alone), runs the tests against it, and stops that cluster again at the end if this command
+# started it.
 #
 #   VLMOCR_SLURM_KEEP=1 bash scripts/test.sh ...   leave the private cluster running afterwards
 #
@@ -12,7 +13,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-apt_pkgs=(tesseract-ocr tesseract-ocr-eng tesseract-ocr-deu tesseract-ocr-fra tesseract-ocr-frk tesseract-ocr-grc tesseract-ocr-ces tesseract-ocr-dan)
+apt_pkgs=(tesseract-ocr tesseract-ocr-eng tesseract-ocr-deu tesseract-ocr-fra tesseract-ocr-frk tesseract-ocr-grc tesseract-ocr-ces tesseract-ocr-dan
+          djvulibre-bin)  # DjVu: ddjvu renders, djvused counts; c44 and djvm make the tests' files
 missing=()
 for p in "${apt_pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

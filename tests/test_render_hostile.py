@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 from PIL import Image, TiffImagePlugin
+from support.cli import run_cli
+from support.memory import peak_rss_mb
+from support.records import read_records
 
 from vlmocr import render
 from vlmocr.exceptions import BadInput
 from vlmocr.render import Sizing, count_pages, render_page
 from vlmocr.testing.hostile_files import write_pdf, write_png, write_tiff
-
-from support.cli import run_cli
-from support.records import read_records
 
 SRC = Path(render.__file__).resolve().parents[1]  # the code under test, for child processes too
 
@@ -114,14 +114,6 @@ def test_a_tiff_of_hundreds_of_frames_is_read_in_linear_time(tmp_path, monkeypat
     assert parsed[0] <= 20 * 3, parsed[0]
 
 
-def _peak_rss_mb(script: str) -> dict[str, float]:
-    """Run `script` in a fresh interpreter; it prints 'base' and 'peak' resident memory in MB."""
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True, text=True,
-                         timeout=300, env={**os.environ, "PYTHONPATH": str(SRC)})
-    assert out.returncode == 0, out.stderr
-    return {k: float(v) for k, v in (line.split() for line in out.stdout.splitlines())}
-
-
 # VmHWM, not ru_maxrss: a child's ru_maxrss starts at its parent's peak (Linux keeps it over
 # fork and exec), so after a few tests in this process it would hide the child's own peak.
 PROBE = """
@@ -140,14 +132,14 @@ PROBE = """
 def test_a_big_jpeg_is_decoded_at_a_reduced_size(tmp_path):
     path = tmp_path / "big.jpg"
     Image.new("L", (10000, 10000), 250).save(path, quality=80)  # 100 MB decoded, 0.4 MB on disk
-    mem = _peak_rss_mb(PROBE.format(path=str(path), size=(5000, 5000)))
+    mem = peak_rss_mb(PROBE.format(path=str(path), size=(5000, 5000)))
     # draft() decodes at 5000² (25 MB); a full decode alone would be 100 MB
     assert mem["peak"] - mem["base"] < 60, mem
 
 
 def test_a_big_png_is_downscaled_without_full_size_copies(tmp_path):
     path = write_png(tmp_path / "big.png", 12000, 12000)  # 144 MB decoded
-    mem = _peak_rss_mb(PROBE.format(path=str(path), size=(5000, 5000)))
+    mem = peak_rss_mb(PROBE.format(path=str(path), size=(5000, 5000)))
     # the decoded frame, the narrow first resampling pass and the result; no second full copy
     assert mem["peak"] - mem["base"] < 2 * 144, mem
 

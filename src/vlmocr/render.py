@@ -1,4 +1,5 @@
-"""Pages → images (pypdfium2 for PDF, Pillow for PNG/JPEG/TIFF/WebP frames), and text layers.
+"""Pages → images (pypdfium2 for PDF; Pillow for PNG, JPEG, TIFF and WebP frames, JPEG 2000, BMP,
+GIF and PNM; DjVuLibre's tools for DjVu: djvu.py), and text layers.
 
 Every failure to open or render becomes `BadInput` with a reason a person understands; the
 scheduler turns that into a `bad_input` record and goes on with the other pages."""
@@ -24,7 +25,7 @@ from PIL import ExifTags, Image, ImageOps
 from .envvars import MAX_DOC_PAGES, env_int
 from .exceptions import BadInput
 from .record import DEFAULT_DPI, DEFAULT_MAX_PIXELS, Sizing  # noqa: F401  (the renderer's settings)
-from .sources import IMAGE_EXTS, PDF_EXTS, printable
+from .sources import DJVU_EXTS, IMAGE_EXTS, PDF_EXTS, printable
 
 HARD_MAX_IMAGE_PIXELS = 400_000_000  # larger image frames are refused instead of decoded
 # A page longer than this many times its width (a 0.001 × 14400 pt PDF page, a 1 × 40000 px
@@ -45,6 +46,9 @@ KEEP_DECODED_BYTES = 64 << 20
 # at most this many times the target size: Pillow's documented point where the result is
 # indistinguishable from LANCZOS alone, at a fraction of the memory and time.
 REDUCING_GAP = 3.0
+# The formats an engine with its own decoder may read from the file itself (Rendered.same_as_file):
+# those Tesseract's Leptonica reads in every build. JPEG 2000, GIF, BMP and PNM go as PNG copies.
+ENGINE_READABLE_FORMATS = frozenset({"PNG", "JPEG", "TIFF", "WEBP"})
 
 # We enforce our own limits; Pillow's bomb check would turn a big scan into an exception.
 Image.MAX_IMAGE_PIXELS = HARD_MAX_IMAGE_PIXELS
@@ -204,10 +208,15 @@ def count_pages(path: Path) -> int:
         if n == 0:
             raise BadInput(f"PDF has no pages: {shown(path)}")
         return _check_page_count(n, "PDF", path)
+    if is_djvu(path):
+        from . import djvu
+
+        _stat(path)
+        return _check_page_count(djvu.page_count(path), "DjVu file", path)
     with _image_lock:
         img, kept = _image_file(path)
         try:
-            n = int(getattr(img, "n_frames", 1) or 1)
+            n = _frame_count(img)
         except MemoryError:
             raise
         except Exception as exc:  # a broken frame chain
@@ -232,6 +241,32 @@ def _scale_for(w_pt: float, h_pt: float, sizing: Sizing) -> tuple[float, list[st
         scale *= (sizing.max_pixels / pixels) ** 0.5
         flags.append("downscaled")
     return scale, flags
+
+
+def is_djvu(path: Path) -> bool:
+    return path.suffix.lower() in DJVU_EXTS
+
+
+def _frame_count(img: Image.Image) -> int:
+    """The pages of an open image file: every frame of a TIFF (or WebP) is a page; a GIF is one
+    page whatever its frames (an animation's frames are no pages: the first is read, flagged
+    `animated`), and its frames are never counted (a hostile GIF may claim millions)."""
+    if img.format == "GIF":
+        return 1
+    return int(getattr(img, "n_frames", 1) or 1)
+
+
+def _target(w: int, h: int, sizing: Sizing) -> tuple[tuple[int, int], float, list[str]]:
+    """The size an image frame of w × h px is given: its own, else fitted to the longest side
+    asked for, and within the pixel cap ('downscaled'); with the factor and the flags."""
+    flags: list[str] = []
+    target = 1.0
+    if sizing.longest_side:
+        target = sizing.longest_side / max(w, h)
+    if w * h * target * target > sizing.max_pixels:
+        target = (sizing.max_pixels / (w * h)) ** 0.5
+        flags.append("downscaled")
+    return (max(1, round(w * target)), max(1, round(h * target))), target, flags
 
 
 def page_pixel_size(path: Path, page: int, sizing: Sizing) -> tuple[int, int]:
@@ -270,8 +305,27 @@ def render_page(path: Path, page: int, sizing: Sizing) -> Rendered:
                 raise BadInput(f"cannot render page {page} ({exc}): {shown(path)}") from None
         return Rendered(img, round(scale * 72.0, 2), flags)
     if kind == "image":
-        return _render_image(path, page, sizing)
+        return _render_djvu(path, page, sizing) if is_djvu(path) else _render_image(path, page, sizing)
     raise BadInput(f"unsupported file type {printable(path.suffix) or '(none)'!r}: {shown(path)}")
+
+
+def _render_djvu(path: Path, page: int, sizing: Sizing) -> Rendered:
+    """A DjVu page: its size checked from its INFO chunk, then drawn by ddjvu at the target size
+    (never larger), so the renderer's rules hold as for any image frame."""
+    from . import djvu
+
+    _stat(path)
+    n = djvu.page_count(path)
+    if not 1 <= page <= n:
+        raise BadInput(f"page {page} does not exist (the DjVu file has {n} pages): {shown(path)}")
+    info = djvu.page_info(path, page)
+    check_frame(info.width, info.height, page, path)
+    size, target, flags = _target(info.width, info.height, sizing)
+    with _large_decode(size[0] * size[1] * 4):
+        img = djvu.render(path, page, size)
+    src_dpi = image_dpi(img) or (info.dpi * target if info.dpi else None)
+    frame = _shrink(img, img.size)
+    return Rendered(frame, round(src_dpi, 2) if src_dpi else None, flags)
 
 
 def _render_image(path: Path, page: int, sizing: Sizing) -> Rendered:
@@ -341,7 +395,7 @@ def _render_frame(img: Image.Image, path: Path, page: int, sizing: Sizing) -> Re
     try:
         # Counted first: a TIFF seek past its last frame leaves Pillow's count wrong. Counting
         # walks the frame chain once; the file then stays open (_image_file).
-        n = int(getattr(img, "n_frames", 1) or 1)
+        n = _frame_count(img)
         if not 1 <= page <= n:
             raise BadInput(f"page {page} does not exist (the image has {n} frames): {shown(path)}")
         img.seek(page - 1)
@@ -351,18 +405,18 @@ def _render_frame(img: Image.Image, path: Path, page: int, sizing: Sizing) -> Re
         raise BadInput(f"cannot read frame {page} ({type(exc).__name__}: {exc}): {shown(path)}") from None
     w, h = img.size
     check_frame(w, h, page, path)
-    flags: list[str] = []
-    target = 1.0
-    if sizing.longest_side:
-        target = sizing.longest_side / max(w, h)
-    if w * h * target * target > sizing.max_pixels:
-        target = (sizing.max_pixels / (w * h)) ** 0.5
-        flags.append("downscaled")
-    size = (max(1, round(w * target)), max(1, round(h * target)))
+    size, target, flags = _target(w, h, sizing)
+    if img.format == "GIF" and getattr(img, "is_animated", False):
+        flags.append("animated")  # frame 1 of an animation: its other frames are no pages
     if target < 1 and img.format == "JPEG":
         img.draft(None, size)  # JPEG decodes at 1/2, 1/4 or 1/8 of its size: never more than needed
+    cost = _decoded_bytes(img)
+    if img.format == "JPEG2000":
+        k = _jp2_reduce(img, w, h, page, path, target)
+        # OpenJPEG decodes into 4 bytes a sample, then Pillow copies (64 MP grey: 370 MB at full size)
+        cost = (w >> k) * (h >> k) * (4 * len(img.getbands()) + _decoded_bytes(img) // (w * h))
     try:
-        with _large_decode(_decoded_bytes(img)):
+        with _large_decode(cost):
             img.load()
             orientation = img.getexif().get(ExifTags.Base.Orientation, 1)  # after load: PNG keeps EXIF late
             frame = _shrink(img, size)
@@ -377,8 +431,30 @@ def _render_frame(img: Image.Image, path: Path, page: int, sizing: Sizing) -> Re
         ImageOps.exif_transpose(frame, in_place=True)  # turned after shrinking: a quarter of the work
     src_dpi = image_dpi(img)
     dpi = round(src_dpi * target, 2) if src_dpi else None
-    untouched = not getattr(img, "is_animated", False) and size == (w, h) and not turned
+    untouched = (not getattr(img, "is_animated", False) and size == (w, h) and not turned
+                 and img.format in ENGINE_READABLE_FORMATS)
     return Rendered(frame, dpi, flags, same_as_file=path if untouched else None)
+
+
+def _jp2_reduce(img: Image.Image, w: int, h: int, page: int, path: Path, target: float) -> int:
+    """Check a JPEG 2000 frame's codestream and decode it at 1/2, 1/4… of its size when the
+    target is that small: a wavelet codestream holds every such resolution, so a 400 MP master
+    never takes 1.6 GB to shrink. Returns k: the frame is decoded at 1/2**k of each side."""
+    from .jpeg2000 import codestream
+
+    cs = codestream(path)
+    if cs is None:
+        raise BadInput(f"corrupt JPEG 2000 (no codestream header): {shown(path)}")
+    check_frame(cs.width, cs.height, page, path)  # what OpenJPEG will decode, whatever the box says
+    if (cs.width, cs.height) != (w, h):
+        raise BadInput(f"corrupt JPEG 2000: its header says {w}x{h} px, its codestream {cs.width}x{cs.height}: "
+                       f"{shown(path)}")
+    k = 0
+    while k < cs.levels and target * (1 << (k + 1)) <= 1.0:  # OpenJPEG refuses more than the levels
+        k += 1
+    if k:
+        img.reduce = k  # type: ignore[assignment,method-assign]  # Pillow's JPEG 2000 property
+    return k
 
 
 def _shrink(img: Image.Image, size: tuple[int, int]) -> Image.Image:

@@ -15,7 +15,12 @@ from typing import Iterable, Iterator
 from .exceptions import UsageError
 
 PDF_EXTS = {".pdf"}
-IMAGE_EXTS = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp"}
+# DjVu is read through DjVuLibre's tools (djvu.py: Debian djvulibre-bin), every other image by Pillow:
+# JPEG 2000 (.jp2 the file format, .j2k/.j2c/.jpc bare codestreams, .jpf/.jpx its extension), BMP,
+# GIF (one page: an animation's first frame) and the PNM family (.pbm .pgm .ppm .pnm).
+DJVU_EXTS = {".djvu", ".djv"}
+IMAGE_EXTS = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".webp", ".jp2", ".j2k", ".j2c", ".jpc", ".jpf", ".jpx",
+              ".bmp", ".dib", ".gif", ".pbm", ".pgm", ".ppm", ".pnm"} | DJVU_EXTS
 SUPPORTED_EXTS = PDF_EXTS | IMAGE_EXTS
 MAX_ID_BYTES = 180
 # Names Windows (and file systems shared with it) reserve whatever the extension: docs/CON.md

@@ -18,7 +18,7 @@ from PIL import Image
 
 from ..exceptions import BadInput
 from ..render import image_dpi, pdfium_lock
-from ..render import check_frame, open_pdf, text_layer, usable_text_layer
+from ..render import check_frame, is_djvu, open_pdf, text_layer, usable_text_layer
 
 LANG_SAMPLE_CHARS = 6_000  # a few hundred words settle a stopword vote
 MIN_IMAGE_SHARE = 0.3  # an image covering this share of the page makes a scan page
@@ -150,6 +150,8 @@ _EXIF_ROTATION = {3: 180, 6: 90, 8: 270, 5: 90, 7: 270}
 
 def image_facts(path: Path, n: int, check: list[int]) -> tuple[list[PageFacts], float | None]:
     """Facts for every frame of an image file (headers only: nothing is decoded)."""
+    if is_djvu(path):
+        return djvu_facts(path, n, check)
     facts: list[PageFacts] = []
     dpi: float | None = None
     with Image.open(path) as img:
@@ -189,6 +191,34 @@ def image_facts(path: Path, n: int, check: list[int]) -> tuple[list[PageFacts], 
                 f.kind = "image"
             facts.append(f)
     return facts, dpi
+
+
+def djvu_facts(path: Path, n: int, check: list[int]) -> tuple[list[PageFacts], float | None]:
+    """Facts for every page of a DjVu file, from the pages' INFO chunks (one djvused process)."""
+    from ..djvu import page_infos
+
+    infos = page_infos(path, list(range(1, n + 1)))
+    wanted = set(check)
+    facts: list[PageFacts] = []
+    for page in range(1, n + 1):
+        f = PageFacts(page, checked=page in wanted)
+        info = infos.get(page)
+        if info is None:
+            f.kind, f.error, f.checked = "bad", f"corrupt DjVu page {page} (no INFO chunk)", True
+            facts.append(f)
+            continue
+        try:
+            check_frame(info.width, info.height, page, path)
+        except BadInput as exc:
+            f.kind, f.error, f.checked = "bad", exc.reason, True
+        f.px, f.dpi = (info.width, info.height), info.dpi
+        f.dpi_assumed = assumed_dpi(info.dpi)
+        if info.dpi:
+            f.width, f.height = info.width * 72 / info.dpi, info.height * 72 / info.dpi
+        if f.checked and not f.kind:
+            f.kind = "image"
+        facts.append(f)
+    return facts, next((f.dpi for f in facts if f.dpi), None)
 
 
 def mark_shapes(facts: list[PageFacts]) -> None:
