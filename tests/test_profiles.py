@@ -135,7 +135,8 @@ def test_prompt_id_is_a_stable_short_sha256() -> None:
     assert profile.prompt_id == "a210f5b991d3"
     assert load_profile("unlimited-ocr").prompt_id == profile.prompt_id
     assert profile.prompt_id_for("sglang") == prompt_id("document parsing.") == "ae22ae5ff343"
-    assert profile.prompt_id_for("vllm", pages=3) == prompt_id("<image>Multi page parsing.")
+    assert profile.prompt_id_for("vllm", pages=3) == prompt_id("<image><image><image>Multi page parsing.")
+    assert profile.prompt_id_for("sglang", pages=3) == prompt_id("Multi page parsing.")
     assert load_profile("olmocr-2").prompt_id != profile.prompt_id
 
 

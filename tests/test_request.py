@@ -68,16 +68,39 @@ def test_sglang_processor_reference_unpickles_to_the_class() -> None:
 
 
 def test_unlimited_ocr_multi_page_uses_the_multi_page_recipe() -> None:
+    """The serving recipe: "For multi-page on vLLM, the request takes one `<image>` per page in
+    the text and `window_size=1024` in `vllm_xargs` (it has no `images_config`)."; on SGLang,
+    "Send multiple page images in one request with the `Multi page parsing.` prompt and
+    `image_mode="base"`"."""
     profile = load_profile("unlimited-ocr")
     pages = [(PNG, "image/png"), (PNG2, "image/png")]
-    vllm = build_chat_request(profile, pages, "vllm", "m")
-    assert vllm["messages"][0]["content"] == [{"type": "text", "text": "<image>Multi page parsing."}, image(URL1), image(URL2)]
-    assert vllm["vllm_xargs"] == {"ngram_size": 35, "window_size": 1024}
-    assert vllm["max_tokens"] == 16384
-    sglang = build_chat_request(profile, pages, "sglang", "m")
-    assert sglang["messages"][0]["content"][0] == {"type": "text", "text": "Multi page parsing."}
-    assert sglang["images_config"] == {"image_mode": "base"}
-    assert sglang["custom_params"] == {"ngram_size": 35, "window_size": 1024}
+    vllm = build_chat_request(profile, pages, "vllm", "Unlimited-OCR")
+    assert vllm == {
+        "model": "Unlimited-OCR",
+        "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "<image><image>Multi page parsing."}, image(URL1), image(URL2)]}],
+        "max_tokens": 16384,
+        "temperature": 0.0,
+        "skip_special_tokens": False,
+        "vllm_xargs": {"ngram_size": 35, "window_size": 1024},
+    }
+    three = build_chat_request(profile, [*pages, (PNG, "image/png")], "vllm", "m")["messages"][0]["content"]
+    assert three[0]["text"].count("<image>") == 3 == len(three) - 1
+    sglang = build_chat_request(profile, pages, "sglang", "Unlimited-OCR")
+    sglang.pop("custom_logit_processor")
+    assert sglang == {
+        "model": "Unlimited-OCR",
+        "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "Multi page parsing."}, image(URL1), image(URL2)]}],
+        "max_tokens": 16384,
+        "temperature": 0.0,
+        "skip_special_tokens": False,
+        "images_config": {"image_mode": "base"},
+        "custom_params": {"ngram_size": 35, "window_size": 1024},
+    }
+    # One page is the single-page recipe: one <image>, window 128.
+    assert build_chat_request(profile, pages[:1], "vllm", "m")["messages"][0]["content"][0]["text"] == \
+        "<image>document parsing."
 
 
 def test_too_many_pages_or_none_is_refused() -> None:

@@ -151,6 +151,11 @@ class MultiPageSpec(_Strict):
     page_separator: str = "<PAGE>"
     prompt: str | None = None
     prompt_by_server: dict[ServerKind, str] = Field(default_factory=dict)
+    # A placeholder the text carries once per page, before the prompt: a model without a chat
+    # template on vLLM (Unlimited-OCR) needs one "<image>" per image in the text. Per server
+    # kind like the prompt ("" where the server's template inserts the images itself).
+    image_token: str = ""
+    image_token_by_server: dict[ServerKind, str] = Field(default_factory=dict)
     extra_body: dict[ServerKind, dict[str, Any]] = Field(default_factory=dict)
     # Output budget of a whole multi-page request; per-page max_tokens × pages, capped here.
     max_tokens: int | None = Field(default=None, gt=0)
@@ -248,8 +253,12 @@ class Profile(_Strict):
     def prompt_for(self, server_kind: str = "vllm", pages: int = 1) -> str:
         """The exact prompt text sent for this server kind and page count."""
         kind = cast(ServerKind, server_kind)
-        if pages > 1 and self.multipage.prompt is not None:
-            return self.multipage.prompt_by_server.get(kind, self.multipage.prompt)
+        if pages > 1:
+            multi = self.multipage
+            tokens = multi.image_token_by_server.get(kind, multi.image_token) * pages
+            if multi.prompt is not None:
+                return tokens + multi.prompt_by_server.get(kind, multi.prompt)
+            return tokens + self.prompt_by_server.get(kind, self.prompt)
         return self.prompt_by_server.get(kind, self.prompt)
 
     @property
