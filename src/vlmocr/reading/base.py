@@ -27,6 +27,11 @@ class PageReader:
         """(page count, None), or (None, why the document cannot be read)."""
         raise NotImplementedError
 
+    async def inspect_many(self, paths: list[str]) -> list[tuple[int | None, str | None]]:
+        """`inspect` of several documents (the run's progress total is counted ahead of the
+        reading). One by one here; a reader with a worker pool asks it in one call."""
+        return [await self.inspect(path) for path in paths]
+
     async def process(self, task: PageTask) -> PageRecord | list[PageRecord]:
         raise NotImplementedError
 

@@ -30,6 +30,10 @@ class CpuReader(PageReader):
             return None, "the document crashed the PDF reader"
         return result
 
+    async def inspect_many(self, paths: list[str]) -> list[tuple[int | None, str | None]]:
+        ok, result = await self.pool.call_safely(worker.inspect_docs, paths)
+        return result if ok else [await self.inspect(path) for path in paths]  # one of them crashed pdfium
+
     async def process(self, task: PageTask) -> PageRecord:
         ok, result = await self.pool.call_safely(worker.read_page, task)
         if ok:

@@ -22,7 +22,7 @@ from .limiter import Limiter, next_limit, render_ahead
 from .pool import WorkerPool
 from .request import build_chat_request, ladder_overrides
 from ..engines.base import Reading
-from .worker import Prepared, classify, inspect_doc, judge_reading, prepare_for_http, read_page
+from .worker import Prepared, classify, inspect_doc, inspect_docs, judge_reading, prepare_for_http, read_page
 
 
 @dataclass
@@ -95,6 +95,10 @@ class VlmReader(PageReader):
     async def inspect(self, path: str) -> tuple[int | None, str | None]:
         ok, result = await self.pool.call_safely(inspect_doc, path)
         return result if ok else (None, "the document crashed the PDF reader")
+
+    async def inspect_many(self, paths: list[str]) -> list[tuple[int | None, str | None]]:
+        ok, result = await self.pool.call_safely(inspect_docs, paths)
+        return result if ok else [await self.inspect(path) for path in paths]  # one of them crashed pdfium
 
     def _for_http(self, task: PageTask) -> PageTask:
         return task.at(image_format=self.profile.image.format, jpeg_quality=self.profile.image.jpeg_quality)

@@ -85,6 +85,13 @@ def inspect_doc(path: str) -> tuple[int | None, str | None]:
         return None, exc.reason
 
 
+def inspect_docs(paths: list[str]) -> list[tuple[int | None, str | None]]:
+    """`inspect_doc` of several documents in one call: the progress total is counted ahead of the
+    reading through a pool whose queue holds pages, so one call per document would wait a page
+    each."""
+    return [inspect_doc(path) for path in paths]
+
+
 def image_digest(img) -> str:
     h = hashlib.sha256()
     h.update(f"{img.mode}:{img.width}x{img.height}:".encode())
