@@ -22,6 +22,14 @@ SERVE_NO_P2P = "VLMOCR_SERVE_NO_P2P"  # `run --serve` on GPUs without peer-to-pe
 SERVE_ARGS = "VLMOCR_SERVE_ARGS"  # extra server flags for `run --serve`, shell-split
 VLLM_BIN = "VLMOCR_VLLM_BIN"  # the vLLM command line, shell-split
 SGLANG_BIN = "VLMOCR_SGLANG_BIN"  # the SGLang command line, shell-split
+# `run --serve P --target hf-jobs`: the job's flavor and maximum duration (default: the profile's
+# flavor, 30m; the duration is checked where it is used), and the OpenAI base URL of a job's
+# server as a template with {job_id} and {port} (tests point it at a local stand-in).
+HF_JOBS_FLAVOR_ENV = "VLMOCR_HF_JOBS_FLAVOR"
+HF_JOBS_TIMEOUT_ENV = "VLMOCR_HF_JOBS_TIMEOUT"
+HF_JOBS_ENDPOINT = "VLMOCR_HF_JOBS_ENDPOINT"
+HF_JOBS_ENDPOINT_DEFAULT = "https://{job_id}--{port}.hf.jobs/v1"
+PROGRESS_EVERY = "VLMOCR_PROGRESS_EVERY"  # seconds between progress lines when stderr is no terminal
 
 FLAG_VALUES = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 
@@ -81,11 +89,27 @@ def env_args(name: str, environ: Mapping[str, str] | None = None) -> list[str]:
         raise _refuse(name, raw, f"cannot split it as a shell would ({exc})") from None
 
 
+def hf_jobs_endpoint(environ: Mapping[str, str] | None = None) -> str:
+    """The endpoint template of a Hugging Face job's server: fields {job_id} and {port} only."""
+    raw = _raw(HF_JOBS_ENDPOINT, environ)
+    if not raw:
+        return HF_JOBS_ENDPOINT_DEFAULT
+    try:
+        raw.format(job_id="j", port=1)
+    except (KeyError, IndexError, ValueError):
+        raise _refuse(HF_JOBS_ENDPOINT, raw, "expected a URL with no fields but {job_id} and {port}") from None
+    if not raw.startswith(("http://", "https://")):
+        raise _refuse(HF_JOBS_ENDPOINT, raw, "expected an http:// or https:// URL")
+    return raw
+
+
 def check_environment(environ: Mapping[str, str] | None = None) -> None:
     """Read every variable above once: a command refuses a broken environment at its start,
     not in a worker process an hour later."""
     env_int(MAX_DOC_PAGES, 1, minimum=1, environ=environ)
     env_float(SERVE_HEALTH_TIMEOUT, 0.0, minimum=0.0, environ=environ)
     env_flag(SERVE_NO_P2P, environ)
+    env_float(PROGRESS_EVERY, 10.0, minimum=0.0, environ=environ)
     for name in (SERVE_ARGS, VLLM_BIN, SGLANG_BIN):
         env_args(name, environ)
+    hf_jobs_endpoint(environ)

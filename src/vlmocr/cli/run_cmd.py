@@ -9,6 +9,7 @@ from typing import List, Optional
 import typer
 
 from ..config import load_config
+from ..exceptions import UsageError
 from ..preflight import check_run
 from ..progress import RunProgress, console
 from ..reading.scheduler import DocumentFilter, run as run_pages
@@ -37,6 +38,8 @@ def run_command(
     force: bool = typer.Option(False, "--force", help="Re-read pages that already have a final record."),
     json_out: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
     serve: Optional[str] = typer.Option(None, help="Start a server for this profile, run, stop it."),
+    target: str = typer.Option("local", help="--serve's server: local|hf-jobs (a Hugging Face job, cancelled "
+                               "when the run ends; HF_TOKEN from the environment)."),
     stop_grace: Optional[float] = typer.Option(None, help="Seconds pages in flight may finish after SIGTERM."),
     server_kind: Optional[str] = typer.Option(None, help="vllm|sglang|openai (default: detected from /v1/models)."),
     request_timeout: Optional[float] = typer.Option(None, help="Seconds per HTTP request."),
@@ -62,7 +65,14 @@ def run_command(
     )
     cfg = load_config(cli, config)
     check_run(cfg)  # inputs, --out, --profile: refused before a folder is made or a server started
-    from ..cluster.serve.running import serve_for_run  # only now: it is heavy and rarely needed
+    if target not in ("local", "hf-jobs"):
+        raise UsageError(f"--target {target!r}: use local or hf-jobs")
+    if target == "hf-jobs" and not cfg.serve:
+        raise UsageError("--target hf-jobs is where --serve starts its server: give --serve PROFILE")
+    if target == "hf-jobs":  # only now: these are heavy and rarely needed
+        from ..cluster.serve.hfjob_launch import serve_hf_job_for_run as serve_for_run
+    else:
+        from ..cluster.serve.running import serve_for_run
     with serve_for_run(cfg):  # --serve: start the server, point cfg at it, always stop it
         summary = run_pages(cfg, RunProgress(enabled=True), skip=_held_by(cfg.library))
     if summary.fallback_docs:

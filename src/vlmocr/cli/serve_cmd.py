@@ -10,7 +10,7 @@ from typing import List, Optional
 
 import typer
 
-from ..cluster.serve.hfjobs import HF_JOBS_FLAVOR, HF_JOBS_PORT, HF_JOBS_TIMEOUT, hf_jobs_command
+from ..cluster.serve.hfjobs import HF_JOBS_FLAVOR, HF_JOBS_TIMEOUT, hf_job_plan
 from ..cluster.serve.plan import DEFAULT_HOST, SERVERS, plan_server
 from ..cluster.serve.process import DEFAULT_HEALTH_TIMEOUT
 from ..cluster.serve.running import running_server
@@ -30,13 +30,17 @@ def serve_command(
     port: Optional[int] = typer.Option(None, help="Port (default: a free one from the OS)."),
     host: str = typer.Option(DEFAULT_HOST, help="Address to listen on."),
     print_only: bool = typer.Option(False, "--print", help="Print the environment and command; run nothing."),
-    target: str = typer.Option("local", help="local|hf-jobs (hf-jobs prints an `hf jobs run` command)."),
-    flavor: str = typer.Option(HF_JOBS_FLAVOR, help="hf-jobs: hardware flavor (xN suffix = N GPUs)."),
-    timeout: str = typer.Option(HF_JOBS_TIMEOUT, help="hf-jobs: maximum job duration, e.g. 2h."),
-    image: Optional[str] = typer.Option(None, help="hf-jobs: container image (default per server)."),
+    target: str = typer.Option("local", help="local|hf-jobs (a Hugging Face job: launched, followed until "
+                               "ready, its endpoint printed; with --print the `hf jobs run` command)."),
+    flavor: Optional[str] = typer.Option(None, help="hf-jobs: hardware flavor, xN suffix = N GPUs (default: the "
+                                         f"profile's, else {HF_JOBS_FLAVOR})."),
+    timeout: Optional[str] = typer.Option(None, help=f"hf-jobs: maximum job duration (default {HF_JOBS_TIMEOUT})."),
+    image: Optional[str] = typer.Option(None, help="hf-jobs: container image (default: the profile's pin)."),
+    stop: Optional[str] = typer.Option(None, "--stop", metavar="JOB", help="hf-jobs: cancel this job."),
     no_p2p: bool = typer.Option(False, "--no-p2p", help="GPUs without working peer-to-peer: "
                                 "NCCL_P2P_DISABLE=1 and --disable-custom-all-reduce."),
-    health_timeout: float = typer.Option(DEFAULT_HEALTH_TIMEOUT, help="Seconds to wait for /health."),
+    health_timeout: float = typer.Option(DEFAULT_HEALTH_TIMEOUT, help="Seconds to wait for /health (hf-jobs: "
+                                         "for the ready line in the job's log)."),
     log: Optional[Path] = typer.Option(None, help="Server log file (default: in its $TMPDIR work directory)."),
     served_model_name: Optional[str] = typer.Option(None, help="Name clients use (default: the profile's repo id)."),
     json_out: bool = typer.Option(False, "--json", help="Print the server's details as JSON on stdout."),
@@ -45,13 +49,34 @@ def serve_command(
     if server not in SERVERS:
         raise UsageError(f"--server {server!r}: use one of {', '.join(SERVERS)}")
     extra_args = list(extra or [])
+    if stop is not None and target != "hf-jobs":
+        raise UsageError("--stop JOB cancels a Hugging Face job: give --target hf-jobs")
     if target == "hf-jobs":
-        cmd = hf_jobs_command(profile, server, model_path, revision, extra_args, port=port, flavor=flavor,
-                              timeout=timeout, image=image, no_p2p=no_p2p, served_name=served_model_name)
-        print(shlex.join(cmd), flush=True)
-        the_port = port or HF_JOBS_PORT
-        console.print(f"Then: vlmocr run … --endpoint https://JOB_ID--{the_port}.hf.jobs/v1 with your HF token "
-                      "as the API key (VLMOCR_API_KEY).", markup=False)
+        # huggingface_hub: imported only now
+        from ..cluster.serve.hfjob_launch import launch_hf_job, stop_hf_job
+
+        if stop is not None:
+            console.print(stop_hf_job(stop), markup=False)
+            return 0
+        plan = hf_job_plan(profile, server, model_path, revision, extra_args, port=port, flavor=flavor,
+                           timeout=timeout, image=image, no_p2p=no_p2p, served_name=served_model_name)
+        if print_only:
+            for warning in plan.warnings:
+                console.print(f"warning: {warning}", markup=False)
+            if plan.attention is not None:
+                console.print(f"{plan.server}: {plan.attention.sentence()}", markup=False)
+            print(shlex.join(plan.hf_command()), flush=True)
+            console.print(f"Then: vlmocr run … --endpoint https://JOB_ID--{plan.port}.hf.jobs/v1 with your HF token "
+                          "as the API key (VLMOCR_API_KEY).", markup=False)
+            return 0
+        job, _ = launch_hf_job(plan, ready_timeout=health_timeout, log=log)
+        if json_out:
+            print(json.dumps(job.details()), flush=True)
+        else:
+            print(f"Serving {job.model_name} at {job.endpoint} (HF job {job.id})", flush=True)
+        console.print(f"Use it with: vlmocr run … --endpoint {job.endpoint} --model {job.model_name} and "
+                      f"VLMOCR_API_KEY=$HF_TOKEN; it runs until its --timeout {plan.timeout} or "
+                      f"`vlmocr serve --target hf-jobs --stop {job.id}`.", markup=False)
         return 0
     if target != "local":
         raise UsageError(f"--target {target!r}: use local or hf-jobs")

@@ -53,6 +53,11 @@ def unsafe_name(data: Mapping[str, Any]) -> str | None:
             named.append((f"serve.{kind}.env.{var}", value))
         args = spec.get("args")
         named += [(f"serve.{kind}.args", arg) for arg in (args if isinstance(args, list) else ())]
+        jobs = spec.get("hf_jobs")
+        if isinstance(jobs, Mapping):
+            named += [(f"serve.{kind}.hf_jobs.{key}", jobs.get(key)) for key in ("image", "image_hopper", "flavor")]
+            for install in jobs.get("pip_install") or ():
+                named += [(f"serve.{kind}.hf_jobs.pip_install", arg) for arg in (install if isinstance(install, list) else ())]
     for what, value in named:
         if isinstance(value, str) and has_control_characters(value):
             return f"{what} {value!r} contains a control character"
@@ -104,6 +109,26 @@ SAMPLING_KEYS = frozenset(Sampling.model_fields)
 VENDOR_SAMPLING_KEYS = frozenset({"top_k", "min_p", "repetition_penalty"})
 
 
+class HfJobsSpec(_Strict):
+    """Where `vlmocr serve --target hf-jobs` runs this server kind (seed 004, "Serve
+    Unlimited-OCR as a live endpoint on HF Jobs"): a pinned image ("not `:latest`"), the image
+    for Hopper flavors when it differs (vLLM's ``-cu129`` tag), the default flavor, and what
+    to ``pip install`` in the container before the server starts (the model's own wheel,
+    where the image lacks it): one argument list per install, run in order."""
+
+    image: str = ""
+    image_hopper: str = ""
+    flavor: str = ""
+    pip_install: list[list[str]] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _pinned(self) -> HfJobsSpec:
+        for image in (self.image, self.image_hopper):
+            if image and (image.endswith(":latest") or ":" not in image.rsplit("/", 1)[-1]):
+                raise ValueError(f"hf_jobs image {image!r} is not pinned: name a tag other than :latest")
+        return self
+
+
 class ServeSpec(_Strict):
     """Flags `vlmocr serve` adds after the model for one server kind.
 
@@ -114,6 +139,7 @@ class ServeSpec(_Strict):
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     json_args: dict[str, Any] = Field(default_factory=dict)
+    hf_jobs: HfJobsSpec = Field(default_factory=HfJobsSpec)  # --target hf-jobs
     # --attention-backend, put before ``args``: "" leaves it to the server, a name pins it,
     # "auto" lets vlmocr choose by the GPU (cluster/serve/attention.py: fa3 on Hopper, else flashinfer).
     attention_backend: str = Field(default="", pattern=r"^[a-z0-9_]*$")
@@ -339,6 +365,7 @@ def list_profiles() -> list[Profile]:
 
 __all__ = [
     "SERVER_KINDS",
+    "HfJobsSpec",
     "ImageSpec",
     "MultiPageSpec",
     "PostprocessSpec",

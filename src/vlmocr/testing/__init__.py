@@ -7,6 +7,8 @@ benchmarks do: real HTTP on 127.0.0.1, real files, faults on purpose.
 * ``hostile_endpoint``: an endpoint that misbehaves on purpose (endless or oversized bodies,
   wrong types, no answer, refused or echoed keys).
 * ``hostile_files``: documents tiny on disk but absurd once opened.
+* ``fake_hfjobs``: a stand-in of the Hugging Face Jobs API (``HF_ENDPOINT``) for
+  ``vlmocr serve --target hf-jobs``.
 
 Kept import-light: importing this package starts and imports nothing. ``make_coded_pdf`` needs
 reportlab (the ``test`` extra)."""
