@@ -3,7 +3,8 @@
 ``plan``: the command line, environment and files for one start (``vlmocr serve --print`` shows
 them); ``process``: the started server (health, identity, stopping its process group);
 ``running``: ``running_server`` and ``vlmocr run --serve``; ``hfjobs``: the same server as a
-Hugging Face job.
+Hugging Face job (its image, flavor and command); ``hfjob_launch``: that job launched through
+huggingface_hub's Jobs API, followed until ready and cancelled.
 
 Everything model-specific comes from the profile (`[serve.vllm]` / `[serve.sglang]`: flags,
 environment, JSON-valued flags); everything cluster-specific is decided here, once:
