@@ -67,6 +67,9 @@ class RunConfig(BaseModel):
     # The OCR engine `ocr_engine` resolves to (set by the scheduler for a run; else chosen on
     # first use): not a setting, so run.json's settings keep what the user asked for.
     _ocr_choice: EngineChoice | None = PrivateAttr(default=None)
+    # What starting the server of `run --serve` told (cluster/serve/running.py, ServerInfo.
+    # provenance: its version, ready time, GPUs), for run.json: not a setting either.
+    _served: dict[str, Any] | None = PrivateAttr(default=None)
 
     @field_validator("engine", "ocr_engine")
     @classmethod
@@ -129,6 +132,14 @@ class RunConfig(BaseModel):
     def choose_ocr(self, choice: EngineChoice) -> None:
         """Fix the run's OCR engine (the scheduler, which also knows what the run started with)."""
         self._ocr_choice = choice
+
+    @property
+    def served(self) -> dict[str, Any] | None:
+        """What vlmocr learnt starting the server this run reads from (None: it did not)."""
+        return self._served
+
+    def note_served(self, provenance: dict[str, Any] | None) -> None:
+        self._served = dict(provenance) if provenance is not None else None
 
     def uses_ocr_choice(self) -> bool:
         """Whether `ocr_engine` reads anything: behind `auto`, or as a VLM's fallback."""

@@ -89,6 +89,9 @@ class PageRecord(BaseModel):
     engine_choice: str | None = None
     model: str | None = None
     revision: str | None = None
+    # What served a VLM's reading, e.g. "vllm 0.11.0" (run.json's `server` has the rest: where
+    # the revision came from, the GPUs…); absent for the CPU engines.
+    server: str | None = None
     prompt_id: str | None = None
     dpi: float | None = None
     finish_reason: str | None = None
@@ -117,7 +120,7 @@ class PageRecord(BaseModel):
         # Every schema field is present (null when unknown) so consumers never guess; the
         # optional structures appear only when an engine produced them.
         data = self.model_dump(mode="json", by_alias=True)
-        for optional in ("quality", "engine_choice", "blocks", "fields"):
+        for optional in ("quality", "engine_choice", "server", "blocks", "fields"):
             if data.get(optional) is None:
                 data.pop(optional, None)
         return data

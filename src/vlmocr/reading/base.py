@@ -55,5 +55,10 @@ class PageReader:
         """What run.json records about the reader's run."""
         return None
 
+    def provenance(self) -> dict[str, Any]:
+        """What run.json records about what read the pages beyond the versions of vlmocr and
+        its libraries: a VLM's server (`{"server": {…}}`, reading/served.py)."""
+        return {}
+
     async def aclose(self, abandon: bool = False) -> None:
         return None

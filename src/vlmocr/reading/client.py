@@ -22,6 +22,7 @@ from yarl import URL
 
 from ..exceptions import EndpointUnavailable, UsageError
 from ..redact import public_url  # noqa: F401  (re-exported for the readers)
+from .served import version_from
 
 API_KEY_ENV = ("VLMOCR_API_KEY", "OPENAI_API_KEY")
 
@@ -297,6 +298,23 @@ class OpenAIClient:
                         break
             await asyncio.sleep(0.5 * (attempt + 1))
         raise EndpointUnavailable(f"endpoint {self.base} is unavailable ({last})")
+
+    async def server_version(self, paths: tuple[str, ...]) -> tuple[str | None, str | None]:
+        """(version, the path that told it) from the first of ``paths`` (e.g. vLLM's
+        ``/version``, SGLang's ``/get_server_info``) that answers with one; (None, None) when
+        none does. Informative only: any failure is an unknown version, never an error."""
+        for path in paths:
+            try:
+                async with self.session.get(f"{self.root}{path}", timeout=aiohttp.ClientTimeout(total=5.0)) as r:
+                    if r.status != 200:
+                        continue
+                    answer = orjson.loads(await read_bounded(r, SMALL_BODY_LIMIT))
+            except (aiohttp.ClientError, TimeoutError, BodyTooLarge, orjson.JSONDecodeError):
+                continue
+            version = version_from(answer)
+            if version:
+                return version, path
+        return None, None
 
     async def metrics(self) -> str | None:
         """The Prometheus text at /metrics (vLLM, SGLang), or None when there is none."""

@@ -430,8 +430,11 @@ class Scheduler(TaskRunner):
         run.json is written at the start and at the end."""
         if not hasattr(self, "_provenance_cache"):
             engine = CPU_ENGINES.get(self.cfg.reader())
-            self._provenance_cache = {"versions": versions(engine.versions() if engine else {}),
-                                      "git_commit": git_commit()}
+            served = self.reader.provenance()  # a VLM's server: {"server": {name, version, revision…}}
+            server = served.get("server") or {}
+            extra = {server["name"]: server.get("version")} if server.get("name") else {}
+            self._provenance_cache = {"versions": versions({**(engine.versions() if engine else {}), **extra}),
+                                      "git_commit": git_commit(), **served}
         return self._provenance_cache
 
     def _write_run_json(self, docs: list[Document], keys: dict[str, str], started: str, summary: Summary | None) -> None:

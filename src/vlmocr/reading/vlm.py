@@ -21,6 +21,7 @@ from .client import ChatResult, OpenAIClient, RequestFailed, api_key_from_env, p
 from .limiter import Limiter, next_limit, render_ahead
 from .pool import WorkerPool
 from .request import build_chat_request, ladder_overrides
+from .served import VERSION_PATHS, resolve_revision, server_label
 from ..engines.base import Reading
 from .worker import Prepared, classify, inspect_doc, inspect_docs, judge_reading, prepare_for_http, read_page
 
@@ -55,6 +56,11 @@ class VlmReader(PageReader):
         self.prompt_id = profile.prompt_id_for(server_kind) if not profile.image_only else None
         self._t0 = time.monotonic()
         self.max_model_len: int | None = None  # from /v1/models when the server says
+        # What serves the pages (reading/served.py; make_vlm_reader asks once per run): the
+        # model's revision (in the key and on every record), "vllm 0.11.0", run.json's `server`.
+        self.revision: str | None = profile.revision or None
+        self.server = server_label(server_kind, None)
+        self.served: dict[str, Any] = {}
         self.adaptive_active = False
 
     # ------------------------------------------------------------------ settings
@@ -70,7 +76,7 @@ class VlmReader(PageReader):
             "reader": "openai",
             "server_kind": kind,
             "model": self.model_name,
-            "revision": p.revision,
+            "revision": self.revision,
             "prompt": None if p.image_only else p.prompt_for(kind),
             "system_prompt": p.system_prompt,
             "image_position": p.image_position,
@@ -303,8 +309,8 @@ class VlmReader(PageReader):
                 flags: list[str] | None = None, **fields: Any) -> PageRecord:
         seen = {} if prep is None else dict(dpi=prep.dpi, image_sha256=prep.sha256, width=prep.width,
                                              height=prep.height)
-        return task.record(status, engine="openai", model=self.model_name, revision=self.profile.revision or None,
-                           prompt_id=self.prompt_id, seconds=round(time.monotonic() - t0, 4),
+        return task.record(status, engine="openai", model=self.model_name, revision=self.revision,
+                           server=self.server, prompt_id=self.prompt_id, seconds=round(time.monotonic() - t0, 4),
                            flags=flags if flags is not None else list(prep.flags if prep else ()), **seen, **fields)
 
     async def fallback(self, task: PageTask, why: str) -> PageRecord:
@@ -362,6 +368,9 @@ class VlmReader(PageReader):
                 "tokens_in": s.tokens_in, "tokens_out": s.tokens_out, "server_kind": self.server_kind,
                 "model": self.model_name, "profile": self.profile.name, "concurrency": concurrency}
 
+    def provenance(self) -> dict[str, Any]:
+        return {"server": self.served} if self.served else {}
+
     async def aclose(self, abandon: bool = False) -> None:
         await self.client.aclose()
         self.pool.shutdown(abandon)
@@ -393,4 +402,30 @@ async def make_vlm_reader(cfg: RunConfig, pool: WorkerPool) -> VlmReader:
     reader = VlmReader(cfg, profile, client, kind, model, pool)
     entry = next((m for m in served if m.get("id") == model), {})
     reader.max_model_len = int(entry["max_model_len"]) if isinstance(entry.get("max_model_len"), int) else None
+    await _what_serves(reader, cfg, entry)
     return reader
+
+
+async def _what_serves(reader: VlmReader, cfg: RunConfig, entry: dict[str, Any]) -> None:
+    """Ask once what serves the run (reading/served.py): the version (a server vlmocr started
+    was asked already), the model's revision and where it came from; warn once when a declared
+    revision is not the one served."""
+    started = cfg.served or {}
+    version, version_source = started.get("version"), started.get("version_source")
+    if not version:
+        version, version_source = await reader.client.server_version(
+            VERSION_PATHS.get(reader.server_kind, VERSION_PATHS["openai"]))
+    root = entry.get("root") if isinstance(entry.get("root"), str) else None
+    revision = resolve_revision(root, reader.profile.revision)
+    reader.revision = revision["revision"]
+    reader.server = server_label(reader.server_kind, version)
+    reader.served = {"name": reader.server_kind, "version": version, "version_source": version_source,
+                     "url": public_url(cfg.endpoint or ""), "model": reader.model_name, "root": root, **revision,
+                     **{k: v for k, v in started.items() if k not in ("version", "version_source")}}
+    declared = revision.get("revision_declared")
+    if declared:
+        from ..progress import console
+
+        console.print(f"warning: {declared['source']} says revision {declared['revision']}, but the server serves "
+                      f"{root} at {revision['revision']} ({revision['revision_source']}): recording what it serves",
+                      markup=False, highlight=False)

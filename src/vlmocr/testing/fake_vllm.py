@@ -58,6 +58,7 @@ class FakeVLLM:
     def reset(self) -> None:
         self.seq = 0
         self.counts: Counter[str] = Counter()
+        self.info_requests: Counter[str] = Counter()  # GET /version, /get_server_info: a client asks once
         self.log: deque[dict[str, Any]] = deque(maxlen=self.config.max_log)
         self.page_attempts: Counter[int | None] = Counter()
         self.fault_fired: Counter[tuple[str, int | None]] = Counter()
@@ -90,6 +91,7 @@ class FakeVLLM:
 
     async def version(self, request: web.Request) -> web.Response:
         """vLLM's GET /version; SGLang has no such route."""
+        self.info_requests[request.path] += 1
         if self.config.server_kind != "vllm":
             return web.json_response({"detail": "Not Found"}, status=404)
         return web.json_response({"version": self.config.server_version})
@@ -97,6 +99,7 @@ class FakeVLLM:
     async def server_info(self, request: web.Request) -> web.Response:
         """SGLang's GET /get_server_info: its server arguments, its version and the scheduler's
         internal state (a few of each); vLLM has no such route."""
+        self.info_requests[request.path] += 1
         cfg = self.config
         if cfg.server_kind != "sglang":
             return web.json_response({"detail": "Not Found"}, status=404)
@@ -164,6 +167,7 @@ class FakeVLLM:
         return {
             "total": self.seq,
             "counts": dict(self.counts),
+            "info_requests": dict(self.info_requests),
             "running": self.gate.running,
             "waiting": self.gate.waiting,
             "hanging": self.hanging,

@@ -152,7 +152,7 @@ def test_serve_foreground_until_sigterm_then_exit_0(tmp_path, scratch):
     assert proc.returncode == 0, err
     rec = read_record(tmp_path)
     assert gone(rec["pid"]) and gone(rec["worker_pid"])
-    assert "ready at" in err and "0.0.0+fake-vllm" in err and "vlmocr 0.1.0" in err
+    assert " ready in " in err and "0.0.0+fake-vllm" in err and "vlmocr 0.1.0" in err
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")

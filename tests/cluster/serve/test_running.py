@@ -5,6 +5,8 @@ stopped with it (a stand-in server, no GPU here).
 from __future__ import annotations
 
 import json
+import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,7 +16,7 @@ import pytest
 from support.cli import run_cli
 from support.components import REPO
 from support.records import finals
-from support.serve_standin import fake_env, gone, read_record
+from support.serve_standin import fake_env, gone, read_record, with_nvidia_smi
 
 from vlmocr.exceptions import ExitCode
 from vlmocr.testing.pagecode import expected_text, make_coded_pdf
@@ -51,6 +53,63 @@ def test_run_serve_end_to_end(tmp_path, scratch, coded):
     assert len(logs) == 1 and "Uvicorn running" in logs[0].read_text()
     assert not list(scratch.glob("vlmocr-serve-*"))  # caches and args file removed with the server
     assert "stopped" in res.stderr
+
+
+def test_run_serve_records_what_it_started_and_says_so_once_ready(tmp_path, scratch, coded):
+    """Seed 000's job log: "server ready time, the nvidia-smi memory line, pages-per-second lines",
+    in that order; run.json and every record name the server, its version and the revision, and
+    run.json the GPU it came up on (the nvidia-smi stand-in, asked once)."""
+    calls = tmp_path / "nvidia-smi.jsonl"
+    env = with_nvidia_smi(fake_env(tmp_path, scratch, VLMOCR_SERVE_REVISION="r9", CUDA_VISIBLE_DEVICES="0",
+                                   FAKE_VLLM_VERSION="0.11.0", FAKE_VLLM_START_DELAY="1"), log=str(calls))
+    run_dir = tmp_path / "run"
+    res = run_cli("run", str(coded), "--out", str(run_dir), "--serve", "qwen3-vl", "--workers", "2", env=env)
+    assert res.returncode == 0, res.stderr
+    lines = res.stderr.splitlines()
+    ready = next(i for i, line in enumerate(lines) if " ready in " in line)
+    match = re.fullmatch(r"vllm 0\.11\.0 ready in (\d+) s at http://127\.0\.0\.1:\d+/v1 serving "
+                         r"Qwen/Qwen3-VL-8B-Instruct \(pid \d+\); vlmocr \S+", lines[ready])
+    assert match and int(match.group(1)) >= 1, lines[ready]  # it loaded for a second
+    assert lines[ready + 1] == "nvidia-smi memory: GPU 0 NVIDIA A100-SXM4-80GB 71234 MiB used of 81920 MiB"
+    assert any("pages/s" in line for line in lines[ready + 2:])
+    assert [json.loads(c) for c in calls.read_text().splitlines()] == [
+        ["--query-gpu=index,name,memory.total,memory.used", "--format=csv,noheader", "-i", "0"]]
+    info = json.loads((run_dir / "run.json").read_text())
+    server = info["server"]
+    assert server["started_by_vlmocr"] is True and server["ready_seconds"] >= 1
+    assert server["gpus"] == [{"index": "0", "name": "NVIDIA A100-SXM4-80GB", "memory_total": "81920 MiB",
+                               "memory_used": "71234 MiB"}]
+    assert (server["name"], server["version"], server["version_source"]) == ("vllm", "0.11.0", "/version")
+    assert (server["revision"], server["revision_source"]) == ("r9", "VLMOCR_SERVE_REVISION")
+    assert info["versions"]["vllm"] == "0.11.0" and info["git_commit"]
+    assert {(r["revision"], r["server"]) for r in finals(run_dir).values()} == {("r9", "vllm 0.11.0")}
+
+
+def test_run_serve_sglang_from_a_pinned_directory(tmp_path, scratch, coded):
+    """SGLang tells its version in /get_server_info; the directory it serves tells the commit."""
+    from vlmocr.models import ModelManifest, scan_dir, write_manifest
+
+    model = tmp_path / "models" / "qwen3-vl"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text("{}")
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    write_manifest(model, ModelManifest(repo="Qwen/Qwen3-VL-8B-Instruct", revision=commit, commit=commit,
+                                        fetched_at="2026-10-17T00:00:00Z", files=scan_dir(model)))
+    env = fake_env(tmp_path, scratch, VLMOCR_SERVE_MODEL_PATH=str(model), VLMOCR_SERVE_REVISION=commit,
+                   FAKE_VLLM_VERSION="0.5.10.post1")
+    # No nvidia-smi here, even on a machine with a GPU.
+    env["PATH"] = os.pathsep.join(d for d in env["PATH"].split(os.pathsep) if not os.path.exists(f"{d}/nvidia-smi"))
+    run_dir = tmp_path / "run"
+    res = run_cli("run", str(coded), "--out", str(run_dir), "--serve", "qwen3-vl", "--server-kind", "sglang",
+                  "--workers", "2", env=env)
+    assert res.returncode == 0, res.stderr
+    assert "nvidia-smi memory: not available (no nvidia-smi, or it did not answer)" in res.stderr
+    server = json.loads((run_dir / "run.json").read_text())["server"]
+    assert (server["name"], server["version"], server["version_source"]) == ("sglang", "0.5.10.post1",
+                                                                             "/get_server_info")
+    assert (server["revision"], server["revision_source"], server["root"]) == (commit, "manifest", str(model))
+    assert server["gpus"] is None
+    assert {(r["revision"], r["server"]) for r in finals(run_dir).values()} == {(commit, "sglang 0.5.10.post1")}
 
 
 def test_run_serve_crash_exits_5_and_reads_nothing(tmp_path, scratch, coded):

@@ -17,6 +17,7 @@ from typing import Any
 
 from ... import __version__
 from ...exceptions import EndpointUnavailable
+from ...reading.served import VERSION_PATHS, version_from
 from .plan import ENV_SGLANG_BIN, ENV_VLLM_BIN, ServePlan
 
 DEFAULT_HEALTH_TIMEOUT = 1200.0  # model loads from network storage take many minutes
@@ -253,21 +254,24 @@ class ServerProcess:
                 time.sleep(min(interval, max(0.0, deadline - now)))
                 interval = min(interval * 1.5, 2.0)
 
-    def versions(self) -> dict[str, str | None]:
+    def server_version(self) -> tuple[str | None, str | None]:
+        """(version, the path that told it) as the server says it: vLLM ``GET /version``,
+        SGLang ``GET /get_server_info``; (None, None) when it does not."""
         import httpx2 as httpx
 
-        server_version = None
-        try:
-            with httpx.Client(timeout=5.0, trust_env=False) as client:
-                for path in ("/version", "/get_server_info"):
-                    r = client.get(f"{self.plan.base_url}{path}")
-                    if r.status_code == 200:
-                        server_version = str(r.json().get("version") or "") or None
-                        if server_version:
-                            break
-        except Exception:  # noqa: BLE001 - the version is informative only
-            pass
-        return {"vlmocr": __version__, self.plan.server: server_version}
+        paths = VERSION_PATHS.get(self.plan.server, VERSION_PATHS["openai"])
+        # Informative only: no answer, or one that is not JSON, is an unknown version.
+        with contextlib.suppress(httpx.HTTPError), httpx.Client(timeout=5.0, trust_env=False) as client:
+            for path in paths:
+                r = client.get(f"{self.plan.base_url}{path}")
+                with contextlib.suppress(ValueError):
+                    version = version_from(r.json()) if r.status_code == 200 else None
+                    if version:
+                        return version, path
+        return None, None
+
+    def versions(self) -> dict[str, str | None]:
+        return {"vlmocr": __version__, self.plan.server: self.server_version()[0]}
 
     def stop(self, grace: float = DEFAULT_STOP_GRACE, cleanup: bool = True) -> int | None:
         """SIGTERM the whole process group, SIGKILL what is left after ``grace`` s, then remove the

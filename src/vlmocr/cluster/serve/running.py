@@ -7,6 +7,7 @@ import contextlib
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -17,6 +18,7 @@ from ... import __version__
 from ...envvars import SERVE_ARGS, SERVE_HEALTH_TIMEOUT, SERVE_NO_P2P, env_args, env_flag, env_float
 from ...exceptions import EndpointUnavailable, UsageError
 from ...profiles import Profile, load_profile
+from .gpus import gpu_memory, memory_line
 from .plan import DEFAULT_HOST, SERVERS, free_port, plan_server, port_in_use
 from .process import DEFAULT_HEALTH_TIMEOUT, DEFAULT_STOP_GRACE, ServerFailed, ServerProcess, say
 
@@ -52,12 +54,22 @@ class ServerInfo:
     argv: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     versions: dict[str, str | None] = field(default_factory=dict)
+    version_source: str | None = None  # the path that told the version: /version, /get_server_info
+    ready_seconds: float | None = None  # from the first start to healthy and ours
+    gpus: list[dict[str, str]] | None = None  # nvidia-smi once ready: index, name, memory total/used
     # The --attention-backend chosen and why (plan.attention), None when left to the server.
     attention: dict[str, str] | None = None
     process: ServerProcess | None = field(default=None, repr=False, compare=False)
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+    def provenance(self) -> dict[str, Any]:
+        """What run.json keeps of a server vlmocr started (`RunConfig.note_served`): its version,
+        the time it took to come up and the GPUs it came up on."""
+        return {"started_by_vlmocr": True, "version": self.versions.get(self.server),
+                "version_source": self.version_source, "ready_seconds": self.ready_seconds, "gpus": self.gpus,
+                "tensor_parallel": self.tensor_parallel, "log": str(self.log)}
 
 
 @contextlib.contextmanager
@@ -120,6 +132,7 @@ def running_server(
         raise EndpointUnavailable(f"port {plan.port} on {plan.host} is already in use by another process; "
                                   "choose another --port (or none: vlmocr asks the OS for a free one)")
     process: ServerProcess | None = None
+    started = time.monotonic()  # the time to come up counts every attempt
     with _sigterm_raises():
         try:
             for attempt in range(3):
@@ -142,15 +155,21 @@ def running_server(
                     process.stop(stop_grace)
                     raise
             assert process is not None
-            versions = process.versions()
+            version, version_source = process.server_version()
+            versions = {"vlmocr": __version__, plan.server: version}
+            ready_seconds = round(time.monotonic() - started, 1)
+            gpus = gpu_memory(environ)  # once, now: the memory the loaded model and its cache hold
             info = ServerInfo(
                 url=plan.url, model_name=plan.served_name, pid=process.pid, log=plan.log, server=plan.server,
                 host=plan.host, port=plan.port, tensor_parallel=plan.tensor_parallel, argv=list(plan.argv),
-                env=dict(plan.env), versions=versions, process=process,
+                env=dict(plan.env), versions=versions, process=process, version_source=version_source,
+                ready_seconds=ready_seconds, gpus=[g.as_dict() for g in gpus] if gpus is not None else None,
                 attention=plan.attention.as_dict() if plan.attention is not None else None,
             )
-            note(f"{plan.server} {versions.get(plan.server) or '(version unknown)'} ready at {info.url} "
-                f"serving {info.model_name} (pid {info.pid}); vlmocr {__version__}")
+            # The job log's two lines (seed 000: "server ready time, the nvidia-smi memory line").
+            note(f"{plan.server} {version or '(version unknown)'} ready in {ready_seconds:.0f} s at {info.url} "
+                 f"serving {info.model_name} (pid {info.pid}); vlmocr {__version__}")
+            note(memory_line(gpus))
             yield info
         finally:
             if process is not None and not process.stopped:
@@ -196,6 +215,7 @@ def serve_for_run(cfg: RunConfig, environ: Mapping[str, str] | None = None) -> I
         cfg.endpoint = info.url
         cfg.model = info.model_name
         cfg.server_kind = kind
+        cfg.note_served(info.provenance())
         if not cfg.profile:
             cfg.profile = cfg.serve
         yield info
