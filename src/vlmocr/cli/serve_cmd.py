@@ -21,7 +21,7 @@ from . import app
 
 @app.command("serve")
 def serve_command(
-    profile: str = typer.Argument(..., help="Model profile (name or .toml path)."),
+    profile: Optional[str] = typer.Argument(None, help="Model profile (name or .toml path); none with --stop."),
     extra: List[str] = typer.Argument(None, help="Extra server flags, after `--` (e.g. -- --max-num-seqs 64)."),
     server: str = typer.Option("vllm", "--server", help="vllm|sglang"),
     model_path: Optional[str] = typer.Option(None, "--model-path", help="Local model directory or repo id "
@@ -51,6 +51,8 @@ def serve_command(
     extra_args = list(extra or [])
     if stop is not None and target != "hf-jobs":
         raise UsageError("--stop JOB cancels a Hugging Face job: give --target hf-jobs")
+    if profile is None and stop is None:
+        raise UsageError("give a PROFILE (see `vlmocr profiles list`)")
     if target == "hf-jobs":
         # huggingface_hub: imported only now
         from ..cluster.serve.hfjob_launch import launch_hf_job, stop_hf_job
@@ -58,28 +60,30 @@ def serve_command(
         if stop is not None:
             console.print(stop_hf_job(stop), markup=False)
             return 0
-        plan = hf_job_plan(profile, server, model_path, revision, extra_args, port=port, flavor=flavor,
-                           timeout=timeout, image=image, no_p2p=no_p2p, served_name=served_model_name)
+        assert profile is not None  # checked above: only --stop goes without one
+        job_plan = hf_job_plan(profile, server, model_path, revision, extra_args, port=port, flavor=flavor,
+                               timeout=timeout, image=image, no_p2p=no_p2p, served_name=served_model_name)
         if print_only:
-            for warning in plan.warnings:
+            for warning in job_plan.warnings:
                 console.print(f"warning: {warning}", markup=False)
-            if plan.attention is not None:
-                console.print(f"{plan.server}: {plan.attention.sentence()}", markup=False)
-            print(shlex.join(plan.hf_command()), flush=True)
-            console.print(f"Then: vlmocr run … --endpoint https://JOB_ID--{plan.port}.hf.jobs/v1 with your HF token "
-                          "as the API key (VLMOCR_API_KEY).", markup=False)
+            if job_plan.attention is not None:
+                console.print(f"{job_plan.server}: {job_plan.attention.sentence()}", markup=False)
+            print(shlex.join(job_plan.hf_command()), flush=True)
+            console.print(f"Then: vlmocr run … --endpoint https://JOB_ID--{job_plan.port}.hf.jobs/v1 with your "
+                          "HF token as the API key (VLMOCR_API_KEY).", markup=False)
             return 0
-        job, _ = launch_hf_job(plan, ready_timeout=health_timeout, log=log)
+        job, _ = launch_hf_job(job_plan, ready_timeout=health_timeout, log=log)
         if json_out:
             print(json.dumps(job.details()), flush=True)
         else:
             print(f"Serving {job.model_name} at {job.endpoint} (HF job {job.id})", flush=True)
         console.print(f"Use it with: vlmocr run … --endpoint {job.endpoint} --model {job.model_name} and "
-                      f"VLMOCR_API_KEY=$HF_TOKEN; it runs until its --timeout {plan.timeout} or "
+                      f"VLMOCR_API_KEY=$HF_TOKEN; it runs until its --timeout {job_plan.timeout} or "
                       f"`vlmocr serve --target hf-jobs --stop {job.id}`.", markup=False)
         return 0
     if target != "local":
         raise UsageError(f"--target {target!r}: use local or hf-jobs")
+    assert profile is not None  # checked above: only --stop goes without one
 
     if print_only:
         plan = plan_server(profile, server, model_path, revision, extra_args, host=host, port=port,

@@ -66,7 +66,8 @@ def test_launch_waits_for_the_ready_line_and_prints_the_endpoint(tmp_path, scrat
         spec = job.spec  # what huggingface_hub sent to the Jobs API
         assert spec["dockerImage"] == "lmsysorg/sglang:v0.5.10.post1" and spec["flavor"] == "a100-large"
         assert spec["timeoutSeconds"] == 30 * 60 and spec["expose"]["ports"] == [10000]
-        assert spec["command"][:2] == ["bash", "-lc"] and "pip install --no-deps https://github.com/baidu" in spec["command"][2]
+        assert spec["command"][:2] == ["bash", "-lc"]
+        assert "pip install --no-deps https://github.com/baidu" in spec["command"][2]
         # the token: the job's HF_TOKEN secret and the API's bearer, nowhere else
         assert spec["secrets"] == {"HF_TOKEN": TOKEN} and jobs.state.unauthorized == 0
         assert no_token_in(json.dumps(spec["command"]), json.dumps(spec["environment"]), res.stdout, res.stderr)
@@ -75,11 +76,11 @@ def test_launch_waits_for_the_ready_line_and_prints_the_endpoint(tmp_path, scrat
         assert f"--stop {job.id}" in res.stderr
 
         # --stop cancels it; NAMESPACE/JOB as `hf jobs ps` names it works too
-        res = run_cli("serve", "unlimited-ocr", "--target", "hf-jobs", "--stop", f"standin-user/{job.id}",
+        res = run_cli("serve", "--target", "hf-jobs", "--stop", f"standin-user/{job.id}",
                       env=hf_env(tmp_path, scratch, jobs.url))
         assert res.returncode == 0 and "cancelled" in res.stderr, res.stderr
         assert jobs.state.cancels == [job.id] and job.stage()[0] == "CANCELED"
-        res = run_cli("serve", "unlimited-ocr", "--target", "hf-jobs", "--stop", "0123456789abcdef01234567",
+        res = run_cli("serve", "--target", "hf-jobs", "--stop", "0123456789abcdef01234567",
                       env=hf_env(tmp_path, scratch, jobs.url))
         assert res.returncode == ExitCode.usage and "not found" in res.stderr and "Traceback" not in res.stderr
 
@@ -142,7 +143,8 @@ def test_run_serve_on_hf_jobs_reads_through_the_job_and_cancels_it(tmp_path, scr
         assert jobs.state.cancels == [job.id]  # cancelled when the run ended
         assert job.spec["timeoutSeconds"] == 2 * 3600
         recs = finals(run_dir)
-        assert len(recs) == 4 and all(r["status"] == "ok" and r["text"] == expected_text(p) for (_, p), r in recs.items())
+        assert len(recs) == 4
+        assert all(r["status"] == "ok" and r["text"] == expected_text(p) for (_, p), r in recs.items())
         assert len(model.requests()) >= 4  # every request carried the token as its bearer (else 401)
     settings = json.loads((run_dir / "run.json").read_text())["settings"]
     assert settings["serve"] == "qwen3-vl" and settings["endpoint"] == model.url
@@ -202,3 +204,17 @@ def test_ctrl_c_while_the_job_starts_cancels_it(tmp_path, scratch):
         job = jobs.only_job()
         assert jobs.state.cancels == [job.id] and job.stage()[0] == "CANCELED"
         assert not (tmp_path / "run" / "pages.jsonl").exists()
+
+
+def test_run_target_hf_jobs_refuses_mistakes_before_any_job(tmp_path, scratch, coded):
+    with serve_hfjobs_in_thread(TOKEN) as jobs:
+        env = hf_env(tmp_path, scratch, jobs.url)
+        run = ("run", str(coded), "--out", str(tmp_path / "run"))
+        res = run_cli(*run, "--target", "hf-jobs", "--endpoint", "http://127.0.0.1:9/v1", env=env)
+        assert res.returncode == ExitCode.usage and "give --serve PROFILE" in res.stderr
+        res = run_cli(*run, "--serve", "qwen3-vl", "--target", "hf-jobs",
+                      env={**env, "VLMOCR_HF_JOBS_ENDPOINT": "https://{job}--{port}.hf.jobs/v1"})
+        assert res.returncode == ExitCode.usage and "VLMOCR_HF_JOBS_ENDPOINT" in res.stderr
+        res = run_cli(*run, "--serve", "qwen3-vl", "--target", "hf-jobs", env={**env, "VLMOCR_HF_JOBS_TIMEOUT": "forever"})
+        assert res.returncode == ExitCode.usage and "VLMOCR_HF_JOBS_TIMEOUT" in res.stderr
+        assert jobs.state.jobs == {} and "Traceback" not in res.stderr

@@ -180,8 +180,3 @@ def hf_job_plan(
                      flavor=the_flavor, timeout=the_timeout, port=the_port, command=cmd, env=env,
                      attention=attention, warnings=warnings)
 
-
-def hf_jobs_command(profile: Profile | str, server: str = "vllm", model_path: str | None = None,
-                    revision: str | None = None, extra_args: Sequence[str] = (), **options: object) -> list[str]:
-    """The ``hf jobs run`` command of ``hf_job_plan`` (what ``--print`` shows)."""
-    return hf_job_plan(profile, server, model_path, revision, extra_args, **options).hf_command()  # type: ignore[arg-type]
