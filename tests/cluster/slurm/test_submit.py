@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -300,6 +301,36 @@ def _gone(pid: int) -> bool:
     except OSError:
         return True
     return state == "Z"
+
+
+def test_job_log_says_when_its_server_is_ready_and_its_gpu_memory_then_pages_per_second(slurm, tmp_path):
+    """Seed 000: "Read the job log for: server ready time, the nvidia-smi memory line,
+    pages-per-second lines, …". A task serving its own model (the stand-in server, loading for a
+    second; the nvidia-smi stand-in on the job's PATH) writes them in that order, then "Done:"."""
+    from support.serve_standin import with_nvidia_smi
+
+    make_coded_pdf(tmp_path / "doc.pdf", [1, 2, 3])
+    env = with_nvidia_smi({"PATH": os.environ["PATH"], "VLMOCR_VLLM_BIN": f"{sys.executable} {FAKE}",
+                           "FAKE_VLLM_START_DELAY": "1", "FAKE_VLLM_VERSION": "0.11.0"})
+    run = tmp_path / "run"
+    res = cli("slurm", "submit", str(tmp_path / "doc.pdf"), "--out", str(run), "--shards", "1", "--time", "10",
+              "--json", "--serve", "qwen3-vl", "--workers", "1", cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stderr
+    job = json.loads(res.stdout)["job_id"]
+    try:
+        assert slurm.wait(job, timeout=180) == "COMPLETED", slurm.task_states(job)
+    finally:
+        subprocess.run(["scancel", job], capture_output=True)
+    lines = (run / "slurm" / "logs" / f"{job}_1.out").read_text().splitlines()
+
+    def first(pattern: str) -> int:
+        return next(i for i, line in enumerate(lines) if re.search(pattern, line))
+
+    ready = first(r"^vllm 0\.11\.0 ready in \d+ s at http://127\.0\.0\.1:\d+/v1 serving Qwen/Qwen3-VL-8B-Instruct ")
+    assert lines[ready + 1] == "nvidia-smi memory: GPU 0 NVIDIA A100-SXM4-80GB 71234 MiB used of 81920 MiB"
+    assert ready + 1 < first(r"\d+\.\d\d pages/s") < first(r"^Done: 3 pages in 1 docs")
+    server = json.loads((run / "shards" / "1" / "run.json").read_text())["server"]
+    assert server["gpus"][0]["name"] == "NVIDIA A100-SXM4-80GB" and server["version"] == "0.11.0"
 
 
 def test_job_serving_its_own_model_stops_the_server_on_sigterm_and_resumes(slurm, tmp_path):
