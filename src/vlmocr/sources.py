@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from .exceptions import UsageError
+from .skipped import SkippedFiles
 
 PDF_EXTS = {".pdf"}
 # DjVu is read through DjVuLibre's tools (djvu.py: Debian djvulibre-bin), every other image by Pillow:
@@ -175,8 +176,10 @@ def unreserved(name: str) -> str:
     return f"{head}_{dot}{tail}"
 
 
-def walk_folder(root: Path) -> Iterator[Path]:
-    """Supported files under `root`, sorted, following symlinks but never entering a loop."""
+def walk_folder(root: Path, skipped: SkippedFiles | None = None) -> Iterator[Path]:
+    """Supported files under `root`, sorted, following symlinks but never entering a loop. Every
+    other file goes to `skipped` by type, and every hidden entry (.git, .DS_Store) is counted
+    there without being walked into (skipped.py says why)."""
     seen: set[tuple[int, int]] = set()
 
     def visit(folder: Path) -> Iterator[Path]:
@@ -194,6 +197,8 @@ def walk_folder(root: Path) -> Iterator[Path]:
             return
         for entry in entries:
             if entry.name.startswith("."):
+                if skipped is not None:
+                    skipped.add_hidden()
                 continue
             path = Path(entry.path)
             try:
@@ -204,16 +209,18 @@ def walk_folder(root: Path) -> Iterator[Path]:
                 yield from visit(path)
             elif path.suffix.lower() in SUPPORTED_EXTS:
                 yield path
+            elif skipped is not None:
+                skipped.add(printable(str(path)), path.relative_to(root).as_posix())
 
     yield from visit(root)
 
 
-def from_paths(paths: Iterable[str | Path]) -> list[Document]:
+def from_paths(paths: Iterable[str | Path], skipped: SkippedFiles | None = None) -> list[Document]:
     docs: list[Document] = []
     for given in paths:
         p = Path(given)
         if p.is_dir():
-            for f in walk_folder(p):
+            for f in walk_folder(p, skipped):
                 rel = f.relative_to(p).as_posix()
                 docs.append(Document(derive_doc_id(rel), f, printable(str(f))))
         else:
@@ -311,13 +318,16 @@ def manifest_language(value: object, where: str) -> str | None:
     return lang
 
 
-def discover(paths: Iterable[str | Path] = (), manifest: str | Path | None = None) -> list[Document]:
-    """Every document to read, validated before any work starts."""
-    docs = from_paths(paths)
+def discover(paths: Iterable[str | Path] = (), manifest: str | Path | None = None,
+             skipped: SkippedFiles | None = None) -> list[Document]:
+    """Every document to read, validated before any work starts; the files of folders that are
+    no documents go to `skipped`."""
+    docs = from_paths(paths, skipped)
     if manifest is not None:
         docs += from_manifest(manifest)
     if not docs:
-        raise UsageError("no documents found (give files, folders or --manifest)")
+        left = skipped.phrase() if skipped is not None else ""
+        raise UsageError("no documents found (give files, folders or --manifest)" + (f": {left}" if left else ""))
     seen: dict[str, Document] = {}  # by collision_key
     for d in docs:
         why = check_doc_id(d.doc_id)

@@ -138,6 +138,8 @@ def build_manifest(triage_csv: Path, out: Path, priority_file: Path | None = Non
     for i, row in enumerate(read_rows(triage_csv)):
         if priority_column and i == 0 and priority_column not in row:
             raise UsageError(f"{triage_csv}: no column {priority_column!r} (add it, e.g. in a spreadsheet)")
+        if row["status"] == "skipped":
+            continue  # a file of a folder that is no document: triage lists it, no run reads it
         if row["status"] != "ok":
             report.skipped_unreadable += 1
             report.skipped.append({"doc_id": row["doc_id"], "path": row["path"], "why": row["status"],

@@ -47,6 +47,8 @@ class Corpus:
 def load_corpus(triage_csv: Path) -> Corpus:
     c = Corpus()
     for row in read_rows(triage_csv):
+        if row["status"] == "skipped":
+            continue  # a file of a folder that is no document (triage lists it; run skips it)
         c.docs += 1
         pages = int(row["pages"] or 0)
         if row["status"] != "ok":

@@ -23,7 +23,8 @@ the others over all pages):
   sha256, bytes       of the file; duplicate_of = the first doc_id with the same sha256
   kind                pdf | image | unsupported
   status, reason      ok | encrypted | corrupt | empty (zero pages) | missing | unsupported |
-                      too_many_pages (over VLMOCR_MAX_DOC_PAGES), and why
+                      too_many_pages (over VLMOCR_MAX_DOC_PAGES) | skipped (a file of a folder that
+                      is no document: `vlmocr run` skips it too; rows after the documents'), and why
                       (render's BadInput reason); for an ok document, the first unreadable page
   encrypted           "" | password (unreadable) | permissions-only (readable: owner password only)
   pages               every page (frame) counted
@@ -77,7 +78,9 @@ from ..record import Sizing
 from .facts import (LANG_SAMPLE_CHARS, PageFacts, greek_language, guess_language, image_facts, mark_shapes,
                     pages_to_check, pdf_facts, text_script)
 from ..store import file_sha256
-from ..sources import Document, discover, neutralise_cell, printable, restore_cell
+from ..skipped import SkippedFiles, file_type
+from ..skipped import phrase as skipped_phrase
+from ..sources import Document, derive_doc_id, discover, neutralise_cell, printable, restore_cell
 from ..store import atomic_file
 from ..writable import check_output_path
 
@@ -277,6 +280,18 @@ def crashed_row(doc_id: str, path: str) -> dict[str, Any]:
     return row
 
 
+def skipped_row(doc_id: str, path: str, kind: str) -> dict[str, Any]:
+    """The row of a file a folder walk found that is no document (`vlmocr run` skips it)."""
+    row: dict[str, Any] = {c: "" for c in COLUMNS}
+    row.update(doc_id=doc_id, path=printable(os.path.abspath(path)), kind="unsupported", status="skipped", pages=0,
+               reason=f"not a document: {kind} (vlmocr run skips it)")
+    try:
+        row["bytes"] = os.stat(path).st_size
+    except OSError:
+        pass
+    return row
+
+
 def _isolated(ctx: Any, work: Any, item: tuple[str, str], opts: TriageOptions) -> dict[str, Any]:
     """Read one document alone in a fresh process, so a crash names the document."""
     with ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_init_worker) as solo:
@@ -354,12 +369,20 @@ class TriageSummary:
     out: str = ""
     sheets: int = 0
     interrupted: bool = False
+    # Files of the folders that are no documents (rows with status "skipped"), and hidden entries
+    # (.git, .DS_Store) ignored without a row: skipped.SkippedFiles.counts()
+    skipped: dict[str, Any] = field(default_factory=lambda: {"files": 0, "types": {}, "hidden": 0})
 
     @property
     def unreadable(self) -> int:
         return sum(n for s, n in self.statuses.items() if s != "ok")
 
     def add(self, row: dict[str, Any]) -> None:
+        if row["status"] == "skipped":
+            kind = file_type(str(row["path"]))
+            self.skipped["files"] += 1
+            self.skipped["types"][kind] = self.skipped["types"].get(kind, 0) + 1
+            return
         self.docs += 1
         self.bytes += int(row["bytes"] or 0)
         self.statuses[row["status"]] = self.statuses.get(row["status"], 0) + 1
@@ -393,7 +416,8 @@ class TriageSummary:
         return (f"Triage: {self.docs} docs, {self.pages} pages (text layer ≈{self.text_pages_estimated}, "
                 f"to OCR ≈{self.ocr_pages_estimated}), duplicates={self.duplicates} "
                 f"unreadable={self.unreadable}" + (f", scripts: {scripts}" if scripts else "")
-                + f" in {self.seconds:.1f} s → {self.out}")
+                + f" in {self.seconds:.1f} s → {self.out}"
+                + (f"; {left}" if (left := skipped_phrase(self.skipped)) else ""))
 
 
 def estimated_text_pages(row: dict[str, Any]) -> int:
@@ -464,7 +488,8 @@ def triage(paths: Iterable[str], out: Path, manifest: Path | None = None, opts: 
     triage leaves no half file behind."""
     if opts.osd_pages and not tesseract_has_language("osd"):
         raise UsageError(f"--osd needs tesseract with its script detection data: {install_hint('osd')}")
-    docs = discover(list(paths), manifest)
+    skipped = SkippedFiles(keep_all=True)  # every file gets its row, a document or not
+    docs = discover(list(paths), manifest, skipped=skipped)
     if workers is None:
         workers = default_workers(len(docs), bool(opts.sheets_dir))
     out = Path(out)
@@ -494,6 +519,11 @@ def triage(paths: Iterable[str], out: Path, manifest: Path | None = None, opts: 
                 writer.writerow(csv_row(row))
                 summary.add(row)
                 bar.advance(int(row["pages"] or 0))
+            for path, kind, rel in skipped.paths:
+                row = skipped_row(derive_doc_id(rel), path, kind)
+                writer.writerow(csv_row(row))
+                summary.add(row)
+            summary.skipped["hidden"] = skipped.hidden
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)

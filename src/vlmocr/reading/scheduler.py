@@ -31,6 +31,8 @@ from .tasks import TaskRunner
 from ..redact import public_argv
 from ..rundir import RunDir, git_commit, versions
 from ..record import RETRY_ON_RESUME, PageRecord, PageTask, Status, now_iso
+from ..skipped import SkippedFiles
+from ..skipped import phrase as skipped_phrase
 from ..sources import Document, discover, parse_shard, shard_of
 from ..store import DocState, RecordWriter, ResumeIndex, RunLock, write_json_atomic
 
@@ -59,6 +61,9 @@ class Summary:
     # Documents whose share of fallback pages exceeds --max-fallback: read mostly by the
     # embedded engine, they deserve a look (or another model) before they are published.
     fallback_docs: list[str] = field(default_factory=list)
+    # Files of the folders walked that are no documents, by type, and hidden entries ignored
+    # (skipped.py); run.json's `skipped` lists their paths.
+    skipped: dict[str, Any] = field(default_factory=dict)
 
     @property
     def pages_per_hour(self) -> float:
@@ -70,6 +75,7 @@ class Summary:
         return (
             f"Done: {self.pages} pages in {self.docs} docs, records={self.records} ok={self.ok} "
             f"fallback={self.fallback} review={self.review} failed={self.failed} missing={self.missing}{rate}"
+            + (f"; {left}" if (left := skipped_phrase(self.skipped)) else "")
         )
 
     def exit_code(self) -> ExitCode:
@@ -137,6 +143,7 @@ class Scheduler(TaskRunner):
         self.reader_factory = reader_factory
         self.skip = skip
         self.summary = Summary(run_dir=str(self.run_dir))
+        self.skipped = SkippedFiles()
         self._collect: dict[str, dict[str, Any]] = {}
         self._deferred: set[str] = set()
         self._ladder: deque[PageTask] = deque()
@@ -144,7 +151,11 @@ class Scheduler(TaskRunner):
     # ------------------------------------------------------------------ documents
 
     def documents(self) -> list[Document]:
-        docs = discover(self.cfg.inputs, self.cfg.manifest)
+        self.skipped = SkippedFiles()
+        docs = discover(self.cfg.inputs, self.cfg.manifest, skipped=self.skipped)
+        self.summary.skipped = self.skipped.counts()
+        if self.skipped.files:
+            self.progress.note(f"{self.skipped.phrase()} (not documents; run.json lists them)")
         if self.cfg.shard:
             k, n = parse_shard(self.cfg.shard)
             docs = [d for d in docs if shard_of(d.doc_id, n) == k]
@@ -459,6 +470,7 @@ class Scheduler(TaskRunner):
             **self._provenance(),
             "host": socket.gethostname(),
             "documents": len(docs),
+            "skipped": self.skipped.as_dict(),
             "shard": self.cfg.shard,
             "current": entry,
             "history": history[-50:],

@@ -15,6 +15,7 @@ from typing import Any, Iterable, Sequence
 from ...exceptions import UsageError
 from ...record import now_iso
 from ...rundir import RunDir
+from ...skipped import SkippedFiles
 from ...sources import SUPPORTED_EXTS, Document, discover, from_manifest, shard_of
 from ...store import atomic_file, write_text_atomic
 from .jobs import check_not_active, record_job, sbatch
@@ -68,7 +69,10 @@ def stage_documents(run_dir: Path, kind: str, paths: Sequence[str] = (), manifes
     run = RunDir(run_dir)
     staged_dir = run.staged
     staged_dir.mkdir(parents=True, exist_ok=True)
-    docs = discover(list(paths), manifest)  # validates ids (unsafe, duplicate) before anything is submitted
+    skipped = SkippedFiles()
+    docs = discover(list(paths), manifest, skipped=skipped)  # validates ids (unsafe, duplicate) before anything is submitted
+    if skipped.phrase():  # the shards read a staged manifest: this is the only walk that sees them
+        warn(f"{kind}: {skipped.phrase()} (not documents: not staged)")
     previous = run.originals()
     by_original = {r["original"]: r["staged"] for r in previous}
     used = {r["staged"] for r in previous}
