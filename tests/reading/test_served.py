@@ -87,6 +87,7 @@ def test_a_declared_revision_when_the_server_shows_none(tmp_path, coded):
     assert (bare["server"]["revision"], bare["server"]["revision_source"]) == (None, None)
     assert {r["revision"] for r in bare_recs} == {None} and {r["server"] for r in bare_recs} == {"vllm 0.11.0"}
     assert info["key"] != bare["key"]  # other weights, other key: resume reads the pages again
+    assert bare["key_material"]["revision"] == ""  # nothing known: the profile's, as runs before recorded
 
 
 def test_a_declared_revision_the_server_contradicts_is_reported_not_taken(tmp_path, coded):

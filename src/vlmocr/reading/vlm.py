@@ -76,7 +76,8 @@ class VlmReader(PageReader):
             "reader": "openai",
             "server_kind": kind,
             "model": self.model_name,
-            "revision": self.revision,
+            # The revision served; unknown, the profile's (its "" kept: the keys of earlier runs hold).
+            "revision": self.revision if self.revision is not None else p.revision,
             "prompt": None if p.image_only else p.prompt_for(kind),
             "system_prompt": p.system_prompt,
             "image_position": p.image_position,
