@@ -47,6 +47,11 @@ class PageReader:
         """Resize the scheduler's page `window` while the run lasts (adaptive concurrency)."""
         return None
 
+    def attach(self, say: Callable[[str], None]) -> None:
+        """Where the reader tells the person running it something once (the run's notes on
+        stderr), given as the run starts."""
+        return None
+
     def live(self) -> str:
         """A few words for the progress line."""
         return ""

@@ -182,6 +182,7 @@ class Scheduler(TaskRunner):
         try:
             self._choose_ocr_engine()
             self.reader = await self.reader_factory(cfg)
+            self.reader.attach(self.progress.note)
             keys = {d.doc_id: settings_key(self.reader.key_material(d.dpi)) for d in docs}
             pages_path = RunDir(self.run_dir).pages
             self.index = ResumeIndex.load(pages_path, set(keys.values()))

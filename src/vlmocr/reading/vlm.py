@@ -20,6 +20,7 @@ from .base import PageReader
 from .client import ChatResult, OpenAIClient, RequestFailed, api_key_from_env, parse_metrics, public_url, queue_depth
 from .limiter import Limiter, next_limit, render_ahead
 from .pool import WorkerPool
+from .pagefit import fit_note, page_cost
 from .request import build_chat_request, ladder_overrides
 from .served import VERSION_PATHS, resolve_revision, server_label
 from ..engines.base import Reading
@@ -62,6 +63,10 @@ class VlmReader(PageReader):
         self.server = server_label(server_kind, None)
         self.served: dict[str, Any] = {}
         self.adaptive_active = False
+        # What the person running this should read once (stderr via `attach`, run.json's notes).
+        self.notes: list[str] = []
+        self._say: Callable[[str], None] = lambda message: None
+        self._fit_told = False
 
     # ------------------------------------------------------------------ settings
 
@@ -159,13 +164,28 @@ class VlmReader(PageReader):
         used = 0
         for item in batch:
             prep = item[1]
-            cost = -(-prep.width // 28) * -(-prep.height // 28) + per_page_out + 64
+            cost = page_cost(prep.width, prep.height, per_page_out)
             if groups[-1] and used + cost > budget:
                 groups.append([])
                 used = 0
             groups[-1].append(item)
             used += cost
+        if len(groups) > 1:
+            self._fit_said(batch, max(len(g) for g in groups), budget)
         return groups
+
+    def _fit_said(self, batch: list[tuple[PageTask, Prepared]], fit: int, budget: int) -> None:
+        """Say once that the context estimate sends fewer pages per request than asked, and the
+        size at which they would fit (instead of quietly sending them in smaller requests)."""
+        if self._fit_told:
+            return
+        self._fit_told = True
+        task, prep = batch[0]
+        by_dpi = not task.sizing.longest_side and task.path.lower().endswith((".pdf", ".djvu", ".djv"))
+        self.note(fit_note(len(batch), [(p.width, p.height) for _, p in batch], fit, budget, self.profile.max_tokens,
+                           dpi=prep.dpi, by_dpi=by_dpi,
+                           budget_from="the server's max_model_len" if self.max_model_len
+                           else f"profile {self.profile.name}'s context_length"))
 
     async def _multi_request(self, batch: list[tuple[PageTask, Prepared]], t0: float) -> list[PageRecord]:
         if len(batch) == 1:
@@ -358,6 +378,21 @@ class VlmReader(PageReader):
         return (f"in flight {self.requests.in_use}/{self.requests.limit}, {s.tokens_out / elapsed:.0f} tok/s, "
                 f"retries {s.retries}")
 
+    def attach(self, say: Callable[[str], None]) -> None:
+        """Notes go to `say` from now on; multi-page reading on vLLM is said at once."""
+        self._say = say
+        if self.pages_per_request > 1 and self.server_kind == "vllm":
+            self.note(f"--pages-per-request {self.pages_per_request} on vLLM: several pages per request read clean "
+                      "documents, but on hard scans vLLM multi-page degraded to hallucination where SGLang read "
+                      "real content (Unlimited-OCR's serving recipe: \"Use vLLM multi-page for clean docs; reach "
+                      "for SGLang for hard scans.\"); for hard scans: --server-kind sglang (--serve PROFILE) or "
+                      "an SGLang --endpoint, or --pages-per-request 1")
+
+    def note(self, message: str) -> None:
+        """Tell the person running this once; kept for run.json (final_stats' notes)."""
+        self.notes.append(message)
+        self._say(message)
+
     def final_stats(self) -> dict[str, Any]:
         s = self.client.stats
         lim = self.requests
@@ -367,7 +402,8 @@ class VlmReader(PageReader):
                        "render_ahead": self.max_in_flight - lim.history[0]}
         return {"http_requests": s.requests, "http_retries": s.retries, "outcomes": s.by_outcome,
                 "tokens_in": s.tokens_in, "tokens_out": s.tokens_out, "server_kind": self.server_kind,
-                "model": self.model_name, "profile": self.profile.name, "concurrency": concurrency}
+                "model": self.model_name, "profile": self.profile.name, "concurrency": concurrency,
+                **({"notes": list(self.notes)} if self.notes else {})}
 
     def provenance(self) -> dict[str, Any]:
         return {"server": self.served} if self.served else {}
