@@ -163,3 +163,16 @@ def test_a_malformed_backend_in_a_profile_is_refused(tmp_path, scratch):
                    encoding="utf-8")
     res = run_cli("serve", str(bad), "--server", "sglang", "--print", env=fake_env(tmp_path, scratch))
     assert res.returncode == 3 and "attention_backend" in res.stderr and res.stdout == ""
+
+
+def test_run_serve_keeps_the_choice_in_run_json(tmp_path, scratch, coded):
+    env = with_nvidia_smi(fake_env(tmp_path, scratch, FAKE_VLLM_WORKER="1"), gpus=gpus(H100))
+    run_dir = tmp_path / "run"
+    res = run_cli("run", str(coded), "--out", str(run_dir), "--serve", "unlimited-ocr", "--server-kind", "sglang",
+                  "--workers", "2", env=env)
+    assert res.returncode == 0, res.stderr
+    assert "sglang: attention backend fa3 (GPU compute capability 9.0: Hopper)" in res.stderr
+    server = json.loads((run_dir / "run.json").read_text())["server"]
+    assert server["attention"] == {"backend": "fa3", "source": "auto", "why": "GPU compute capability 9.0: Hopper"}
+    argv = read_record(tmp_path)["argv"]
+    assert argv[argv.index("--served-model-name") + 2:] == recipe_with("fa3")

@@ -66,10 +66,10 @@ class ServerInfo:
 
     def provenance(self) -> dict[str, Any]:
         """What run.json keeps of a server vlmocr started (`RunConfig.note_served`): its version,
-        the time it took to come up and the GPUs it came up on."""
+        the time it took to come up, the GPUs it came up on and the attention backend chosen."""
         return {"started_by_vlmocr": True, "version": self.versions.get(self.server),
                 "version_source": self.version_source, "ready_seconds": self.ready_seconds, "gpus": self.gpus,
-                "tensor_parallel": self.tensor_parallel, "log": str(self.log)}
+                "tensor_parallel": self.tensor_parallel, "log": str(self.log), "attention": self.attention}
 
 
 @contextlib.contextmanager
