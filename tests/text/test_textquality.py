@@ -159,3 +159,27 @@ def test_greek_page_read_as_english_is_suspicious(gt, tmp_path):
     assert by_doc["zonaras_0054"]["suspicious"] and by_doc["zonaras_0054"]["known_share"] < 0.5
     assert not by_doc["EHRI-BF-19380509b_EN_02"]["suspicious"]
     assert by_doc["EHRI-BF-19380509b_EN_02"]["known_share"] > 0.9
+
+
+def test_suspicious_follows_the_runs_signal_rule(gt, tmp_path):
+    """A page the run's quality signal called suspect (here: most lines the engine was unsure
+    of, while its words are dictionary words) is suspicious too — one rule for the run, the
+    report and `suspicious`; the signal is measured again on a cleaned layer."""
+    from vlmocr.text.signal import judge
+
+    en = (gt / "ehri_en" / "EHRI-DR-19421116-US_05.txt").read_text(encoding="utf-8")
+    lines = [line for line in en.splitlines() if line.strip()]
+    shaky, _ = judge(en, "tesseract", lang="eng", confidence=0.6, line_confidences=[0.3] * len(lines))
+    sure, _ = judge(en, "tesseract", lang="eng", confidence=0.95, line_confidences=[0.95] * len(lines))
+    assert shaky["score"] < shaky["threshold"] <= sure["score"]
+    run = write_run(tmp_path / "run", [rec(en, "a", 1, status="suspect", quality=shaky),
+                                       rec(en, "b", 1, quality=sure)])
+    data = json.loads(cli("suspicious", str(run), "--json").stdout)
+    assert [(p["doc_id"], p["page"]) for p in data["suspicious_pages"]] == [("a", 1)]
+    page = data["suspicious_pages"][0]
+    assert page["known_share"] > 0.9 and any(r.startswith("signal ") for r in page["reasons"])
+    assert page["signal"]["score"] == shaky["score"]
+    # the cleaned layer: measured again (no line scores are kept, the engine confidence is)
+    data = json.loads(cli("suspicious", str(run), "--clean", "--json", "--all").stdout)
+    by_doc = {p["doc_id"]: p for p in data["pages"]}
+    assert by_doc["a"]["signal"]["confidence"] == 0.6 and by_doc["b"]["signal"]["confidence"] == 0.95

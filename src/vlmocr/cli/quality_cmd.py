@@ -242,7 +242,8 @@ def suspicious_command(
     limit: int = typer.Option(50, "--limit", help="Print at most this many pages."),
     json_out: bool = typer.Option(False, "--json", help="Print the full result as JSON on stdout."),
 ) -> int:
-    """Quality without ground truth: dictionary words and implausible characters per page."""
+    """Quality without ground truth: the run's quality signal (pages it calls suspect), and
+    dictionary words and implausible characters per page."""
     return _suspicious(run, clean=clean, rules=rules, lang=lang, min_known=min_known, max_implausible=max_implausible,
                        min_words=min_words, max_suspicious=max_suspicious, all_pages=all_pages, limit=limit,
                        json_out=json_out)
@@ -253,15 +254,23 @@ def _suspicious(run: Path, *, clean: bool = False, rules: Optional[Path] = None,
                 max_suspicious: Optional[int] = None, all_pages: bool = False, limit: int = 50,
                 json_out: bool = False) -> int:
     from ..evaluation import run_records
+    from ..text.signal import record_verdict, signal_reason
     from ..text.textquality import assess_records, summary, suspicion_rank
 
     records, layer = run_records(run, clean, _rules(rules) if clean else None)
     pages = assess_records((r for (d, p), r in records.items() if p > 0), lang=lang, min_words=min_words,
                            min_known=min_known, max_implausible=max_implausible)
+    # The run's own rule (text/signal.py): the signal stored when the page was read, measured
+    # again on a cleaned layer. A page it calls suspect is suspicious here too.
+    signals: dict[tuple[str, int], Any] = {}
+    for q in pages:
+        quality, suspect = record_verdict(records[(q.doc_id, q.page)], remeasure=clean, lang=lang)
+        signals[(q.doc_id, q.page)] = quality
+        if suspect and quality is not None:
+            q.suspicious = True
+            q.reasons.append(signal_reason(quality))
     summ = summary(pages)
     flagged = sorted((q for q in pages if q.suspicious), key=suspicion_rank)
-    # The signal stored when the page was read (text/signal.py), where the record has one.
-    signals = {(d, p): r.get("quality") for (d, p), r in records.items() if isinstance(r.get("quality"), dict)}
 
     def with_signal(q: Any) -> dict[str, Any]:
         return {**q.as_dict(), "signal": signals.get((q.doc_id, q.page))}

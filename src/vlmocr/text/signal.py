@@ -245,3 +245,32 @@ def write_thresholds(fitted: dict[str, dict[str, float]], path: Path = THRESHOLD
             text = text.rstrip("\n") + "\n\n" + header + body
     path.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
     load_thresholds.cache_clear()
+
+
+def record_verdict(record: dict[str, Any], *, remeasure: bool = False, lang: str | None = None) -> tuple[dict[str, Any] | None, bool]:
+    """(the signal, suspect?) of a stored page record — what `vlmocr suspicious` and the report
+    say about a page, by the rule the run applied. The stored `quality` when the record has one
+    and the text is the one it was measured on; with `remeasure` (a cleaned layer, or a record
+    from before the signal) the text is measured again, with the engine confidence the record
+    kept. A record without text (failed, bad input) has no signal."""
+    text = record.get("text")
+    if not isinstance(text, str) or not text.strip():
+        return None, False
+    stored = record.get("quality") if isinstance(record.get("quality"), dict) else None
+    if stored is not None and not remeasure and isinstance(stored.get("score"), (int, float)):
+        threshold = stored.get("threshold")
+        below = isinstance(threshold, (int, float)) and stored["score"] < threshold
+        return stored, below or record.get("status") == "suspect"
+    fields = record.get("fields") if isinstance(record.get("fields"), dict) else {}
+    confidence = stored.get("confidence") if stored else None
+    return judge(text, str(record.get("engine") or ""), lang=lang,
+                 stated_lang=str(fields["language"]) if fields.get("language") else None,
+                 confidence=confidence if isinstance(confidence, (int, float)) else None,
+                 ink=None)
+
+
+def signal_reason(quality: dict[str, Any]) -> str:
+    """One line saying why the signal calls a page suspect, for a person."""
+    return (f"signal {quality.get('score', 0):.2f} < {quality.get('threshold')} "
+            f"({quality.get('script') or '?'}: conf={quality.get('confidence')}, known={quality.get('known_words')}, "
+            f"garbage lines={quality.get('garbage_lines')})")
