@@ -23,6 +23,7 @@ from ..engines.registry import CPU_ENGINES, HTTP_ENGINE, OCR_ENGINES
 from ..exceptions import EndpointUnavailable, ExitCode, StoreFailed, UsageError, outcome
 from ..assemble import add_figures, rebuild_documents, write_document
 from .limiter import Limiter
+from .owed import PageCounter, first_reads, select_pages
 from ..progress import RunProgress
 from .base import PageReader
 from .cpu import CpuReader
@@ -30,7 +31,7 @@ from .pool import WorkerPool
 from .tasks import TaskRunner
 from ..redact import public_argv
 from ..rundir import RunDir, git_commit, versions
-from ..record import RETRY_ON_RESUME, PageRecord, PageTask, Status, now_iso
+from ..record import PageRecord, PageTask, Status, now_iso
 from ..skipped import SkippedFiles
 from ..skipped import phrase as skipped_phrase
 from ..sources import Document, discover, parse_shard, shard_of
@@ -87,14 +88,6 @@ class Summary:
         d["pages_per_hour"] = round(self.pages_per_hour, 1)
         d["exit_code"] = int(self.exit_code())
         return d
-
-
-def select_pages(doc: Document, doc_pages: int) -> list[int]:
-    return list(doc.pages) if doc.pages else list(range(1, doc_pages + 1))
-
-
-def needs_read(status: Status | None) -> bool:
-    return status is None or status in RETRY_ON_RESUME
 
 
 async def make_reader(cfg: RunConfig) -> PageReader:
@@ -257,17 +250,27 @@ class Scheduler(TaskRunner):
             await asyncio.gather(controller, return_exceptions=True)
 
     async def _passes(self, docs: list[Document], keys: dict[str, str]) -> None:
+        # The progress total: every page owed, counted ahead of the planner, which takes each
+        # document's page count from the counter rather than opening it again.
+        counter = PageCounter(docs, keys, self.index, force=self.cfg.force, retry_only=self.cfg.retry_only,
+                              inspect_many=self.reader.inspect_many, progress=self.progress)
+
         async def first_pass():
-            for doc in docs:
+            async for doc, inspected in counter.documents():
                 if self.stop.is_set():
                     return
-                for task in await self._plan_doc(doc, keys[doc.doc_id]):
+                for task in await self._plan_doc(doc, keys[doc.doc_id], inspected):
                     yield task
 
-        await self.drain(first_pass(), self._read_one, self.limiter)
+        counter.start()
+        try:
+            await self.drain(first_pass(), self._read_one, self.limiter)
+        finally:
+            await counter.close()
         if self.cfg.no_retry or self.stop.is_set() or self.abandon.is_set() or not self._ladder:
             return
         self.progress.note(f"retry ladder: {len(self._ladder)} page(s)")
+        self.progress.start_phase("retrying", len(self._ladder))
 
         async def second_pass():
             while self._ladder and not self.stop.is_set():
@@ -275,13 +278,13 @@ class Scheduler(TaskRunner):
 
         await self.drain(second_pass(), self._ladder_one, self.limiter)
 
-    def _failed_records(self, task: PageTask, exc: BaseException) -> None:
+    def _failed_records(self, task: PageTask, exc: BaseException, page_done: bool = True) -> None:
         """Every page of `task` ends with a record naming why it failed, whatever went wrong in
         the reader (a bug, an answer of an unforeseen shape): `error`, so a resubmit retries it."""
         reason = f"{type(exc).__name__}: {exc}"[:2000]
         for single in task.singles():
             self._finish(single.record(Status.error, engine=self.cfg.reader(), flags=["internal_error"],
-                                       error=f"internal error while reading: {reason}"))
+                                       error=f"internal error while reading: {reason}"), page_done)
 
     async def _read_one(self, task: PageTask) -> None:
         try:
@@ -300,25 +303,31 @@ class Scheduler(TaskRunner):
 
     async def _ladder_one(self, task: PageTask) -> None:
         attempts = [task.attempt]
+        last = [Status.error.value]  # the status the page ends the ladder with
 
         def emit(rec: PageRecord) -> None:
             attempts.append(rec.attempt + 1)
-            self._finish(rec)
+            last[0] = Status(rec.status).value
+            self._finish(rec, page_done=False)  # one attempt: the page is done when the ladder is
 
         try:
             await self.reader.ladder(task, emit, self.stop.is_set)
         except EndpointUnavailable as exc:
             self.fail(exc)
+            return
         except Exception as exc:
-            self._failed_records(task.at(attempt=attempts[-1]), exc)
+            self._failed_records(task.at(attempt=attempts[-1]), exc, page_done=False)
+            last[0] = Status.error.value
+        self.progress.advance(last[0])
 
-    async def _plan_doc(self, doc: Document, key: str) -> list[PageTask]:
-        """The page tasks still owed for one document (opening it only when needed)."""
+    async def _plan_doc(self, doc: Document, key: str, inspected: tuple[int | None, str | None] | None = None) -> list[PageTask]:
+        """The page tasks still owed for one document (opening it only when needed and not
+        already `inspected` by the page counter)."""
         cfg = self.cfg
         state = self.index.get(key, doc.doc_id)
         doc_pages = state.doc_pages if state else None
         if doc_pages is None or cfg.force:
-            n, err = await self.reader.inspect(str(doc.path))
+            n, err = inspected if inspected is not None else await self.reader.inspect(str(doc.path))
             if err is not None:
                 prev = state.status(0) if state else None
                 if prev is None or cfg.force:
@@ -338,10 +347,8 @@ class Scheduler(TaskRunner):
         def spec(p: int, attempt: int) -> PageTask:
             return first.at(page=p, attempt=attempt)
 
-        if cfg.force or state is None:
-            pending = [] if cfg.retry_only else pages
-        else:
-            pending = [] if cfg.retry_only else [p for p in pages if needs_read(state.status(p))]
+        pending = first_reads(pages, state, force=cfg.force, retry_only=cfg.retry_only)
+        if not (cfg.force or state is None):
             for p in pages:
                 st = state.status(p)
                 if st is not None and self.reader.owes_retry(st, state.attempts_of(p)):
@@ -351,7 +358,6 @@ class Scheduler(TaskRunner):
             if not RunDir(self.run_dir).doc(doc.doc_id).exists():
                 self._deferred.add(doc.doc_id)
             return []
-        self.progress.add_total(len(pending))
         if len(pending) == len(pages):
             self._collect[doc.doc_id] = {"expect": len(pages), "recs": {}}
         tasks = [spec(p, (state.attempts_of(p) if state else 0) + 1) for p in pending]
@@ -361,8 +367,9 @@ class Scheduler(TaskRunner):
         return [chunk[0].at(pages=tuple(t.page for t in chunk), attempts=tuple(t.attempt for t in chunk))
                 for chunk in (tasks[i:i + n] for i in range(0, len(tasks), n))]
 
-    def _finish(self, record: PageRecord) -> None:
-        """The single point where a finished page becomes durable."""
+    def _finish(self, record: PageRecord, page_done: bool = True) -> None:
+        """The single point where a finished page becomes durable (`page_done`: a page of the
+        progress bar, not one attempt of the retry ladder)."""
         if self.store_broken:
             return  # not durable, so not done: read again on resume
         try:
@@ -372,9 +379,10 @@ class Scheduler(TaskRunner):
             return
         self.index.add_record(record)
         self.summary.read_now += 1
-        self.progress.advance(rec["status"])
-        doc_id = rec["doc_id"]
         self.progress.extra = self.reader.live()
+        if page_done:
+            self.progress.advance(rec["status"])
+        doc_id = rec["doc_id"]
         slot = self._collect.get(doc_id)
         if slot is not None and int(rec["page"]) > 0:
             slot["recs"][int(rec["page"])] = rec
