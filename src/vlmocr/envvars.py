@@ -22,7 +22,6 @@ SERVE_NO_P2P = "VLMOCR_SERVE_NO_P2P"  # `run --serve` on GPUs without peer-to-pe
 SERVE_ARGS = "VLMOCR_SERVE_ARGS"  # extra server flags for `run --serve`, shell-split
 VLLM_BIN = "VLMOCR_VLLM_BIN"  # the vLLM command line, shell-split
 SGLANG_BIN = "VLMOCR_SGLANG_BIN"  # the SGLang command line, shell-split
-PROGRESS_EVERY = "VLMOCR_PROGRESS_EVERY"  # seconds between progress lines when stderr is no terminal
 # `run --serve P --target hf-jobs`: the job's flavor and maximum duration (default: the profile's
 # flavor, 30m; the duration is checked where it is used), and the OpenAI base URL of a job's
 # server as a template with {job_id} and {port} (tests point it at a local stand-in).
@@ -110,7 +109,6 @@ def check_environment(environ: Mapping[str, str] | None = None) -> None:
     env_int(MAX_DOC_PAGES, 1, minimum=1, environ=environ)
     env_float(SERVE_HEALTH_TIMEOUT, 0.0, minimum=0.0, environ=environ)
     env_flag(SERVE_NO_P2P, environ)
-    env_float(PROGRESS_EVERY, 10.0, minimum=0.0, environ=environ)
     env_float(PROGRESS_EVERY, 10.0, minimum=0.0, environ=environ)
     for name in (SERVE_ARGS, VLLM_BIN, SGLANG_BIN):
         env_args(name, environ)
