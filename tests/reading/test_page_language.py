@@ -89,8 +89,8 @@ def test_the_vlm_answer_is_judged_in_the_manifest_or_profile_language(tmp_path):
     for name in runs:
         assert runs[name][("stated", 1)]["quality"]["language"] == "grc", name
     # Without one, the run's language: the profile's (Fraktur data: the page is judged as
-    # Fraktur), unless --lang is given. (The language itself is guessed from the text, `la` for
-    # the test server's lorem ipsum: a run's language only fills in when no guess is possible.)
+    # Fraktur), unless --lang is given. (The language itself is guessed from the text, English
+    # for the test server's pages: a run's language only fills in when no guess is possible.)
     assert runs["manifest"][("plain", 1)]["quality"]["script"] == "Latn"
     assert runs["profile"][("plain", 1)]["quality"]["script"] == "Latf"
     assert runs["explicit"][("plain", 1)]["quality"]["script"] == "Latn"
