@@ -57,9 +57,25 @@ GT = Path(os.environ.get("VLMOCR_GT", REPO.parent / "shared" / "gt"))
 OLMOCR_MODEL = "allenai/olmOCR-2-7B-1025-FP8"
 LONGEST_SIDE = 1288
 # olmOCR's answer format: YAML front matter, then the page text.
+# The static answer's text: a page of plain English, so that a perfect answer passes the quality
+# signal (a one-line answer for a page full of ink is `suspect` and would send every page up the
+# retry ladder, measuring the ladder instead of the feed).
+PAGE_TEXT = "\n".join((
+    "The committee met on the fourth of March in the small hall of the town library.",
+    "Present were the chairman, the secretary, the treasurer and eleven members.",
+    "The minutes of the last meeting were read, approved and signed by the chairman.",
+    "The treasurer reported that the accounts for the year showed a modest surplus,",
+    "most of which had come from the autumn sale and the subscriptions of new members.",
+    "A letter from the county council was read concerning the repair of the old bridge;",
+    "the secretary was asked to reply that the society supports the work in principle.",
+    "Mr. Hale proposed that the summer excursion should visit the abbey and the mill,",
+    "and after some discussion about the cost of the coach this was agreed unanimously.",
+    "The librarian asked for volunteers to catalogue the collection of local maps.",
+    "There being no other business, the meeting closed at half past nine o'clock.",
+))
 FRONT_MATTER_ANSWER = (
     "---\nprimary_language: en\nis_rotation_valid: True\nrotation_correction: 0\n"
-    "is_table: False\nis_diagram: False\n---\nStatic answer from the test server."
+    "is_table: False\nis_diagram: False\n---\n" + PAGE_TEXT
 )
 
 
