@@ -22,9 +22,9 @@ from ..render import DEFAULT_MAX_PIXELS, Sizing, encode, is_blank, render_page
 from ..store import write_bytes_atomic
 from ..rundir import RunDir
 from ..store import PAGES_FILE, iter_records
+from ..text.postprocess import is_figure_block
 
 FIGURES_DIR = "figures"
-FIGURE_TYPES = frozenset({"image", "figure", "chart", "picture"})
 # Bump when a change here alters what is sent for the same settings (cropping rules, say), so
 # old descriptions are not mistaken for current ones.
 FIGURE_REVISION = 1
@@ -44,10 +44,6 @@ MIN_ANCHOR_CHARS = 4
 # ============================================================================================
 # Finding figures in page records
 # ============================================================================================
-
-
-def is_figure_block(block: Mapping[str, Any]) -> bool:
-    return str(block.get("type") or "").strip().lower() in FIGURE_TYPES
 
 
 def normalize_bbox(raw: Any, scale: tuple[float, float] | None = None) -> list[float] | None:

@@ -15,7 +15,7 @@ from ..config import RunConfig
 from ..exceptions import EndpointUnavailable, UsageError
 from ..profiles import Profile, load_profile
 from ..record import LADDER, PageRecord, PageTask, Sizing, Status
-from ..text.postprocess import postprocess, split_pages
+from ..text.postprocess import is_figure_block, postprocess, split_pages
 from .base import PageReader
 from .client import ChatResult, OpenAIClient, RequestFailed, api_key_from_env, parse_metrics, public_url, queue_depth
 from .limiter import Limiter, next_limit, render_ahead
@@ -211,7 +211,7 @@ class VlmReader(PageReader):
             text, blocks, fields = postprocess(self.profile, part)
             status, qflags = classify(text, result.finish_reason, blank_image=prep.blank)
             # One answer for several pages: its token confidence is not any one page's.
-            status, quality = self._judge(s, status, text, None, prep, fields)
+            status, quality = self._judge(s, status, text, None, prep, fields, blocks)
             done.append(self._record(
                 s, status, t0, prep=prep, text=text, quality=quality, finish_reason=result.finish_reason,
                 tokens_in=share(result.tokens_in), tokens_out=share(result.tokens_out),
@@ -298,7 +298,7 @@ class VlmReader(PageReader):
                                 flags=[*prep.flags, *answer.flags])
         text, blocks, fields = postprocess(self.profile, result.text)
         status, qflags = classify(text, result.finish_reason, blank_image=prep.blank)
-        status, quality = self._judge(task, status, text, result.confidence, prep, fields)
+        status, quality = self._judge(task, status, text, result.confidence, prep, fields, blocks)
         flags = [*prep.flags, *answer.flags, *qflags]
         if step:
             flags.append(f"ladder:{step}")
@@ -310,11 +310,13 @@ class VlmReader(PageReader):
                             blocks=blocks or None, fields=fields)
 
     def _judge(self, task: PageTask, status: Status, text: str, confidence: float | None, prep: Prepared,
-               fields: dict[str, Any] | None) -> tuple[Status, dict[str, Any]]:
+               fields: dict[str, Any] | None, blocks: list[Any] | None = None) -> tuple[Status, dict[str, Any]]:
         """The answer's quality signal and its status under the rule (suspect climbs the ladder).
-        The language: the page's manifest row, else what the answer states, else the run's."""
+        The language: the page's manifest row, else what the answer states, else the run's. A
+        page the answer found figures on is not judged by its ink: a chart is ink, not text."""
         stated = fields.get("language") if isinstance(fields, dict) else None
-        return judge_reading(status, Reading(text=text, confidence=confidence), "openai", ink=prep.ink,
+        ink = None if any(is_figure_block(b) for b in blocks or ()) else prep.ink
+        return judge_reading(status, Reading(text=text, confidence=confidence), "openai", ink=ink,
                              lang=self.run_language, stated_lang=str(stated) if stated else None,
                              page_lang=task.language)
 

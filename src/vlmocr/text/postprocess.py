@@ -18,6 +18,14 @@ from vlmocr.profiles import Profile
 
 Block = dict[str, Any]
 
+# Block types that hold a figure, not text (grounded answers: deepseek-ocr, dots.ocr, docling).
+FIGURE_TYPES = frozenset({"image", "figure", "chart", "picture"})
+
+
+def is_figure_block(block: Any) -> bool:
+    return isinstance(block, dict) and str(block.get("type") or "").strip().lower() in FIGURE_TYPES
+
+
 _BLANK_LINES = re.compile(r"\n{3,}")
 _FENCE_LINE = re.compile(r"^\s*```[\w+.-]*\s*$")
 
