@@ -120,3 +120,38 @@ def test_a_fifo_in_the_tree_is_unreadable_not_a_hang(tmp_path):
     assert rows["pipe"]["status"] == "unreadable" and "not a regular file" in rows["pipe"]["detail"]
     assert "unreadable pipe" in " ".join(proc.stderr.split())
     assert [r["doc_id"] for r in csv.DictReader(out.open())] == ["a"]
+
+
+def test_the_seeds_pipeline_dedup_to_jsonl_then_run_the_manifest(tmp_path):
+    """Seed 001: `dedup <papers>/ --library <library> --manifest-out <run>/papers.jsonl`, then
+    `run --manifest <run>/papers.jsonl`: the .jsonl name must hold JSON lines, not CSV."""
+    papers = tmp_path / "papers"
+    make_doc(papers, "held.pdf", 1, 2)
+    first = tmp_path / "first"
+    textlayer_run(first, papers)
+    lib = tmp_path / "lib"
+    publish([first], lib)
+    make_doc(papers, "fresh.pdf", 2, 2)
+    shutil.copy(papers / "held.pdf", papers / "held_again.pdf")
+    run = tmp_path / "run"
+    manifest = run / "papers.jsonl"
+    proc = run_cli("dedup", f"{papers}/", "--library", str(lib), "--manifest-out", str(manifest))
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in manifest.read_text().splitlines()]
+    assert lines == [{"doc_id": "fresh", "path": str((papers / "fresh.pdf").resolve())}]
+    proc = run_cli("run", "--manifest", str(manifest), "--out", str(run), "--engine", "textlayer", "--workers", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert "in 1 docs" in proc.stdout and (run / "docs" / "fresh.md").is_file()
+    # .csv stays CSV, readable by the same run
+    proc = run_cli("dedup", f"{papers}/", "--library", str(lib), "--manifest-out", str(tmp_path / "papers.csv"))
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "papers.csv").read_text().splitlines()[0] == "doc_id,path"
+    assert [d.doc_id for d in from_manifest(tmp_path / "papers.csv")] == ["fresh"]
+
+
+def test_a_manifest_name_of_another_format_is_refused_before_hashing(tmp_path):
+    make_doc(tmp_path / "in", "a.pdf", 1, 1)
+    proc = run_cli("dedup", str(tmp_path / "in"), "--manifest-out", str(tmp_path / "new.txt"))
+    assert proc.returncode == 3
+    assert proc.stderr.strip().count("\n") == 0 and "--manifest-out" in proc.stderr and ".jsonl" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "new.txt").exists()

@@ -28,16 +28,17 @@ def dedup_command(
     paths: List[str] = typer.Argument(None, help="Files or folders (recursive)."),
     manifest: Optional[Path] = typer.Option(None, "--manifest", help="CSV or JSONL: doc_id,path[,pages,dpi]."),
     library: Optional[Path] = typer.Option(None, "--library", help="Also skip what this library already holds."),
-    manifest_out: Path = typer.Option(..., "--manifest-out", help="Write the new documents here (a run manifest)."),
+    manifest_out: Path = typer.Option(..., "--manifest-out", help="Write the new documents here (a run manifest: .jsonl or .csv)."),
     report: Optional[Path] = typer.Option(None, "--report", help="Write one row per input here (CSV, or .json)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Processes hashing and reading text layers."),
     json_out: bool = typer.Option(False, "--json", help="Print the full result as JSON on stdout."),
 ) -> int:
     """Byte-identical and same-text documents, within the inputs and against a library; a manifest of what is new."""
-    from ..library.dedup import dedup, write_manifest, write_report
+    from ..library.dedup import dedup, manifest_format, write_manifest, write_report
     from ..writable import check_output_path
 
-    check_output_path(manifest_out, "--manifest-out", folder=False)  # before hashing a corpus
+    manifest_format(manifest_out)  # before hashing a corpus
+    check_output_path(manifest_out, "--manifest-out", folder=False)
     if report is not None:
         check_output_path(report, "--report", folder=False)
     result = dedup(paths or [], manifest, library, workers)

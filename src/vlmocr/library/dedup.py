@@ -12,8 +12,8 @@ Normalisation: NFKC, case-folded, every run of non-word characters (spaces, line
 punctuation, hyphens) folded to one space; pages in order, each page's words joined, so page
 breaks, line wrapping and font-encoding quirks of whitespace do not matter.
 
-Outputs: a manifest of what is new (``doc_id,path[,pages,dpi]``, absolute paths, readable by
-`vlmocr run --manifest`) and a report (CSV, or JSON when the name ends in .json) with one row
+Outputs: a manifest of what is new (``doc_id,path[,pages,dpi,language]``, absolute paths,
+readable by `vlmocr run --manifest`; JSONL when the name ends in .jsonl, CSV for .csv) and a report (CSV, or JSON when the name ends in .json) with one row
 per input: status new | duplicate | unreadable, the match (bytes | text), what it duplicates and
 where (input | library)."""
 
@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..exceptions import UsageError
 from ..sources import Document, discover
 from ..store import write_text_atomic
 from .catalog import Catalog, is_library
@@ -202,18 +203,42 @@ def _pages_spec(pages: tuple[int, ...] | None) -> str:
     return ",".join(parts)
 
 
+MANIFEST_FORMATS = {".jsonl": "jsonl", ".csv": "csv"}  # the two `run --manifest` reads
+
+
+def manifest_format(path: Path, option: str = "--manifest-out") -> str:
+    """The manifest's format, from its name: a .jsonl name holding CSV is read by `run --manifest`
+    as JSON, line by line, and fails (seed 001 writes `--manifest-out <run>/papers.jsonl`)."""
+    fmt = MANIFEST_FORMATS.get(Path(path).suffix.lower())
+    if fmt is None:
+        raise UsageError(f"{option} {path}: name it .jsonl or .csv (the manifest's format)")
+    return fmt
+
+
 def write_manifest(rows: Iterable[DedupRow], path: Path) -> Path:
-    """The new documents as a run manifest (absolute paths: valid wherever the manifest lives)."""
+    """The new documents as a run manifest (absolute paths: valid wherever the manifest lives),
+    in the format its name says."""
+    fmt = manifest_format(path)
     rows = list(rows)
-    extra = any(r.doc.pages for r in rows) or any(r.doc.dpi for r in rows)
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["doc_id", "path", "pages", "dpi"] if extra else ["doc_id", "path"])
+    columns = ["doc_id", "path"]
+    if any(r.doc.pages for r in rows) or any(r.doc.dpi for r in rows):
+        columns += ["pages", "dpi"]
+    if any(r.doc.language for r in rows):
+        columns.append("language")  # an input manifest's language still judges the pages
+    entries = []
     for r in rows:
-        cells = [r.doc.doc_id, os.path.abspath(r.doc.path)]
-        if extra:
-            cells += [_pages_spec(r.doc.pages), "" if r.doc.dpi is None else repr(r.doc.dpi)]
-        writer.writerow(cells)
+        cells = {"doc_id": r.doc.doc_id, "path": os.path.abspath(r.doc.path),
+                 "pages": _pages_spec(r.doc.pages), "dpi": r.doc.dpi, "language": r.doc.language}
+        entries.append({c: cells[c] for c in columns})
+    buf = io.StringIO()
+    if fmt == "jsonl":
+        for entry in entries:  # an unknown value is left out rather than written empty
+            buf.write(json.dumps({k: v for k, v in entry.items() if v not in (None, "")}, ensure_ascii=False) + "\n")
+    else:
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(columns)
+        for entry in entries:
+            writer.writerow(["" if entry[c] is None else (repr(entry[c]) if c == "dpi" else entry[c]) for c in columns])
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, buf.getvalue())
