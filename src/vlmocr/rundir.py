@@ -25,6 +25,9 @@ from .exceptions import UsageError
 from .store import PAGES_FILE
 
 RUN_JSON = "run.json"
+# What `vlmocr slurm status` reads of a shard instead of its records (issue 18, seed 000: nothing
+# heavy on the login node): pages owed and done by status group, rewritten by the run whole.
+SUMMARY_JSON = "summary.json"
 FIGURES_FILE = "figures.jsonl"
 DOCS_DIR = "docs"
 CLEAN_DIR = "clean"
@@ -48,6 +51,19 @@ class RunDir:
     @property
     def run_json(self) -> Path:
         return self.path / RUN_JSON
+
+    @property
+    def summary_json(self) -> Path:
+        return self.path / SUMMARY_JSON
+
+    def summary(self) -> dict[str, Any] | None:
+        """summary.json (the run's own tally, kept current while it reads), None without a
+        usable one: runs before it existed, or a file another program broke."""
+        try:
+            data = json.loads(self.summary_json.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) and data.get("schema") == 1 else None
 
     @property
     def docs(self) -> Path:

@@ -38,6 +38,10 @@ from ..sources import Document, discover, parse_shard, shard_of
 from ..store import DocState, RecordWriter, ResumeIndex, RunLock, write_json_atomic
 
 
+# Seconds between rewrites of summary.json while pages are read (a tally of the resume index:
+# milliseconds for a shard of 15 000 pages).
+SUMMARY_EVERY = 30.0
+
 # Documents → (those to read, a note on what was left out and why, or "").
 DocumentFilter = Callable[[list[Document]], tuple[list[Document], str]]
 
@@ -140,6 +144,10 @@ class Scheduler(TaskRunner):
         self._collect: dict[str, dict[str, Any]] = {}
         self._deferred: set[str] = set()
         self._ladder: deque[PageTask] = deque()
+        # summary.json: rewritten with run.json and every SUMMARY_EVERY s of reading in between.
+        self._docs: list[Document] = []
+        self._keys: dict[str, str] = {}
+        self._summary_at = time.monotonic()
 
     # ------------------------------------------------------------------ documents
 
@@ -177,6 +185,7 @@ class Scheduler(TaskRunner):
             self.reader = await self.reader_factory(cfg)
             self.reader.attach(self.progress.note)
             keys = {d.doc_id: settings_key(self.reader.key_material(d.dpi)) for d in docs}
+            self._docs, self._keys = docs, keys
             pages_path = RunDir(self.run_dir).pages
             self.index = ResumeIndex.load(pages_path, set(keys.values()))
             try:
@@ -379,6 +388,11 @@ class Scheduler(TaskRunner):
             return
         self.index.add_record(record)
         self.summary.read_now += 1
+        if time.monotonic() - self._summary_at > SUMMARY_EVERY:
+            try:
+                self._write_summary(self._docs, self._keys, None)
+            except OSError:
+                pass  # a full disk: the next record's write says so; this file is only a view
         self.progress.extra = self.reader.live()
         if page_done:
             self.progress.advance(rec["status"])
@@ -411,8 +425,8 @@ class Scheduler(TaskRunner):
         if wanted:
             rebuild_documents(self.run_dir, wanted)
 
-    def _tally(self, docs: list[Document], keys: dict[str, str]) -> None:
-        s = self.summary
+    def _tally(self, docs: list[Document], keys: dict[str, str], into: Summary | None = None) -> None:
+        s = self.summary if into is None else into
         s.docs = len(docs)
         counts: dict[str, int] = {}
         for doc in docs:
@@ -487,6 +501,32 @@ class Scheduler(TaskRunner):
         if summary is not None:
             data["summary"] = summary.as_dict()
         write_json_atomic(run_dir.run_json, data)
+        self._write_summary(docs, keys, summary)
+
+    def _write_summary(self, docs: list[Document], keys: dict[str, str], final: Summary | None) -> None:
+        """RUN/summary.json: what `vlmocr slurm status` shows of this run without parsing its
+        records (a 64-shard, million-page run on a login node). `final` at the end of the run;
+        else a tally of the records so far (pages of documents not opened yet count as one)."""
+        s = final
+        if s is None:
+            s = Summary()
+            self._tally(docs, keys, into=s)
+        run_dir = RunDir(self.run_dir)
+        before = run_dir.summary() or {}
+        last_exit = before.get("exit_code") if before.get("state") == "finished" else before.get("last_exit")
+        write_json_atomic(run_dir.summary_json, {
+            "schema": 1,
+            "state": "finished" if final is not None else "running",
+            "updated_at": now_iso(), "host": socket.gethostname(), "pid": os.getpid(),
+            "docs": len(docs), "pages": s.pages, "final": s.records,
+            "ok": s.ok, "fallback": s.fallback, "review": s.review, "failed": s.failed, "missing": s.missing,
+            "bad_inputs": s.statuses.get(Status.bad_input.value, 0), "statuses": s.statuses,
+            "exit_code": int(final.exit_code()) if final is not None else None,
+            "last_exit": int(final.exit_code()) if final is not None else last_exit,
+            "keys": sorted(set(keys.values())),
+        })
+        self._summary_at = time.monotonic()
+
 
 
 def run(cfg: RunConfig, progress: RunProgress | None = None, skip: DocumentFilter | None = None) -> Summary:

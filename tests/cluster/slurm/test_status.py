@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
-
 from support.slurm import cli, coded_corpus, write_exe
+
 from vlmocr.cluster.slurm.jobs import record_job
-from vlmocr.cluster.slurm.submit import stage_documents
+from vlmocr.cluster.slurm.submit import stage_documents, staged_documents
+from vlmocr.sources import shard_of
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -42,4 +44,57 @@ esac
     jobs = {r["shard"]: r["job"] for r in st["shards"]}
     assert (jobs[1]["state"], jobs[1]["source"]) == ("TIMEOUT", "sacct -c")
     assert (jobs[2]["state"], jobs[2]["source"]) == ("COMPLETED", "task file")
-    assert st["totals"]["pages"] == 3 and st["totals"]["missing"] == 3  # nothing read yet: all owed
+    # Nothing read yet: no shard started, so no PDF was opened to count its pages (seed 000).
+    assert st["not_started"] == [1, 2] and st["totals"]["final"] == 0
+    assert [r["pages"] for r in st["shards"]] == [None, None]
+
+
+def test_status_reads_the_shards_summary_not_their_records(tmp_path):
+    """Seed 000, "nothing heavy on the login node": a shard's counts come from the summary.json its
+    run keeps (the records are not parsed, unstarted PDFs not opened); a run older than summary.json
+    is counted from its records, and status says so."""
+    coded_corpus(tmp_path / "in", docs=6, pages=2)
+    (tmp_path / "in" / "broken.pdf").write_bytes(b"%PDF-1.4 not really")
+    run = tmp_path / "run"
+    stage_documents(run, "bulk", [str(tmp_path / "in")])
+    record_job(run, {"kind": "bulk", "job_id": "30", "array": "1-3", "shards": 3})
+    manifest = str(run / "staged" / "bulk.csv")
+    for k in (1, 2):
+        res = cli("run", "--manifest", manifest, "--shard", f"{k}/3", "--engine", "textlayer",
+                  "--out", str(run / "shards" / str(k)), cwd=tmp_path)
+        assert res.returncode in (0, 1, 2), res.stderr
+    env = {"PATH": f"{_no_squeue(tmp_path)}:{os.environ['PATH']}"}
+    slow = json.loads(cli("slurm", "status", str(run), "--json", cwd=tmp_path, env=env).stdout)
+    # What the run wrote equals what the records say (the slow path, forced by removing the summaries).
+    summaries = {k: (run / "shards" / str(k) / "summary.json").read_text() for k in (1, 2)}
+    for k in (1, 2):
+        assert json.loads(summaries[k])["state"] == "finished"
+        (run / "shards" / str(k) / "summary.json").unlink()
+    old = json.loads(cli("slurm", "status", str(run), "--json", cwd=tmp_path, env=env).stdout)
+    assert old["from_records"] == [1, 2] and slow["from_records"] == []
+    keys = ("pages", "final", "ok", "fallback", "review", "failed", "missing", "exit_code")
+    assert [{k: r[k] for k in keys} for r in slow["shards"][:2]] == [{k: r[k] for k in keys} for r in old["shards"][:2]]
+    # Two pages per coded PDF, one (page 0, bad_input) for the broken file, in shards 1 and 2.
+    started = [d for d in staged_documents(run, "bulk") if shard_of(d.doc_id, 3) in (1, 2)]
+    broken = sum(1 for d in started if Path(d.path).resolve().name == "broken.pdf")
+    assert slow["totals"]["pages"] == 2 * (len(started) - broken) + broken
+    assert slow["totals"]["final"] == slow["totals"]["pages"] > 0
+    assert slow["totals"]["bad_inputs"] == broken
+    # Fast path: the records are not read. Garbage in pages.jsonl changes nothing once the summary is back.
+    for k in (1, 2):
+        (run / "shards" / str(k) / "summary.json").write_text(summaries[k])
+        (run / "shards" / str(k) / "pages.jsonl").write_text("not json\n")
+    fast = json.loads(cli("slurm", "status", str(run), "--json", cwd=tmp_path, env=env).stdout)
+    assert fast["totals"] == slow["totals"] and fast["from_records"] == []
+    assert fast["not_started"] == [3] and fast["shards"][2]["pages"] is None
+    text = cli("slurm", "status", str(run), cwd=tmp_path, env=env).stdout
+    assert "not started, pages not counted yet: shard(s) 3" in text and "slow" not in text
+
+
+def _no_squeue(tmp_path):
+    """squeue and sacct that know no job (the queue forgot them): status from the run's files only."""
+    bin_dir = tmp_path / "bin-empty"
+    bin_dir.mkdir(exist_ok=True)
+    write_exe(bin_dir / "squeue", "#!/bin/sh\nexit 0\n")
+    write_exe(bin_dir / "sacct", "#!/bin/sh\nexit 0\n")
+    return bin_dir

@@ -1,6 +1,10 @@
 """``vlmocr slurm status``: what SLURM says of the jobs (squeue; sacct or ``sacct -c`` once the queue
-forgot them; the tasks' own files) and, per shard, how many pages are final, read from the run
-directories."""
+forgot them; the tasks' own files) and, per shard, how many pages are final.
+
+Nothing heavy on the login node (seed 000): a shard's counts come from the small summary.json its
+run keeps current (``RunDir.summary``), so 64 shards of a million pages answer in about a second.
+Only a shard whose run predates summary.json is counted from its records (the slow path, said so);
+a shard that never started is not opened at all (its pages are not known yet)."""
 
 from __future__ import annotations
 
@@ -15,9 +19,32 @@ from .jobs import TERMINAL_STATES, latest_job, load_jobs, sacct_states, squeue_t
 from .layout import GATE_FILE, GATE_RUN, SLURM_DIR, read_json, task_file
 from .submit import staged_documents
 
+GROUPS = ("ok", "fallback", "review", "failed", "missing")
+
+
+def _shard_row(run_dir: Path, docs: list[Document]) -> dict[str, Any]:
+    """Pages final / total of one run directory, by status group: from its summary.json; from
+    its records when its run is older than summary.json; unknown when it never started."""
+    run = RunDir(run_dir)
+    summary = run.summary()
+    if summary is not None:
+        row = {"pages": int(summary.get("pages") or 0), "final": int(summary.get("final") or 0),
+               **{k: int(summary.get(k) or 0) for k in GROUPS},
+               "bad_inputs": int(summary.get("bad_inputs") or 0),
+               "exit_code": summary.get("exit_code") if summary.get("state") == "finished" else None,
+               "last_exit": summary.get("last_exit"), "updated": summary.get("updated_at"),
+               "state": summary.get("state"), "source": "summary"}
+        return row
+    if not run.run_json.is_file():
+        return {"pages": None, "final": 0, **dict.fromkeys(GROUPS, 0), "missing": None, "bad_inputs": 0,
+                "exit_code": None, "last_exit": None, "updated": None, "state": "not started",
+                "source": "not started"}
+    return {**_tally_shard(run_dir, docs), "source": "records"}
+
 
 def _tally_shard(run_dir: Path, docs: list[Document]) -> dict[str, Any]:
-    """Completeness of one run directory for `docs`: pages final / total, by status group."""
+    """Completeness of one run directory for `docs`, from its records (runs without summary.json):
+    pages final / total, by status group."""
     from ...exceptions import BadInput
     from ...record import STATUS_GROUP, Status
     from ...render import count_pages
@@ -33,7 +60,7 @@ def _tally_shard(run_dir: Path, docs: list[Document]) -> dict[str, Any]:
         by_doc.setdefault(doc_id, {})[page] = rec
         if rec.get("doc_pages"):
             doc_pages[doc_id] = int(rec["doc_pages"])
-    row = {"pages": 0, "final": 0, "ok": 0, "fallback": 0, "review": 0, "failed": 0, "missing": 0}
+    row = {"pages": 0, "final": 0, "ok": 0, "fallback": 0, "review": 0, "failed": 0, "missing": 0, "bad_inputs": 0}
     for doc in docs:
         recs = by_doc.get(doc.doc_id, {})
         n = doc_pages.get(doc.doc_id)
@@ -55,8 +82,10 @@ def _tally_shard(run_dir: Path, docs: list[Document]) -> dict[str, Any]:
                 continue
             row["final"] += 1
             row[STATUS_GROUP[Status(rec["status"])]] += 1
+            row["bad_inputs"] += rec["status"] == Status.bad_input.value
     summary = info.get("summary") or {}
     row["exit_code"] = summary.get("exit_code") if summary else None
+    row["last_exit"] = row["exit_code"]
     row["updated"] = (info.get("current") or {}).get("finished_at") or (info.get("current") or {}).get("started_at")
     return row
 
@@ -115,10 +144,12 @@ def status(run_dir: Path) -> dict[str, Any]:
                 task_state[name] = {**acct[jid], "job_id": jid}
             else:
                 task_state[name] = {"state": "UNKNOWN", "job_id": jid, "source": "task file (started, no end)"}
-    bulk_docs = staged_documents(run_dir, "bulk")
+    by_shard: dict[int, list[Document]] = {}
+    for d in staged_documents(run_dir, "bulk") if n else []:
+        by_shard.setdefault(shard_of(d.doc_id, n), []).append(d)
     for k in range(1, n + 1):
-        docs = [d for d in bulk_docs if shard_of(d.doc_id, n) == k]
-        row = {"shard": k, "docs": len(docs), **_tally_shard(RunDir(run_dir).shard(k).path, docs),
+        docs = by_shard.get(k, [])
+        row = {"shard": k, "docs": len(docs), **_shard_row(RunDir(run_dir).shard(k).path, docs),
                "job": task_state.get(f"bulk-{k}", {})}
         out["shards"].append(row)
     gate = read_json(run_dir / SLURM_DIR / GATE_FILE)
@@ -126,12 +157,16 @@ def status(run_dir: Path) -> dict[str, Any]:
         gdocs = staged_documents(run_dir, "gate")
         out["gate"] = {"max_cer": gate.get("max_cer"), "gate_job": gate.get("gate_job"),
                        "bulk_job": gate.get("bulk_job"), "job": task_state.get("gate", {}),
-                       "run": _tally_shard(run_dir / GATE_RUN, gdocs),
+                       "run": _shard_row(run_dir / GATE_RUN, gdocs),
                        "decision": {k: (gate.get("decision") or {}).get(k) for k in ("action", "message", "at")}
                        if gate.get("decision") else None}
-    totals = {k: sum(r[k] for r in out["shards"]) for k in ("docs", "pages", "final", "ok", "fallback", "review",
-                                                           "failed", "missing")}
+    totals = {k: sum(r[k] or 0 for r in out["shards"])
+              for k in ("docs", "pages", "final", "ok", "fallback", "review", "failed", "missing", "bad_inputs")}
     out["totals"] = totals
+    # Shards whose pages are not all known: never started (no file opened for them), or counted
+    # from their records because their run is older than summary.json.
+    out["not_started"] = [r["shard"] for r in out["shards"] if r["source"] == "not started"]
+    out["from_records"] = [r["shard"] for r in out["shards"] if r["source"] == "records"]
     return out
 
 
@@ -158,7 +193,7 @@ def format_status(st: dict[str, Any]) -> str:
     if g:
         r = g["run"]
         gstate = g["job"].get("state", "?") + (f"({g['job']['exit_code']})" if g["job"].get("exit_code") else "")
-        lines.append(f"gate: job {g['gate_job']} {gstate}, {r['final']}/{r['pages']} pages final, "
+        lines.append(f"gate: job {g['gate_job']} {gstate}, {r['final']}/{_n(r['pages'])} pages final, "
                      f"max CER {g['max_cer']}")
         if g.get("decision"):
             lines.append(f"  decision: {g['decision']['message']}")
@@ -174,10 +209,32 @@ def format_status(st: dict[str, Any]) -> str:
             state += f"({job['exit_code']})"
         if job.get("reason") and job.get("reason") not in ("None",) and state == "PENDING":
             state += f" {job['reason']}"
-        lines.append(f"{r['shard']:>5} {state[:24]:<24} {r['docs']:>5} {str(r['final']) + '/' + str(r['pages']):>12} "
-                     f"{r['ok']:>6} {r['fallback']:>6} {r['review']:>6} {r['failed']:>6} {r['missing']:>7} "
+        lines.append(f"{r['shard']:>5} {state[:24]:<24} {r['docs']:>5} {str(r['final']) + '/' + _n(r['pages']):>12} "
+                     f"{r['ok']:>6} {r['fallback']:>6} {r['review']:>6} {r['failed']:>6} {_n(r['missing']):>7} "
                      f"{'-' if r['exit_code'] is None else r['exit_code']:>4}")
     t = st["totals"]
     lines.append(f"{'all':>5} {'':<24} {t['docs']:>5} {str(t['final']) + '/' + str(t['pages']):>12} {t['ok']:>6} "
                  f"{t['fallback']:>6} {t['review']:>6} {t['failed']:>6} {t['missing']:>7}")
+    if t.get("bad_inputs"):
+        lines.append(f"{t['bad_inputs']} page(s) of unreadable inputs (bad_input)")
+    if st.get("not_started"):
+        lines.append(f"not started, pages not counted yet: shard(s) {_ranges(st['not_started'])}")
+    if st.get("from_records"):
+        lines.append(f"counted from their records (slow: their runs predate summary.json): "
+                     f"shard(s) {_ranges(st['from_records'])}")
     return "\n".join(lines)
+
+
+def _n(value: int | None) -> str:
+    return "?" if value is None else str(value)
+
+
+def _ranges(ks: list[int]) -> str:
+    """1,2,3,7 → 1-3,7"""
+    spans: list[list[int]] = []
+    for k in ks:
+        if spans and spans[-1][1] == k - 1:
+            spans[-1][1] = k
+        else:
+            spans.append([k, k])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
