@@ -11,6 +11,7 @@ from PIL import Image
 from vlmocr.config import load_config
 from vlmocr.engines.base import PageInput, Reading
 from vlmocr.engines.rapidocr import DEFAULTS, SETTINGS, RapidOcrEngine, settings_tag
+from vlmocr.rundir import dist_version
 
 # Fifteen typewritten lines. RapidOCR's defaults turn some of them over (its angle classifier
 # calls them upside down) and read them as `on  tt tt  t tne`, `n    t  n o not`.
@@ -32,6 +33,7 @@ def test_the_tuned_engine_reads_the_lines_the_defaults_lose():
     assert len(reading.text.splitlines()) == 15
     # A reading names the settings it was made with: the angle classifier is off.
     assert reading.model == f"PP-OCR (rapidocr {settings_tag(SETTINGS)})" and "cls0" in reading.model
+    assert reading.revision == dist_version("rapidocr") and reading.revision
     # The checks above can fail: RapidOCR's own settings lose lines of this very image. (If a
     # later RapidOCR reads them with its defaults too, this check goes; the ones above stay.)
     defaults = read(RapidOcrEngine(settings=DEFAULTS))

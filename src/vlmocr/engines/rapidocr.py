@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from ..rundir import dist_version
 from .base import PageInput, Reading, weighted_mean
 
 # RapidOCR's own defaults (config.yaml of rapidocr 3.x) for the settings that decide what it
@@ -89,9 +90,8 @@ class RapidOcrEngine:
             }
         )
         logging.getLogger("RapidOCR").setLevel(logging.ERROR)
-        import rapidocr
-
-        self.version = getattr(rapidocr, "__version__", None)
+        # rapidocr 3.x has no __version__: the record's revision comes from the installed package.
+        self.version = dist_version("rapidocr")
 
     def read(self, page: PageInput) -> Reading:
         import numpy as np  # here, not at the top: the settings key imports this module in the main process
