@@ -1,4 +1,11 @@
-"""Two runs of the same pages, page by page: which differ, and by how much against truth."""
+"""Two runs of the same pages: do they agree as twins, and which pages differ (information).
+
+Twins, as seed 000 defines them ("Twin scores from the bulk run differed from the gate by up to
+0.12 pp raw, within 0.1 pp after cleaning. Treat a larger gap as a pipeline change."): the pages
+both runs read agree when their corpus scores differ by at most the tolerance (0.1 pp). The
+score is the micro CER against truth (what the gate is scored by) when truth is given; without
+truth it is the micro CER of A's text against B's, which bounds the gap between any two scores
+(per page, |d(A, T) − d(B, T)| ≤ d(A, B)). Pages differing by more are listed, never decisive."""
 
 from __future__ import annotations
 
@@ -6,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..exceptions import UsageError
 from .score import distances, normalisation_name, rate, run_records
 from .truth import TruthPage, load_truth, match_truth
 
@@ -31,6 +39,36 @@ class PageDiff:
 
 
 @dataclass
+class Verdict:
+    """Whether the twins agree: their corpus scores differ by at most `tolerance`."""
+
+    basis: str  # "truth": each run's corpus CER against truth; "texts": the corpus CER of A against B
+    twins: int  # pages both runs have
+    scored: int  # the twin pages the scores cover (with truth: those that have a truth)
+    gap: float  # how far apart the corpus scores are (a rate: 0.001 = 0.1 pp)
+    tolerance: float
+    score_a: float | None = None
+    score_b: float | None = None
+
+    @property
+    def agree(self) -> bool:
+        return self.gap <= self.tolerance + 1e-12
+
+    def line(self) -> str:
+        """One line for a person and a script: agree or differ, and by how much."""
+        word = "agree" if self.agree else "differ"
+        if self.basis == "truth":
+            what = (f"corpus CER against truth A {self.score_a * 100:.2f} % B {self.score_b * 100:.2f} % "
+                    f"on {self.scored} of {self.twins} twin pages")
+        else:
+            what = f"corpus CER of A against B on {self.scored} twin pages (no truth)"
+        return (f"Twins {word}: {what}: {self.gap * 100:.2f} pp apart, tolerance {self.tolerance * 100:g} pp")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "agree": self.agree, "gap_pp": self.gap * 100, "tolerance_pp": self.tolerance * 100}
+
+
+@dataclass
 class Comparison:
     pages: list[PageDiff]
     tolerance: float
@@ -38,6 +76,7 @@ class Comparison:
     truth_pages: int = 0
     meta: dict[str, Any] = field(default_factory=dict)
     corpus: dict[str, Any] = field(default_factory=dict)
+    verdict: Verdict | None = None
 
     @property
     def flagged(self) -> list[PageDiff]:
@@ -46,14 +85,17 @@ class Comparison:
     def as_dict(self) -> dict[str, Any]:
         return {**self.meta, "layer": self.layer, "tolerance": self.tolerance, "pages_compared": len(self.pages),
                 "flagged": len(self.flagged), "truth_pages": self.truth_pages, "corpus": self.corpus,
+                "verdict": self.verdict.as_dict() if self.verdict else None,
                 "pages": [p.as_dict() for p in self.pages]}
 
 
 def compare_records(a: dict[tuple[str, int], dict], b: dict[tuple[str, int], dict], *, tolerance: float = 0.001,
                     truth: list[TruthPage] | None = None, folds: Iterable[str] = ()) -> Comparison:
-    """Per-page difference of two runs of the same pages. A page is flagged when it is in one run
-    only, when its CER against truth differs by more than `tolerance` (when truth is given for
-    it), or else when A's text differs from B's by a CER above `tolerance`."""
+    """Two runs of the same pages: the twins' verdict (corpus scores within `tolerance`) and the
+    pages listed for information. A page is flagged (listed) when it is in one run only, when
+    its CER against truth differs by more than `tolerance` (when truth is given for it), or else
+    when A's text differs from B's by a CER above `tolerance`. No page in common is a usage
+    error: there are no twins to judge."""
     folds = list(folds)
     truth_text: dict[tuple[str, int], str] = {}
     if truth:
@@ -100,8 +142,18 @@ def compare_records(a: dict[tuple[str, int], dict], b: dict[tuple[str, int], dic
         corpus["delta"] = corpus["cer_a"] - corpus["cer_b"]
         corpus["cer_a_macro"] = _mean([d.cer_a for d in diffs if d.cer_a is not None])
         corpus["cer_b_macro"] = _mean([d.cer_b for d in diffs if d.cer_b is not None])
-    return Comparison(diffs, tolerance, "raw", truth_pages=sum(1 for d in diffs if d.cer_a is not None),
-                      corpus=corpus)
+    truth_pages = sum(1 for d in diffs if d.cer_a is not None)
+    twins = len(both)
+    if not twins:
+        raise UsageError("the two runs have no page in common: there are no twins to compare")
+    if truth is not None and not truth_pages:
+        raise UsageError("--truth: no truth for any page both runs read (check its doc_id/page columns)")
+    if truth_pages and "delta" in corpus:
+        verdict = Verdict("truth", twins, truth_pages, abs(corpus["delta"]), tolerance,
+                          score_a=corpus["cer_a"], score_b=corpus["cer_b"])
+    else:
+        verdict = Verdict("texts", twins, twins, corpus["cer_ab"] or 0.0, tolerance)
+    return Comparison(diffs, tolerance, "raw", truth_pages=truth_pages, corpus=corpus, verdict=verdict)
 
 
 def _mean(values: list[float]) -> float | None:
