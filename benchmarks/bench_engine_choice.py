@@ -152,15 +152,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cached", action="store_true", required=True,
                     help="read nothing: the cached readings only (bench_signal.py fills the cache)")
     ap.add_argument("--cache", type=Path, default=CACHE)
-    ap.add_argument("--rapidocr-key", default="rapidocr",
-                    help="the cache's name for RapidOCR's readings (a tuned configuration's, e.g.)")
+    ap.add_argument("--rapidocr-key", default=None,
+                    help="the cache's name for RapidOCR's readings (default: those of its settings in force)")
     ap.add_argument("--pages", action="store_true", help="list every page: CER and score of each reading")
     args = ap.parse_args(argv)
     if not (GT / "pages.csv").exists():
         print(f"no ground truth at {GT} (set VLMOCR_GT)", file=sys.stderr)
         return 3
     cache = json.loads(args.cache.read_text(encoding="utf-8"))
-    pages = pages_with_both(cache, {"tesseract": "tesseract", "rapidocr": args.rapidocr_key})
+    from gt_reading import engine_key
+
+    pages = pages_with_both(cache, {"tesseract": "tesseract", "rapidocr": args.rapidocr_key or engine_key("rapidocr")})
     if not pages:
         print("no page has readings of both engines in the cache", file=sys.stderr)
         return 1

@@ -2,13 +2,18 @@
 
 Two decisions, both written on the record (`engine_choice`) so a person can see them:
 
-* **For a run** (`--engine auto`, and a VLM run's fallback): Tesseract when it is installed with
-  data for every language of `--lang`, else RapidOCR; `--ocr-engine` named on the command line
-  wins. Measured on ../shared/gt (BENCHMARKS.md): Tesseract with the right data reads better
-  than RapidOCR (7 % against 13–20 % CER), about 3× faster, in a fifth of the memory. Decided
-  once, in the scheduler, from one `tesseract --list-langs` (engines/languages.py). A run directory keeps the engine
-  it was started with (`earlier`): resuming where Tesseract has since been installed goes on
-  with RapidOCR rather than mixing engines within a document.
+* **For a run** (`--engine auto`, and a VLM run's fallback), by the script of `--lang`
+  (engines/languages.py): RapidOCR for Latin-script languages (Fraktur included), Tesseract
+  with the language's data for scripts RapidOCR's shipped models cannot read (Greek, Cyrillic,
+  Arabic, Hebrew, …), else RapidOCR with the reason; `--ocr-engine` named on the command line
+  wins. Measured on ../shared/gt (BENCHMARKS.md, "Which engine reads a scan"): RapidOCR with
+  its tuned settings reads the Latin and Fraktur pages better than Tesseract with the right
+  data (macro CER 4.4 % against 8.4 % over 85 pages; better on 6 of 7 sets), at about twice the
+  time and six times the memory per worker; on polytonic Greek it reads garbage (47 % CER: no
+  Greek model) where Tesseract with `grc` reads 9 %. Decided once, in the scheduler. A run
+  directory keeps the engine it was started with (`earlier`): resuming where Tesseract has since
+  been installed goes on with the engine it started with rather than mixing engines within a
+  document.
 * **For a page** (`--ocr-engine tesseract+rapidocr`): read it with both and keep the reading
   with the better quality signal (`pick`)."""
 
@@ -19,11 +24,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import UsageError
-from .languages import installed_languages, resolve_name, split_lang
+from .languages import installed_languages, resolve_name, script_of_lang, split_lang
 
 AUTO = "auto"
 # The engine read when Tesseract cannot read the language: it needs no language data.
 NO_DATA_ENGINE = "rapidocr"
+# Scripts RapidOCR's shipped models read (PP-OCR: Latin letters, Chinese/Japanese): for these it
+# is the better engine (Fraktur is Latin letters in another typeface: RapidOCR reads it well).
+RAPIDOCR_SCRIPTS = frozenset({"Latn", "Latf", "Hans", "Hant", "Jpan"})
 
 
 @dataclass(frozen=True)
@@ -53,12 +61,16 @@ def tesseract_languages() -> frozenset[str] | None:
 def best_for(lang: str, languages: frozenset[str] | None) -> EngineChoice:
     """The better engine for a page in `lang` (Tesseract's names, `deu+eng`; aliases and either
     layout of script models resolved as engines/languages.py does) on this machine."""
+    script = script_of_lang(lang) or "Latn"
+    if script in RAPIDOCR_SCRIPTS:
+        return EngineChoice(NO_DATA_ENGINE, f"reads {script} script better than tesseract (BENCHMARKS.md)")
     if languages is None:
-        return EngineChoice(NO_DATA_ENGINE, "tesseract not installed")
+        return EngineChoice(NO_DATA_ENGINE, f"tesseract not installed (rapidocr has no {script} model: expect review)")
     missing = [part for part in split_lang(lang) if resolve_name(part, languages) is None]
     if missing:
-        return EngineChoice(NO_DATA_ENGINE, f"tesseract has no data for {'+'.join(missing)}")
-    return EngineChoice("tesseract", f"installed with {lang}")
+        return EngineChoice(NO_DATA_ENGINE, f"tesseract has no data for {'+'.join(missing)} "
+                                            f"(rapidocr has no {script} model: expect review)")
+    return EngineChoice("tesseract", f"installed with {lang}, a {script} script rapidocr has no model for")
 
 
 def choose_ocr_engine(asked: str, lang: str, *, earlier: tuple[str, str] | None = None,
@@ -78,6 +90,10 @@ def choose_ocr_engine(asked: str, lang: str, *, earlier: tuple[str, str] | None 
         # now would read the whole run again, so it is the user's call, not a silent one.
         return EngineChoice(NO_DATA_ENGINE, f"this run started with it (tesseract is now {best.reason}; "
                                             "--ocr-engine tesseract reads the run again with it)")
+    if earlier[0] == "tesseract" and best.engine == NO_DATA_ENGINE and "rapidocr has no" not in best.reason:
+        # Started when auto preferred Tesseract for this language: go on with it (no mixing).
+        return EngineChoice("tesseract", "this run started with it (--ocr-engine rapidocr reads the run again "
+                                         "with rapidocr)")
     if earlier[0] == "tesseract":
         raise UsageError(f"this run was started with tesseract ({lang}), but {best.reason} here: install it "
                          f"(Debian: tesseract-ocr-<lang>), or name --ocr-engine {best.engine} to read the run "
