@@ -1,5 +1,7 @@
-"""The quality gate: `vlmocr slurm gate` submits a gate run and the bulk array held; `vlmocr slurm
-release RUN` scores the gate (CER against truth) and releases or cancels the bulk.
+"""The quality gate: `vlmocr slurm gate` submits a gate run, the bulk array held, and a release job
+after the gate (afterany) that scores the gate (CER against truth) and releases or cancels the bulk, as
+`vlmocr slurm release RUN` does by hand. Seed 000: nothing heavy on the login node — the submit command
+returns at once and nothing of it stays behind waiting for the gate.
 
 Matching truth to gate documents and scoring are tested without SLURM; the pass and fail paths with real
 jobs against the test OpenAI server (pagecode answers = perfect reader; static answers = garbage)."""
@@ -13,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.slurm import submit_side_processes
 
 from vlmocr.cluster import gate
 from vlmocr.evaluation import TruthPage, load_truth
@@ -121,6 +124,19 @@ def _cancel(*jobs):
     subprocess.run(["scancel", *[j for j in jobs if j]], capture_output=True)
 
 
+def _release_job_queued_after_the_gate(slurm, run: Path, sub: dict) -> str:
+    """The release step is a SLURM job that waits on the gate; nothing of the submit command is
+    left on this (the submitting) side."""
+    release_job = sub["release_job"]
+    assert release_job and release_job not in (sub["gate_job"], sub["bulk_job"])
+    assert f"#SBATCH --dependency=afterany:{sub['gate_job']}" in (run / "slurm" / "release.sbatch").read_text()
+    info = slurm.info(release_job)
+    if info["JobState"] == "PENDING":
+        assert f"afterany:{sub['gate_job']}" in info.get("Dependency", ""), info
+    assert submit_side_processes(str(run)) == []
+    return release_job
+
+
 def test_gate_pass_releases_the_held_bulk(slurm, tmp_path):
     truth = gate_folder(tmp_path / "gt", [11, 12])
     (tmp_path / "gate.csv").write_text("path\n" + "".join(f"gt/{d}.png\n" for d in truth))
@@ -134,6 +150,7 @@ def test_gate_pass_releases_the_held_bulk(slurm, tmp_path):
         assert res.returncode == 0, res.stderr
         sub = json.loads(res.stdout)
         gate_job, bulk_job = sub["gate_job"], sub["bulk_job"]
+        release_job = _release_job_queued_after_the_gate(slurm, run, sub)
         try:
             assert sub["truth_pages"] == 2
             info = slurm.info(bulk_job)
@@ -146,17 +163,18 @@ def test_gate_pass_releases_the_held_bulk(slurm, tmp_path):
             early = cli("slurm", "release", str(run), cwd=tmp_path)
             assert early.returncode == 1 and "still" in early.stderr, early.stderr
             assert slurm.info(bulk_job)["Reason"] == "JobHeldUser"
-            res = cli("slurm", "release", str(run), "--wait", "120", "--json", cwd=tmp_path)
-            assert res.returncode == 0, res.stderr
-            decision = json.loads(res.stdout)
+            # The release job decides once the gate has ended; no one polls squeue on this side.
+            assert slurm.wait(release_job, timeout=120) == "COMPLETED", slurm.info(release_job)
+            decision = json.loads((run / "slurm" / "gate.json").read_text())["decision"]
             assert decision["passed"] and decision["action"] == "released" and decision["bulk_job"] == bulk_job
             assert decision["score"]["cer"] == 0.0 and decision["score"]["pages"] == 2
             assert decision["score"]["missing"] == 0 and decision["score"]["checks"][0]["passed"]
             assert "gate passed: CER 0.0000 ≤ 0.05 over 2 page(s)" in decision["message"]
             assert slurm.wait(bulk_job, timeout=120) == "COMPLETED", slurm.task_states(bulk_job)
         finally:
-            _cancel(gate_job, bulk_job)
+            _cancel(gate_job, bulk_job, release_job)
     assert slurm.info(gate_job)["JobState"] == "COMPLETED"
+    assert submit_side_processes(str(run)) == []
     gate_recs = records(run / "gate")
     # Ids as `vlmocr run --manifest` derives them (gt/g11.png -> gt__g11); truth matched by image path.
     assert {r["doc_id"]: r["text"] for r in gate_recs} == {f"gt__{d}": t for d, t in truth.items()}
@@ -182,15 +200,17 @@ def test_gate_fail_cancels_the_held_bulk_and_exits_4(slurm, tmp_path):
         assert res.returncode == 0, res.stderr
         sub = json.loads(res.stdout)
         gate_job, bulk_job = sub["gate_job"], sub["bulk_job"]
+        release_job = _release_job_queued_after_the_gate(slurm, run, sub)
         try:
             assert f"afterany:{gate_job}" in slurm.info(bulk_job).get("Dependency", "")
-            res = cli("slurm", "release", str(run), "--wait", "120", cwd=tmp_path)
-            assert res.returncode == 4, res.stdout + res.stderr
-            assert "gate FAILED: CER" in res.stdout and "> 0.1 over 2 page(s)" in res.stdout
-            assert f"cancelled bulk job {bulk_job}" in res.stdout
+            assert slurm.wait(release_job, timeout=120) == "COMPLETED", slurm.info(release_job)
+            log = (run / "slurm" / "logs" / f"release_{release_job}.out").read_text()
+            assert "gate FAILED: CER" in log and "> 0.1 over 2 page(s)" in log
+            assert f"cancelled bulk job {bulk_job}" in log
             assert slurm.wait(bulk_job, timeout=30) == "CANCELLED"
         finally:
-            _cancel(gate_job, bulk_job)
+            _cancel(gate_job, bulk_job, release_job)
+    assert submit_side_processes(str(run)) == []
     assert slurm.info(gate_job)["JobState"] == "COMPLETED"  # the gate ran fine; its text was bad
     assert not (run / "shards").exists()  # the bulk never ran
     gate = json.loads((run / "slurm" / "gate.json").read_text())

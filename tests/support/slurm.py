@@ -100,3 +100,39 @@ def no_injection(*roots: Path) -> None:
         # injection would create a plain file called PWNED_dollar / PWNED_backtick somewhere.
         created = [p for p in hits if p.name in ("PWNED_dollar", "PWNED_backtick", "PWNED_lang", "PWNED_run")]
         assert not created, f"command injection: {created}"
+
+
+def submit_side_processes(marker: str) -> list[str]:
+    """Processes whose command line names `marker` (a test's run directory) and that do not run
+    under a SLURM job step (no slurmstepd ancestor): what a `vlmocr slurm` command left waiting
+    on the submitting side (the login node). Each as "pid: command line"."""
+    def stat(pid: str) -> tuple[str, str] | None:  # (comm, ppid)
+        try:
+            text = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return None
+        comm = text[text.index("(") + 1:text.rindex(")")]
+        return comm, text[text.rindex(")") + 2:].split()[1]
+
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker not in cmd:
+            continue
+        pid, in_job = entry.name, False
+        for _ in range(64):
+            st = stat(pid)
+            if st is None or st[1] in ("0", "1"):
+                break
+            if st[0].startswith("slurmstepd"):
+                in_job = True
+                break
+            pid = st[1]
+        if not in_job:
+            found.append(f"{entry.name}: {cmd.strip()}")
+    return found

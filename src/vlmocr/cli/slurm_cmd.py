@@ -211,6 +211,8 @@ def gate_command(
     require: Optional[List[str]] = typer.Option(None, help="Another gate in `vlmocr evaluate --gate` syntax, "
                                                       "e.g. 'cer_hi<=0.05' (repeatable)."),
     after_gate: bool = typer.Option(False, "--after-gate", help="Also make the bulk depend on the gate (afterany)."),
+    release_by_hand: bool = typer.Option(False, "--release-by-hand",
+                                         help="Submit no release job: decide with `vlmocr slurm release RUN`."),
     partition: Optional[str] = typer.Option(None, help="SLURM partition."),
     gpus_per_task: Optional[str] = typer.Option(None, help="GPUs per task."),
     cpus_per_task: Optional[int] = typer.Option(None, help="CPUs per task."),
@@ -232,7 +234,9 @@ def gate_command(
 
     vlmocr slurm gate --manifest gate.csv --truth T --max-cer X [PATHS]... | --bulk-manifest M --out RUN --shards N
 
-    `vlmocr slurm release RUN` then scores the gate and releases or cancels the bulk. `vlmocr run`
+    A small release job, queued after the gate (afterany), then scores the gate and releases or
+    cancels the bulk: nothing waits on the login node. `vlmocr slurm release RUN` does the same
+    by hand (with --release-by-hand, or before the job). `vlmocr run`
     options pass through to both jobs (the gate tests exactly the bulk's settings).
     """
     paths, run_args = split_run_args(list(ctx.args))
@@ -248,16 +252,18 @@ def gate_command(
     res = submit_gate(out, gate_paths=list(gate or []), gate_manifest=manifest, truth=truth, max_cer=max_cer,
                       bulk_paths=paths, bulk_manifest=bulk_manifest, shards=shards, run_args=run_args,
                       options=options, after_gate=after_gate, dry_run=dry_run, python=python,
-                      argv=sys.argv[1:], checks=list(require or []), warn=_warn)
+                      argv=sys.argv[1:], checks=list(require or []), warn=_warn,
+                      release_job=not release_by_hand)
     if json_out:
         print(json.dumps(res), flush=True)
     elif dry_run:
         print(f"dry run: wrote {res['gate_script']} and {res['bulk_script']}; nothing submitted "
               f"({res['truth_pages']} truth pages matched)", flush=True)
     else:
+        then = (f"release job {res['release_job']} releases or cancels it when the gate has ended"
+                if res.get("release_job") else f"when the gate has ended: vlmocr slurm release {Path(out)}")
         print(f"Submitted gate job {res['gate_job']} ({res['truth_pages']} truth pages) and bulk job "
-              f"{res['bulk_job']} (array {res['bulk_array']}, held). When the gate has ended: "
-              f"vlmocr slurm release {Path(out)}", flush=True)
+              f"{res['bulk_job']} (array {res['bulk_array']}, held); {then}", flush=True)
     return ExitCode.ok
 
 

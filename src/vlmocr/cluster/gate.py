@@ -1,8 +1,9 @@
 """The quality gate: a sample read with the bulk's settings, scored against ground truth, releases
 or cancels the bulk array that waits held behind it.
 
-``vlmocr slurm gate`` submits the gate run (into RUN/gate) and the bulk held; ``vlmocr slurm
-release RUN`` scores the gate with `vlmocr.evaluation` — its truth loader, matching and scorer,
+``vlmocr slurm gate`` submits the gate run (into RUN/gate), the bulk held, and the release step
+as a small job that waits on the gate in SLURM's queue (`release_job`), not on the login node;
+``vlmocr slurm release RUN`` (by hand, or in that job) scores the gate with `vlmocr.evaluation` — its truth loader, matching and scorer,
 the same as ``vlmocr evaluate`` — and releases the bulk (``scontrol release``) or cancels it
 (``scancel``), saying why. RUN/slurm/gate.json keeps the truth, the threshold, the jobs and the
 decision.
@@ -111,10 +112,12 @@ def submit_gate(run_dir: Path, *, gate_paths: Sequence[str] = (), gate_manifest:
                 bulk_manifest: str | Path | None = None, shards: int, run_args: Sequence[str] = (),
                 options: SlurmOptions | None = None, after_gate: bool = False, dry_run: bool = False,
                 python: str | None = None, argv: Sequence[str] | None = None, checks: Sequence[str] = (),
-                warn=print) -> dict[str, Any]:
-    """Submit the gate job (a normal run into RUN/gate) and the bulk array held.
+                warn=print, release_job: bool = True) -> dict[str, Any]:
+    """Submit the gate job (a normal run into RUN/gate), the bulk array held and, with
+    ``release_job``, the release step as a job after the gate (``afterany``).
 
-    ``vlmocr slurm release RUN`` later scores the gate and releases or cancels the bulk. With
+    That job — or ``vlmocr slurm release RUN`` by hand — scores the gate and releases or cancels
+    the bulk. With
     ``after_gate`` the bulk also depends on the gate (``afterany``), so even a manual
     ``scontrol release`` cannot start it before the gate ended."""
     if not 0 <= max_cer:
@@ -156,7 +159,30 @@ def submit_gate(run_dir: Path, *, gate_paths: Sequence[str] = (), gate_manifest:
             "gate_job": gate_id, "bulk_job": bulk.job_id,
             "truth_pages": len(matched), "submitted_at": now_iso("seconds"), "decision": None,
         })
+    result["release_job"] = None
+    if not dry_run and release_job and gate_id and bulk.job_id:
+        result["release_job"] = _submit_release_job(run_dir, gate_id, options, python)
     return result
+
+
+def _submit_release_job(run_dir: Path, gate_id: str, options: SlurmOptions, python: str | None) -> str:
+    """The release step, submitted held and let go only once jobs.json and gate.json name it: a
+    gate that ends at once cannot start it before they are written."""
+    from .release_job import write_release_script
+
+    script = write_release_script(run_dir, gate_id, options, python)
+    job_id = sbatch(script, ["--hold"])
+    record_job(run_dir, {"kind": "release", "job_id": job_id, "array": None, "shards": None, "held": False,
+                         "dependency": f"afterany:{gate_id}", "script": str(script.relative_to(run_dir)),
+                         "submitted_at": now_iso("seconds")})
+    gate = read_json(run_dir / SLURM_DIR / GATE_FILE)
+    gate["release_job"] = job_id
+    write_json(run_dir / SLURM_DIR / GATE_FILE, gate)
+    ok, output = scontrol_release([job_id])
+    if not ok:
+        raise VlmocrError(f"cannot let the release job {job_id} go (scontrol release: {output}); "
+                          f"release it by hand, or decide with `vlmocr slurm release {run_dir}`")
+    return job_id
 
 
 @dataclass

@@ -156,7 +156,8 @@ def status(run_dir: Path) -> dict[str, Any]:
     if isinstance(gate, dict):
         gdocs = staged_documents(run_dir, "gate")
         out["gate"] = {"max_cer": gate.get("max_cer"), "gate_job": gate.get("gate_job"),
-                       "bulk_job": gate.get("bulk_job"), "job": task_state.get("gate", {}),
+                       "bulk_job": gate.get("bulk_job"), "release_job": gate.get("release_job"),
+                       "job": task_state.get("gate", {}),
                        "run": _shard_row(run_dir / GATE_RUN, gdocs),
                        "decision": {k: (gate.get("decision") or {}).get(k) for k in ("action", "message", "at")}
                        if gate.get("decision") else None}
@@ -197,6 +198,8 @@ def format_status(st: dict[str, Any]) -> str:
                      f"max CER {g['max_cer']}")
         if g.get("decision"):
             lines.append(f"  decision: {g['decision']['message']}")
+        elif g.get("release_job"):
+            lines.append(f"  not decided yet: release job {g['release_job']} decides when the gate has ended")
         else:
             lines.append("  not decided yet: `vlmocr slurm release RUN`")
     header = f"{'shard':>5} {'job':<24} {'docs':>5} {'final/pages':>12} {'ok':>6} {'fallbk':>6} {'review':>6} " \
