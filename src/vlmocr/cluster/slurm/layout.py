@@ -4,11 +4,13 @@
     RUN/staged/bulk.csv, gate.csv                    the manifests the jobs read (doc_id,path,pages,dpi)
     RUN/staged/originals.csv                         kind,doc_id,staged,original (the original names)
     RUN/slurm/bulk.sbatch, gate.sbatch               the generated scripts (self-contained)
-    RUN/slurm/logs/%A_%a.out, gate_%j.out            one log per task
+    RUN/slurm/release.sbatch                         the gate's release step, a job after the gate
+    RUN/slurm/logs/%A_%a.out, gate_%j.out            one log per task (release_%j.out: the decision)
     RUN/slurm/jobs.json                              every submission: job id, kind, time, command
     RUN/slurm/tasks/bulk-K.json, gate.json           written by each task: job id, host, state, exit
     RUN/slurm/gate.json                              the gate: truth, threshold, jobs, decision
     RUN/shards/K/                                    shard K's run directory (pages.jsonl, run.json, docs/)
+    RUN/shards/K/summary.json                        its counts, kept current by the run: what status reads
     RUN/gate/                                        the gate's run directory
 
 staged/, originals.csv and shards/ are read by every reader of runs (the library, the report,
