@@ -451,3 +451,40 @@ def test_describing_prompt_comes_from_option_user_profile_or_default(tmp_path):
     own.write_text('name = "alt-text"\nprompt = "Write alt text for this figure."\nmax_tokens = 200\n')
     prof, text = describing_profile(load_profile(own), None, None)
     assert text == "Write alt text for this figure." and prof.max_tokens == 200
+
+
+def test_describe_library_describes_what_the_library_lacks_and_publishes_it_again(run, server, tmp_path):
+    """`describe --library LIB` (issue 18, point 5): the documents published before their figures
+    were described get their descriptions in the runs they came from, and the library's text and
+    search carry them; a second call sends nothing and publishes nothing."""
+    lib = tmp_path / "lib"
+    assert run_cli("publish", str(run), "--library", str(lib)).returncode == 0
+    (folder,) = (lib / "docs").iterdir()
+    assert "framed" not in (folder / "document.txt").read_text()
+    assert "report" not in run_cli("search", str(lib), "framed").stdout
+    args = ("describe", "--library", str(lib), "--endpoint", server.url, "--model", "test-model", "--workers", "2")
+    res = run_cli(*args)
+    assert res.returncode == 0, res.stderr
+    line = res.stdout.strip().splitlines()[-1]
+    assert line.startswith(f"Described: 3 figures of 1 documents in {lib} (1 runs), ok=3 missing=0 (now 3)"), line
+    assert "1 documents published again" in line
+    assert len(describe_requests(server)) == 3
+    (folder,) = (lib / "docs").iterdir()
+    text = (folder / "document.txt").read_text()
+    assert all(d in text for d in DESCRIPTIONS.values())
+    found = run_cli("search", str(lib), "framed")  # a word only the description of p2-f1 has
+    assert found.returncode == 0 and "report" in found.stdout, found.stdout
+    # Again: every figure is described, nothing is sent, the library is left as it is.
+    server.reset()
+    res = run_cli(*args)
+    assert res.returncode == 0, res.stderr
+    assert "(now 0); 0 documents published again" in res.stdout
+    assert describe_requests(server) == []
+    # A run that is no longer there: said, not a failure (there is nothing to describe from).
+    shutil.rmtree(run)
+    res = run_cli(*args)
+    assert res.returncode == 0, res.stderr
+    assert "1 documents whose run is gone (1 runs)" in res.stdout
+    # RUN and --library are one or the other.
+    res = run_cli("describe", str(tmp_path), "--library", str(lib), "--model", "m")
+    assert res.returncode == 3 and "--library" in res.stderr

@@ -9,6 +9,7 @@ from typing import List, Optional
 
 import typer
 
+from ..exceptions import UsageError
 from ..figures.describe import describe_run
 from ..figures.find import DEFAULT_DPI, DEFAULT_MARGIN, DEFAULT_MIN_AREA
 from ..figures.settings import DescribeOptions
@@ -18,7 +19,10 @@ from . import app
 
 @app.command("describe")
 def describe_command(
-    run_dir: Path = typer.Argument(..., help="Run directory (its pages.jsonl has grounded blocks)."),
+    run_dir: Optional[Path] = typer.Argument(None, help="Run directory (its pages.jsonl has grounded blocks)."),
+    library: Optional[Path] = typer.Option(None, "--library", help="Instead of RUN: every document published in "
+                                           "this library whose figures lack descriptions (in the runs they "
+                                           "came from), then published again."),
     endpoint: Optional[str] = typer.Option(None, help="OpenAI-compatible base URL of the describing model."),
     profile: Optional[str] = typer.Option(None, help="Model profile: sampling, extra body, retries (and the "
                                           "prompt, for a profile of your own)."),
@@ -51,6 +55,19 @@ def describe_command(
         request_timeout=request_timeout, max_retries=max_retries, server_kind=server_kind, no_retry=no_retry,
         force=force, dry_run=dry_run, source_roots=list(source_root or []), markdown=not no_markdown,
     )
+    if (run_dir is None) == (library is None):
+        raise UsageError("give a run directory or --library LIB (one of them)")
+    if library is not None:
+        from ..library.describe import describe_library
+
+        result = describe_library(library, opts, progress=lambda msg: console.print(f"[dim][describe] {msg}"),
+                                  handle_signals=True)
+        if json_out:
+            print(json.dumps(result.as_dict(), default=str), flush=True)
+            console.print(result.line())
+        else:
+            print(result.line(), flush=True)
+        return int(result.exit_code())
     summary = describe_run(run_dir, opts, progress=lambda msg: console.print(f"[dim][describe] {msg}"),
                            handle_signals=True)
     if summary.figures == 0:

@@ -346,6 +346,8 @@ async def _describe(run_dir: Path, opts: DescribeOptions, progress: Callable[[st
 
     t_start = time.monotonic()
     figures, no_box = find_figures(run_dir)
+    if opts.doc_ids is not None:  # describe --library: only the documents the library holds from this run
+        figures = [f for f in figures if f.doc_id in opts.doc_ids]
     finder = SourceFinder(run_dir, opts.source_roots)
     path = run_dir / FIGURES_FILE
 

@@ -47,6 +47,7 @@ class DescribeOptions:
     dry_run: bool = False
     source_roots: list[Path] = field(default_factory=list)
     markdown: bool = True  # re-assemble docs/*.md with the descriptions afterwards
+    doc_ids: frozenset[str] | None = None  # only these documents' figures (describe --library); None: all
 
     def check(self) -> None:
         if not 10 <= self.dpi <= 1200:

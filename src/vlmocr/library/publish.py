@@ -30,7 +30,7 @@ import shutil
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Collection, Iterable
 
 import orjson
 
@@ -232,7 +232,10 @@ def _install(staged: Path, final: Path) -> Path | None:
 
 def publish(runs: Iterable[Path | str], library: Path, *, layer: str = "raw", replace: bool = False,
             crossref: Crossref | None = None, source_roots: Iterable[Path] = (), clean_rules: Path | None = None,
-            wait: bool = True, log: Callable[[str], None] = lambda _m: None) -> PublishResult:
+            wait: bool = True, log: Callable[[str], None] = lambda _m: None,
+            only: Collection[str] | None = None) -> PublishResult:
+    """`only`: consider these doc_ids alone (describe --library re-publishes the documents it
+    gave descriptions, not the rest of their runs)."""
     library = Path(library)
     check_library_dir(library)
     dirs = run_dirs(runs)
@@ -244,7 +247,8 @@ def publish(runs: Iterable[Path | str], library: Path, *, layer: str = "raw", re
     for d in dirs:
         _info, docs = read_run(d, layer, roots, clean_rules)
         for doc_id, doc in docs.items():
-            by_doc.setdefault(doc_id, []).append(doc)
+            if only is None or doc_id in only:
+                by_doc.setdefault(doc_id, []).append(doc)
         log(f"{d}: {len(docs)} document(s), {sum(1 for x in docs.values() if x.complete)} complete")
 
     # 2. Choose the best complete version of each (doc_id, source file).

@@ -1,0 +1,92 @@
+"""`vlmocr describe --library LIB`: describe the figures of every published document that lacks
+descriptions (issue 18, point 5), then publish those documents again so the library's text,
+search and exports carry the descriptions.
+
+A library keeps no figures of its own: each document's catalog row names the run it was
+published from, and the run holds the grounded page records and figures.jsonl. So the work is
+done where `vlmocr describe RUN` does it — in each of those runs, limited to the documents the
+library holds from it (a figure already described under the same settings is skipped, as on any
+resume) — and the documents are published again from the same run and layer. The re-publication
+replaces only the library's own version from that run (`publish(only=…, replace=True)`), never a
+document the library took from another run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ..exceptions import ExitCode
+from ..figures.describe import DescribeSummary, describe_run
+from ..figures.settings import DescribeOptions
+from ..rundir import PAGES_FILE
+from .catalog import Catalog
+from .publish import PublishResult, publish
+
+
+@dataclass
+class LibraryDescribe:
+    library: str
+    documents: int = 0  # documents in the library
+    runs: list[DescribeSummary] = field(default_factory=list)
+    gone: dict[str, int] = field(default_factory=dict)  # run no longer there → its documents
+    published: list[PublishResult] = field(default_factory=list)
+
+    def exit_code(self) -> ExitCode:
+        codes = [s.exit_code() for s in self.runs] + [p.exit_code() for p in self.published]
+        bad = [c for c in codes if c != ExitCode.ok]
+        # The worst first: interrupted, then incomplete (resubmit), then review.
+        for code in (ExitCode.interrupted, ExitCode.incomplete, ExitCode.review):
+            if code in bad:
+                return code
+        return ExitCode.ok
+
+    def line(self) -> str:
+        def n(attr: str) -> int:
+            return sum(getattr(s, attr) for s in self.runs)
+
+        statuses: dict[str, int] = {}
+        for s in self.runs:
+            for k, v in s.statuses.items():
+                statuses[k] = statuses.get(k, 0) + v
+        updated = sum(p.counts()["updated"] for p in self.published)
+        gone = sum(self.gone.values())
+        return (f"Described: {n('selected')} figures of {self.documents} documents in {self.library} "
+                f"({len(self.runs)} runs), ok={statuses.get('ok', 0)} missing={n('missing')} "
+                f"(now {n('described_now')}); {updated} documents published again"
+                + (f"; {gone} documents whose run is gone ({len(self.gone)} runs)" if gone else ""))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"library": self.library, "documents": self.documents, "runs": [s.as_dict() for s in self.runs],
+                "gone": self.gone, "published": [p.as_dict() for p in self.published],
+                "exit_code": int(self.exit_code()), "line": self.line()}
+
+
+def describe_library(library: Path, opts: DescribeOptions, *, progress: Callable[[str], None] | None = None,
+                     handle_signals: bool = False) -> LibraryDescribe:
+    note = progress or (lambda _msg: None)
+    with Catalog(Path(library), readonly=True) as cat:  # a usage error when LIB holds no catalog
+        rows = list(cat.documents())
+    result = LibraryDescribe(str(library), documents=len(rows))
+    # The runs the documents came from, each with the layer it was published in.
+    by_run: dict[tuple[str, str], set[str]] = {}
+    for row in rows:
+        by_run.setdefault((str(row["run"]), str(row.get("layer") or "raw")), set()).add(str(row["doc_id"]))
+    for (run, layer), doc_ids in sorted(by_run.items()):
+        if not (Path(run) / PAGES_FILE).is_file():
+            result.gone[run] = result.gone.get(run, 0) + len(doc_ids)
+            note(f"{run}: not there any more; {len(doc_ids)} document(s) left as published")
+            continue
+        summary = describe_run(run, replace(opts, doc_ids=frozenset(doc_ids)), progress=note,
+                               handle_signals=handle_signals)
+        result.runs.append(summary)
+        note(f"{run}: {summary.done_line()}")
+        if summary.interrupted:
+            break
+        if opts.dry_run or not summary.figures:
+            continue
+        # Publishing the unchanged documents again writes nothing (their content digest is the same).
+        result.published.append(publish([run], Path(library), layer=layer, replace=True, only=doc_ids,
+                                        source_roots=opts.source_roots, log=note))
+    return result
