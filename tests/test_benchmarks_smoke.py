@@ -31,6 +31,14 @@ def test_bench_render_quick() -> None:
     assert "| vlmocr 1288px PNG (level 1) |" in out and "| raw    200dpi PNG (Pillow default) |" in out
 
 
+def test_bench_slurm_status_quick(tmp_path) -> None:
+    out = run_bench("bench_slurm_status.py", "--workdir", str(tmp_path))
+    assert "RESULT slurm status: " in out and "at 4 shards × 500 records" in out, out
+    # The benchmark exits non-zero unless both paths report the same totals; the summaries are
+    # the ones real `vlmocr run`s wrote.
+    assert (tmp_path / "run-4x500" / "shards" / "1" / "summary.json").exists()
+
+
 def test_bench_resume_quick(tmp_path) -> None:
     out = run_bench("bench_resume.py", "--workdir", str(tmp_path))
     assert "RESULT resume wall: " in out and "RESULT resume RSS: " in out, out
