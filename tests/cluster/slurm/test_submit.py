@@ -136,7 +136,8 @@ def test_array_of_three_shards_reads_the_whole_manifest(slurm, tmp_path):
     assert st.returncode == 0, st.stderr
     status = json.loads(st.stdout)
     assert status["totals"] == {"docs": 6, "pages": 6, "final": 6, "ok": 6, "fallback": 0, "review": 0,
-                                "failed": 0, "missing": 0}
+                                "failed": 0, "missing": 0, "bad_inputs": 0}
+    assert status["not_started"] == status["from_records"] == []  # every shard's summary.json was read
     assert [r["job"]["state"] for r in status["shards"]] == ["COMPLETED"] * 3
     table = cli("slurm", "status", str(run), cwd=tmp_path).stdout
     assert "final/pages" in table and "6/6" in table
