@@ -107,7 +107,8 @@ def build(root: Path, shards: int, per_shard: int) -> Path:
                               "--shard", f"{k}/{shards}", "--engine", "textlayer",
                               "--out", str(RunDir(run).shard(k).path)],
                              check=False, capture_output=True, text=True)
-        if res.returncode not in (0, 1, 2) or not RunDir(run).shard(k).summary_json.exists():
+        # 0, 2 (empty pages for review) or 9 (the bad_input records: unreadable inputs) are outcomes.
+        if res.returncode not in (0, 1, 2, 9) or not RunDir(run).shard(k).summary_json.exists():
             raise SystemExit(f"vlmocr run of shard {k} failed ({res.returncode}): {res.stderr[-2000:]}")
     record_job(run, {"kind": "bulk", "job_id": "1000", "array": f"1-{shards}", "shards": shards})
     (run / READY).write_text(f"{n}\n")
