@@ -134,7 +134,10 @@ def test_an_echoed_api_key_is_never_stored(tmp_path, pdf):
         assert server.seen_auth[0] == f"Bearer {secret}"  # it was sent
     assert res.returncode == 0, res.stderr
     recs = read_records(tmp_path / "r")
-    assert recs and all("[redacted]" in r["text"] for r in recs)
+    # Every answer of the endpoint is stored redacted (a short echo is `suspect`: the ladder asks
+    # again, then the fallback engine reads the page, whose text holds no key at all).
+    answers = [r for r in recs if r["engine"] == "openai"]
+    assert answers and all("[redacted]" in r["text"] for r in answers)
     for path in (tmp_path / "r").rglob("*"):
         if path.is_file():
             assert secret not in path.read_text(errors="replace"), path
