@@ -9,7 +9,8 @@ recording the decision in RUN/slurm/gate.json. A decision someone already took b
     RUN/slurm/release.sbatch        the script (self-contained, values shell-quoted)
     RUN/slurm/logs/release_%j.out   its log: the decision, in words
 
-The job runs ``python -m vlmocr.cluster.release_job RUN``."""
+The job runs ``python -m vlmocr.cluster.release_step RUN`` (release_step.py: the step itself,
+which needs the gate; this module only writes the script, so the gate can import it)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from ..exceptions import VlmocrError
 from ..record import now_iso
-from .slurm.layout import GATE_FILE, SLURM_DIR, read_json
+from .slurm.layout import SLURM_DIR
 from .slurm.script import SlurmOptions, job_name_for, safe_sbatch_value
 
 RELEASE_SCRIPT = "release.sbatch"
@@ -49,7 +49,7 @@ def render_release_script(run_dir: Path, gate_job: str, options: SlurmOptions, p
     lines += ["set -u",
               "export PYTHONUNBUFFERED=1",
               f"echo \"== vlmocr release step: job ${{SLURM_JOB_ID:-?}} on $(hostname) at $(date -Is), gate job {q(str(gate_job))}\"",
-              f"exec {q(python or sys.executable)} -m vlmocr.cluster.release_job {q(str(run_dir))}"]
+              f"exec {q(python or sys.executable)} -m vlmocr.cluster.release_step {q(str(run_dir))}"]
     return "\n".join(lines) + "\n"
 
 
@@ -58,29 +58,3 @@ def write_release_script(run_dir: Path, gate_job: str, options: SlurmOptions, py
     (path.parent / "logs").mkdir(parents=True, exist_ok=True)
     path.write_text(render_release_script(run_dir, gate_job, options, python), encoding="utf-8")
     return path
-
-
-def main(argv: list[str]) -> int:
-    """In the release job: decide once, unless a person already did."""
-    from .gate import release
-
-    if len(argv) != 1:
-        print("usage: python -m vlmocr.cluster.release_job RUN", file=sys.stderr)
-        return 3
-    run_dir = Path(argv[0])
-    gate = read_json(run_dir / SLURM_DIR / GATE_FILE)
-    if isinstance(gate, dict) and gate.get("decision"):
-        print(f"already decided at {gate['decision'].get('at')}: {gate['decision'].get('message')}", flush=True)
-        return 0
-    try:
-        decision = release(run_dir, wait=RELEASE_WAIT)
-    except VlmocrError as exc:
-        print(f"vlmocr release step: {exc}", file=sys.stderr, flush=True)
-        return int(exc.exit_code)
-    print(decision.message, flush=True)
-    # The step did its work either way: SLURM shows it COMPLETED; the decision is in gate.json.
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
