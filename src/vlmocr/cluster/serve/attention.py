@@ -12,7 +12,7 @@ among the extra server flags wins over both."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 from .gpus import query_gpus
@@ -60,11 +60,12 @@ def backend_for(capabilities: Sequence[str]) -> tuple[str, str]:
     return "flashinfer", f"GPU compute capability {caps}: fa3 needs a Hopper GPU (9.x)"
 
 
-def choose_attention_backend(setting: str, extra_args: Sequence[str] = (),
-                             environ: Mapping[str, str] | None = None) -> AttentionChoice | None:
+def decide_backend(setting: str, extra_args: Sequence[str], caps: Callable[[], list[str]],
+                   where: str) -> AttentionChoice | None:
     """The backend for a profile's ``attention_backend`` setting: None when the profile leaves it
-    to the server (empty), its value when it pins one, the GPU's choice for ``auto``; a value
-    among ``extra_args`` wins (the plan then adds no flag of its own)."""
+    to the server (empty), its value when it pins one, for ``auto`` the choice for the compute
+    capabilities `caps()` gives (asked only then; `where` says whose: nvidia-smi's, a flavor's);
+    a value among ``extra_args`` wins (the plan then adds no flag of its own)."""
     given = given_on_command_line(extra_args)
     if given is not None:
         return AttentionChoice(given, "command line", "given on the command line")
@@ -72,13 +73,23 @@ def choose_attention_backend(setting: str, extra_args: Sequence[str] = (),
         return None
     if setting != AUTO:
         return AttentionChoice(setting, "profile", "pinned by the profile")
-    rows = query_gpus(("compute_cap",), environ)
-    caps = [r["compute_cap"] for r in rows or () if r.get("compute_cap")]
-    if not caps:
-        return AttentionChoice("flashinfer", AUTO, "nvidia-smi gave no compute capability: flashinfer runs on "
+    found = caps()
+    if not found:
+        return AttentionChoice("flashinfer", AUTO, f"{where} gave no compute capability: flashinfer runs on "
                                                    "every GPU, fa3 only on Hopper")
-    backend, why = backend_for(caps)
+    backend, why = backend_for(found)
     return AttentionChoice(backend, AUTO, why)
 
 
-__all__ = ["AUTO", "FLAG", "AttentionChoice", "backend_for", "choose_attention_backend", "given_on_command_line"]
+def choose_attention_backend(setting: str, extra_args: Sequence[str] = (),
+                             environ: Mapping[str, str] | None = None) -> AttentionChoice | None:
+    """`decide_backend` with this machine's GPUs (nvidia-smi)."""
+    def caps() -> list[str]:
+        rows = query_gpus(("compute_cap",), environ)
+        return [r["compute_cap"] for r in rows or () if r.get("compute_cap")]
+
+    return decide_backend(setting, extra_args, caps, "nvidia-smi")
+
+
+__all__ = ["AUTO", "FLAG", "AttentionChoice", "backend_for", "choose_attention_backend", "decide_backend",
+           "given_on_command_line"]

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ...exceptions import UsageError
 from ...profiles import Profile
-from .attention import AUTO, AttentionChoice, backend_for, given_on_command_line
+from .attention import AUTO, AttentionChoice, decide_backend
 from .plan import (
     VLLM_ENV,
     check_extra_args,
@@ -66,19 +66,11 @@ def check_timeout(timeout: str, what: str = "--timeout") -> str:
 def flavor_attention(setting: str, flavor: str, extra: Sequence[str]) -> AttentionChoice | None:
     """The --attention-backend of a job: as ``attention.choose_attention_backend`` decides for a
     local server, with the flavor's GPU in place of nvidia-smi's."""
-    given = given_on_command_line(extra)
-    if given is not None:
-        return AttentionChoice(given, "command line", "given on the command line")
-    if not setting:
-        return None
-    if setting != AUTO:
-        return AttentionChoice(setting, "profile", "pinned by the profile")
     cap = flavor_compute_cap(flavor)
-    if cap is None:
-        return AttentionChoice("flashinfer", AUTO, f"flavor {flavor}: GPU unknown; flashinfer runs on every GPU, "
-                                                   "fa3 only on Hopper")
-    backend, why = backend_for([cap])
-    return AttentionChoice(backend, AUTO, f"flavor {flavor}, {why}")
+    choice = decide_backend(setting, extra, lambda: [cap] if cap else [], f"flavor {flavor} (GPU unknown)")
+    if choice is not None and choice.source == AUTO and cap:
+        return AttentionChoice(choice.backend, AUTO, f"flavor {flavor}, {choice.why}")
+    return choice
 
 
 @dataclass(frozen=True)
