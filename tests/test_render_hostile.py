@@ -72,7 +72,7 @@ def test_hostile_files_end_as_final_bad_input_records(tmp_path):
     run = tmp_path / "run"
     args = ["run", str(corpus), "--out", str(run), "--engine", "rapidocr", "--workers", "1"]
     res = run_cli(*args, env={"VLMOCR_MAX_DOC_PAGES": "1000"})
-    assert res.returncode == 1, res.stderr
+    assert res.returncode == 9, res.stderr
     got = {(r["doc_id"], r["page"]): r for r in read_records(run)}
     assert sorted(got) == [("frames", 1), ("frames", 2), ("frames", 3), ("million", 0), ("sliver", 1)]
     assert got["frames", 1]["status"] == "ok"  # white paper, read as such
@@ -81,7 +81,7 @@ def test_hostile_files_end_as_final_bad_input_records(tmp_path):
     for key, reason in expect.items():
         assert got[key]["status"] == "bad_input" and reason in got[key]["error"], got[key]
     again = run_cli(*args, env={"VLMOCR_MAX_DOC_PAGES": "1000"})
-    assert again.returncode == 1 and len(read_records(run)) == 5  # bad_input is final: nothing re-read
+    assert again.returncode == 9 and len(read_records(run)) == 5  # bad_input is final: nothing re-read
 
 
 def test_a_tiff_of_hundreds_of_frames_is_read_in_linear_time(tmp_path, monkeypatch):

@@ -45,7 +45,7 @@ def test_a_non_utf8_file_name_is_read_and_named_not_fatal(tmp_path):
     (corpus / os.fsdecode(b"kaputt\xe9.pdf")).write_bytes(b"%PDF-1.4 not really")
     run = tmp_path / "run"
     res = cli_in_process("run", str(corpus), "--out", str(run), "--engine", "textlayer", "--workers", "1")
-    assert res.returncode == 1, res.stderr  # the corrupt one is bad_input; nothing crashed
+    assert res.returncode == 9, res.stderr  # the corrupt one is bad_input (exit 9); nothing crashed
     recs = {r["doc_id"]: r for r in read_records(run)}
     assert recs["Gr%FC%DFe"]["status"] == "ok" and LINE in recs["Gr%FC%DFe"]["text"]
     assert recs["Gr%FC%DFe"]["source"].endswith("Gr\\xfc\\xdfe.pdf")

@@ -48,6 +48,7 @@ class RunConfig(BaseModel):
     concurrency: int | None = Field(default=None, ge=1, le=4096)
     shard: str | None = None
     force: bool = False
+    force_bad: bool = False  # read `bad_input` pages again (a person fixed the files)
     json_summary: bool = False
     stop_grace: float = Field(default=60.0, ge=0)  # seconds in-flight pages may finish after SIGTERM
     # VLM endpoint settings (used by the openai engine)

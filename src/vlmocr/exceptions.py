@@ -7,7 +7,7 @@ from enum import IntEnum
 
 class ExitCode(IntEnum):
     ok = 0  # every page ok or fallback
-    incomplete = 1  # pages missing, error, refused or bad_input: resubmit
+    incomplete = 1  # pages missing, error or refused: resubmit
     review = 2  # only review pages (loop, truncated, empty, suspect) remain
     usage = 3  # bad arguments or configuration; never 2 (click's default is changed)
     gate_failed = 4  # measured quality did not pass the gate
@@ -15,11 +15,16 @@ class ExitCode(IntEnum):
     locked = 6  # another process holds the run directory
     internal = 7  # a bug: please report it
     storage = 8  # the run directory cannot be written (disk full, read-only): fix it, resubmit
+    # Finished, but some inputs cannot be read (RUN/bad_inputs.csv lists them): a resubmit reads
+    # them no better, so SLURM and `slurm submit` count it done; fix the files, run --force-bad.
+    bad_inputs = 9
     interrupted = 130  # SIGINT/SIGTERM: stopped taking pages; resubmit to resume
 
 
-def outcome(*, unfinished: bool, review: bool, interrupted: bool = False, unavailable: bool = False) -> ExitCode:
-    """The exit code of a run over pages or figures: `unfinished` = some missing or failed."""
+def outcome(*, unfinished: bool, review: bool, interrupted: bool = False, unavailable: bool = False,
+            bad_inputs: bool = False) -> ExitCode:
+    """The exit code of a run over pages or figures: `unfinished` = some missing or failed (not
+    counting unreadable inputs: `bad_inputs`, the outcome only when nothing else is owed)."""
     if unavailable:
         return ExitCode.unavailable
     if interrupted:
@@ -28,7 +33,14 @@ def outcome(*, unfinished: bool, review: bool, interrupted: bool = False, unavai
         return ExitCode.incomplete
     if review:
         return ExitCode.review
+    if bad_inputs:
+        return ExitCode.bad_inputs
     return ExitCode.ok
+
+
+# Outcomes after which a resubmit of the same command has nothing to do (SLURM's job script and
+# `slurm submit` count them done): every page final, the unreadable ones listed.
+SETTLED = frozenset({ExitCode.ok, ExitCode.bad_inputs})
 
 
 class VlmocrError(Exception):

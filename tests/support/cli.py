@@ -37,7 +37,7 @@ def cli_in_process(*args: str) -> subprocess.CompletedProcess:
 def textlayer_run(out: Path, *inputs: Path | str, extra: tuple[str, ...] = ()) -> None:
     proc = run_cli("run", *[str(i) for i in inputs], "--out", str(out), "--engine", "textlayer", "--workers", "1",
                    *extra)
-    assert proc.returncode in (0, 1), proc.stderr
+    assert proc.returncode in (0, 1, 9), proc.stderr  # 9: some inputs unreadable
 
 
 def publish_cli(*args: str) -> tuple[int, dict]:

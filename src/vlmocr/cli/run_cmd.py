@@ -36,6 +36,8 @@ def run_command(
     concurrency: Optional[int] = typer.Option(None, help="Requests in flight for an HTTP engine."),
     shard: Optional[str] = typer.Option(None, help="K/N: read only this stable share of the documents."),
     force: bool = typer.Option(False, "--force", help="Re-read pages that already have a final record."),
+    force_bad: bool = typer.Option(False, "--force-bad", help="Read bad_input pages again (after fixing the files "
+                                   "RUN/bad_inputs.csv lists)."),
     json_out: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
     serve: Optional[str] = typer.Option(None, help="Start a server for this profile, run, stop it."),
     target: str = typer.Option("local", help="--serve's server: local|hf-jobs (a Hugging Face job, cancelled "
@@ -58,7 +60,7 @@ def run_command(
         inputs=list(paths or []) or None, out=out, manifest=manifest, engine=engine, ocr_engine=ocr_engine,
         endpoint=endpoint, model=model, profile=profile, dpi=dpi, longest_side=longest_side,
         max_pixels=max_pixels, lang=lang, workers=workers, concurrency=concurrency, shard=shard,
-        force=force or None, json_summary=json_out or None, serve=serve, stop_grace=stop_grace,
+        force=force or None, force_bad=force_bad or None, json_summary=json_out or None, serve=serve, stop_grace=stop_grace,
         server_kind=server_kind, request_timeout=request_timeout, max_retries=max_retries,
         no_retry=no_retry or None, retry_only=retry_only or None, max_fallback=max_fallback, adaptive=adaptive,
         pages_per_request=pages_per_request, library=library,
@@ -73,8 +75,16 @@ def run_command(
         from ..cluster.serve.hfjob_launch import serve_hf_job_for_run as serve_for_run
     else:
         from ..cluster.serve.running import serve_for_run
-    with serve_for_run(cfg):  # --serve: start the server, point cfg at it, always stop it
-        summary = run_pages(cfg, RunProgress(enabled=True), skip=_held_by(cfg.library))
+    from ..reading.settled import owes_nothing  # here: it imports the VLM reader
+
+    settled = owes_nothing(cfg)  # before the endpoint is asked or a server started
+    if settled is not None:
+        console.print("nothing owed: every page has a final record under these settings "
+                      f"({'no server started' if cfg.serve else 'the endpoint is not asked'})", highlight=False)
+        summary = run_pages(cfg, RunProgress(enabled=True), skip=_held_by(cfg.library), reader_factory=settled)
+    else:
+        with serve_for_run(cfg):  # --serve: start the server, point cfg at it, always stop it
+            summary = run_pages(cfg, RunProgress(enabled=True), skip=_held_by(cfg.library))
     if summary.fallback_docs:
         shown = ", ".join(summary.fallback_docs[:10]) + (" …" if len(summary.fallback_docs) > 10 else "")
         console.print(f"[yellow]{len(summary.fallback_docs)} document(s) over --max-fallback "

@@ -186,7 +186,8 @@ def submit_command(
         print(json.dumps(result), flush=True)
         return ExitCode.ok
     if sub.skipped_shards and sub.job_id:
-        _warn(f"shard(s) {compress_ranges(sub.skipped_shards)} already complete under this command: not resubmitted")
+        _warn(f"shard(s) {compress_ranges(sub.skipped_shards)} owe nothing under this command (last outcome 0, "
+              "or 9: unreadable inputs listed in their bad_inputs.csv): not resubmitted")
     if sub.job_id:
         print(f"Submitted bulk job {sub.job_id} (array {sub.array}{', held' if hold else ''}): "
               f"shards -> {run_dir / SHARDS}/K, logs {run_dir / SLURM_DIR / 'logs'}/{sub.job_id}_K.out", flush=True)

@@ -21,21 +21,30 @@ Inspected = tuple[int | None, str | None]  # (page count, None) or (None, why it
 FIRST_BATCH, LAST_BATCH = 1, 256  # documents per pool call: the first page waits for one only
 
 
-def needs_read(status: Status | None) -> bool:
-    return status is None or status in RETRY_ON_RESUME
+def needs_read(status: Status | None, force_bad: bool = False) -> bool:
+    """`force_bad`: a `bad_input` page is read again (a person fixed the file: --force-bad)."""
+    return status is None or status in RETRY_ON_RESUME or (force_bad and status is Status.bad_input)
 
 
 def select_pages(doc: Document, doc_pages: int) -> list[int]:
     return list(doc.pages) if doc.pages else list(range(1, doc_pages + 1))
 
 
-def first_reads(pages: list[int], state: DocState | None, *, force: bool, retry_only: bool) -> list[int]:
+def first_reads(pages: list[int], state: DocState | None, *, force: bool, retry_only: bool,
+                force_bad: bool = False) -> list[int]:
     """The pages of one document owed a first read (pass 1) in this run."""
     if retry_only:
         return []
     if force or state is None:
         return pages
-    return [p for p in pages if needs_read(state.status(p))]
+    return [p for p in pages if needs_read(state.status(p), force_bad)]
+
+
+def reopen(state: DocState | None, *, force: bool, force_bad: bool = False) -> bool:
+    """Does a document that cannot be opened get a new page-0 record? Once only: then again
+    under --force, or --force-bad when its record is `bad_input`."""
+    prev = state.status(0) if state else None
+    return prev is None or force or (force_bad and prev is Status.bad_input)
 
 
 def needs_inspect(state: DocState | None, force: bool) -> bool:
@@ -44,32 +53,32 @@ def needs_inspect(state: DocState | None, force: bool) -> bool:
 
 
 def owed_of(doc: Document, state: DocState | None, inspected: Inspected | None, *,
-            force: bool, retry_only: bool) -> tuple[int, int]:
+            force: bool, retry_only: bool, force_bad: bool = False) -> tuple[int, int]:
     """(pages this run owes a first read, pages earlier runs read) of one document; a document
     that cannot be opened is one page (its page-0 record), as in the run's summary."""
     if inspected is not None:
         n, err = inspected
         if err is not None or n is None:
-            prev = state.status(0) if state else None
-            owed = int(prev is None or force)
+            owed = int(reopen(state, force=force, force_bad=force_bad))
             return owed, 1 - owed
         doc_pages = n
     else:
         assert state is not None and state.doc_pages is not None
         doc_pages = state.doc_pages
     pages = select_pages(doc, doc_pages)
-    owed = len(first_reads(pages, state, force=force, retry_only=retry_only))
+    owed = len(first_reads(pages, state, force=force, retry_only=retry_only, force_bad=force_bad))
     return owed, len(pages) - owed
 
 
 class PageCounter:
     def __init__(self, docs: list[Document], keys: dict[str, str], index: ResumeIndex, *, force: bool,
                  retry_only: bool, inspect_many: Callable[[list[str]], Awaitable[list[Inspected]]],
-                 progress: RunProgress) -> None:
+                 progress: RunProgress, force_bad: bool = False) -> None:
         self.docs = docs
         self.keys = keys
         self.index = index
         self.force = force
+        self.force_bad = force_bad
         self.retry_only = retry_only
         self.inspect_many = inspect_many
         self.progress = progress
@@ -99,7 +108,8 @@ class PageCounter:
         doc = self.docs[i]
         if inspected is not None:
             self._inspected[i] = inspected
-        owed, already = owed_of(doc, self._state(doc), inspected, force=self.force, retry_only=self.retry_only)
+        owed, already = owed_of(doc, self._state(doc), inspected, force=self.force, retry_only=self.retry_only,
+                                force_bad=self.force_bad)
         self._cursor = i + 1
         self.progress.counted(owed, already)
         self._notify()

@@ -23,7 +23,8 @@ from ..engines.registry import CPU_ENGINES, HTTP_ENGINE, OCR_ENGINES
 from ..exceptions import EndpointUnavailable, ExitCode, StoreFailed, UsageError, outcome
 from ..assemble import add_figures, rebuild_documents, write_document
 from .limiter import Limiter
-from .owed import PageCounter, first_reads, select_pages
+from .bad_inputs import write_bad_inputs
+from .owed import PageCounter, first_reads, reopen, select_pages
 from ..progress import RunProgress
 from .base import PageReader
 from .cpu import CpuReader
@@ -55,6 +56,7 @@ class Summary:
     fallback: int = 0
     review: int = 0
     failed: int = 0
+    bad_input: int = 0  # of `failed`: unreadable inputs (RUN/bad_inputs.csv); a resubmit cannot help
     missing: int = 0
     read_now: int = 0
     seconds: float = 0.0
@@ -79,13 +81,15 @@ class Summary:
         rate = f" ({self.pages_per_hour:.0f} pages/h)" if self.read_now else ""
         return (
             f"Done: {self.pages} pages in {self.docs} docs, records={self.records} ok={self.ok} "
-            f"fallback={self.fallback} review={self.review} failed={self.failed} missing={self.missing}{rate}"
+            f"fallback={self.fallback} review={self.review} failed={self.failed}"
+            + (f" bad_input={self.bad_input} (listed in bad_inputs.csv)" if self.bad_input else "")
+            + f" missing={self.missing}{rate}"
             + (f"; {left}" if (left := skipped_phrase(self.skipped)) else "")
         )
 
     def exit_code(self) -> ExitCode:
-        return outcome(unfinished=bool(self.missing or self.failed), review=bool(self.review),
-                       interrupted=self.interrupted, unavailable=self.unavailable)
+        return outcome(unfinished=bool(self.missing or self.failed > self.bad_input), review=bool(self.review),
+                       interrupted=self.interrupted, unavailable=self.unavailable, bad_inputs=bool(self.bad_input))
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -222,6 +226,7 @@ class Scheduler(TaskRunner):
                 raise self.fatal
             self._assemble(docs, keys)
             self._tally(docs, keys)
+            write_bad_inputs(self.run_dir, docs, keys, self.index)
             self._write_run_json(docs, keys, started, self.summary)
             if self.fatal is not None and not isinstance(self.fatal, EndpointUnavailable):
                 raise self.fatal
@@ -262,7 +267,8 @@ class Scheduler(TaskRunner):
         # The progress total: every page owed, counted ahead of the planner, which takes each
         # document's page count from the counter rather than opening it again.
         counter = PageCounter(docs, keys, self.index, force=self.cfg.force, retry_only=self.cfg.retry_only,
-                              inspect_many=self.reader.inspect_many, progress=self.progress)
+                              inspect_many=self.reader.inspect_many, progress=self.progress,
+                              force_bad=self.cfg.force_bad)
 
         async def first_pass():
             async for doc, inspected in counter.documents():
@@ -338,8 +344,7 @@ class Scheduler(TaskRunner):
         if doc_pages is None or cfg.force:
             n, err = inspected if inspected is not None else await self.reader.inspect(str(doc.path))
             if err is not None:
-                prev = state.status(0) if state else None
-                if prev is None or cfg.force:
+                if reopen(state, force=cfg.force, force_bad=cfg.force_bad):
                     self._finish(PageRecord(
                         doc_id=doc.doc_id, source=doc.source, page=0, doc_pages=None, key=key,
                         status=Status.bad_input, engine=cfg.engine, error=err,
@@ -356,7 +361,7 @@ class Scheduler(TaskRunner):
         def spec(p: int, attempt: int) -> PageTask:
             return first.at(page=p, attempt=attempt)
 
-        pending = first_reads(pages, state, force=cfg.force, retry_only=cfg.retry_only)
+        pending = first_reads(pages, state, force=cfg.force, retry_only=cfg.retry_only, force_bad=cfg.force_bad)
         if not (cfg.force or state is None):
             for p in pages:
                 st = state.status(p)
@@ -454,6 +459,7 @@ class Scheduler(TaskRunner):
             if fallback and fallback / len(selected) > self.cfg.max_fallback:
                 s.fallback_docs.append(doc.doc_id)
         s.statuses = counts
+        s.bad_input = counts.get(Status.bad_input.value, 0)
         for name, n in counts.items():
             group = Status(name).group
             setattr(s, group, getattr(s, group) + n)
@@ -528,8 +534,9 @@ class Scheduler(TaskRunner):
         self._summary_at = time.monotonic()
 
 
-
-def run(cfg: RunConfig, progress: RunProgress | None = None, skip: DocumentFilter | None = None) -> Summary:
+def run(cfg: RunConfig, progress: RunProgress | None = None, skip: DocumentFilter | None = None,
+        reader_factory: Callable[[RunConfig], Awaitable[PageReader]] = make_reader) -> Summary:
     """Library entry point: read every page owed under `cfg` and return the summary. `skip`
-    leaves documents out before planning (e.g. those a library already holds) and says why."""
-    return asyncio.run(Scheduler(cfg, progress, skip=skip).run())
+    leaves documents out before planning (e.g. those a library already holds) and says why;
+    `reader_factory`: e.g. reading/settled.py's for a run that owes nothing."""
+    return asyncio.run(Scheduler(cfg, progress, reader_factory=reader_factory, skip=skip).run())

@@ -74,33 +74,15 @@ class VlmReader(PageReader):
         return self.cfg.sizing(doc_dpi, self.profile.image)
 
     def key_material(self, doc_dpi: float | None = None) -> dict[str, Any]:
-        p = self.profile
-        kind = self.server_kind
-        return {
-            **self.cfg.key_material(doc_dpi, self.sizing(doc_dpi)),
-            "reader": "openai",
-            "server_kind": kind,
-            "model": self.model_name,
-            # The revision served; unknown, the profile's (its "" kept: the keys of earlier runs hold).
-            "revision": self.revision if self.revision is not None else p.revision,
-            "prompt": None if p.image_only else p.prompt_for(kind),
-            "system_prompt": p.system_prompt,
-            "image_position": p.image_position,
-            "format": [p.image.format, p.image.jpeg_quality if p.image.format == "jpeg" else None],
-            "sampling": p.sampling.model_dump(exclude_none=True),
-            "max_tokens": p.max_tokens,
-            "extra_body": p.extra_body.get(kind, {}),
-            "postprocess": p.postprocess.model_dump(),
-            **({"pages_per_request": self.pages_per_request, "multipage": p.multipage.model_dump()}
-               if self.pages_per_request > 1 else {}),
-        }
+        # The revision served; unknown, the profile's (its "" kept: the keys of earlier runs hold).
+        revision = self.revision if self.revision is not None else self.profile.revision
+        return vlm_key_material(self.cfg, self.profile, self.server_kind, self.model_name, revision,
+                                self.pages_per_request, doc_dpi)
 
     def owes_retry(self, status: Status | None, attempts: int) -> bool:
         """Does a page whose last record has `status` after `attempts` still owe a ladder step
         (or the fallback)? Fallback records end the ladder."""
-        if status not in LADDER or self.cfg.no_retry:
-            return False
-        return attempts <= len(self.profile.retry.temperatures)
+        return owes_ladder(self.cfg, self.profile, status, attempts)
 
     # ------------------------------------------------------------------ reading
 
@@ -413,6 +395,39 @@ class VlmReader(PageReader):
     async def aclose(self, abandon: bool = False) -> None:
         await self.client.aclose()
         self.pool.shutdown(abandon)
+
+
+def vlm_key_material(cfg: RunConfig, p: Profile, kind: str, model: str, revision: str | None,
+                     pages_per_request: int, doc_dpi: float | None = None) -> dict[str, Any]:
+    """What changes a page's text under a VLM: the settings key's input. A function of the
+    configuration and what serves it (kind, model, revision), so that a resumed run can tell
+    what it owes before asking the endpoint (reading/settled.py)."""
+    sizing = cfg.sizing(doc_dpi, p.image)
+    return {
+        **cfg.key_material(doc_dpi, sizing),
+        "reader": "openai",
+        "server_kind": kind,
+        "model": model,
+        "revision": revision,
+        "prompt": None if p.image_only else p.prompt_for(kind),
+        "system_prompt": p.system_prompt,
+        "image_position": p.image_position,
+        "format": [p.image.format, p.image.jpeg_quality if p.image.format == "jpeg" else None],
+        "sampling": p.sampling.model_dump(exclude_none=True),
+        "max_tokens": p.max_tokens,
+        "extra_body": p.extra_body.get(kind, {}),
+        "postprocess": p.postprocess.model_dump(),
+        **({"pages_per_request": pages_per_request, "multipage": p.multipage.model_dump()}
+           if pages_per_request > 1 else {}),
+    }
+
+
+def owes_ladder(cfg: RunConfig, profile: Profile, status: Status | None, attempts: int) -> bool:
+    """Does a page whose last record has `status` after `attempts` still owe a ladder step
+    (or the fallback)? Fallback records end the ladder."""
+    if status not in LADDER or cfg.no_retry:
+        return False
+    return attempts <= len(profile.retry.temperatures)
 
 
 async def make_vlm_reader(cfg: RunConfig, pool: WorkerPool) -> VlmReader:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from ...exceptions import UsageError
+from ...exceptions import SETTLED, UsageError
 from ...record import now_iso
 
 DEFAULT_SIGNAL_LEAD = 120  # seconds before the time limit the batch shell gets SIGTERM
@@ -81,6 +81,8 @@ EXIT_MEANINGS = {
     0: "every page ok or fallback", 1: "pages missing or failed: resubmit", 2: "only review pages remain",
     3: "usage or configuration error", 4: "quality gate failed", 5: "endpoint unavailable",
     6: "run directory in use by another process", 7: "internal error (a bug)",
+    8: "the run directory cannot be written: fix it, resubmit",
+    9: "finished; some inputs are unreadable (bad_inputs.csv): done, fix the files, then --force-bad",
     130: "interrupted: resubmit to resume", 143: "killed by SIGTERM",
 }
 
@@ -216,8 +218,14 @@ wait "$pid" 2>/dev/null; last=$?
 [ "$last" -ne 127 ] && rc=$last
 task_state FINISHED "$rc"
 echo "== $(date -Is) vlmocr exited $rc: $(exit_meaning "$rc")"
-exit "$rc"
 """
+    if command is None:
+        # Nothing owed after these (every page final; 9 = unreadable inputs, listed): SLURM shows
+        # the task COMPLETED and `afterok` follows, the task file keeps vlmocr's own code.
+        settled = "|".join(str(int(c)) for c in sorted(SETTLED))
+        body += f"""case "$rc" in {settled}) exit 0 ;; esac
+"""
+    body += 'exit "$rc"\n'
     return "\n".join(lines) + "\n" + body
 
 

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ...exceptions import UsageError
+from ...exceptions import SETTLED, UsageError
 from ...rundir import RunDir, run_keys
 from ...sources import Document, shard_of
 from .jobs import TERMINAL_STATES, latest_job, load_jobs, sacct_states, squeue_tasks
@@ -133,7 +133,8 @@ def status(run_dir: Path) -> dict[str, Any]:
             continue
         if tf.get("state") == "FINISHED":
             rc = tf.get("exit_code")
-            task_state[name] = {"state": "COMPLETED" if rc == 0 else "FAILED", "exit_code": rc,
+            # As SLURM saw it: the job script exits 0 for a settled outcome (9: unreadable inputs).
+            task_state[name] = {"state": "COMPLETED" if rc in SETTLED else "FAILED", "exit_code": rc,
                                 "job_id": tf.get("job_id"), "source": "task file"}
         elif tf.get("job_id"):
             lookup.append((name, tf["job_id"]))

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ...exceptions import UsageError
+from ...exceptions import SETTLED, UsageError
 from ...record import now_iso
 from ...rundir import RunDir
 from ...skipped import SkippedFiles
@@ -196,9 +196,10 @@ def _comparable(argv: Sequence[str]) -> list[str]:
 
 
 def complete_shards(run_dir: Path, n: int, run_args: Sequence[str]) -> list[int]:
-    """Shards whose last run finished with exit 0 under this command (up to options that change
-    neither text nor work, e.g. --stop-grace, --workers), after the staged manifest last changed:
-    resubmitting need not start them again (no server start, no GPU)."""
+    """Shards that owe nothing: their last run finished with exit 0, or 9 (every page final, some
+    inputs unreadable: a resubmit reads them no better), under this command (up to options that
+    change neither text nor work, e.g. --stop-grace, --workers), after the staged manifest last
+    changed: resubmitting need not start them again (no server start, no GPU)."""
     run = RunDir(run_dir)
     manifest = run.staged / "bulk.csv"
     try:
@@ -216,7 +217,7 @@ def complete_shards(run_dir: Path, n: int, run_args: Sequence[str]) -> list[int]
             fresh = path.stat().st_mtime > manifest_mtime
         except OSError:
             continue
-        if (fresh and summary.get("exit_code") == 0 and isinstance(argv, list)
+        if (fresh and summary.get("exit_code") in SETTLED and isinstance(argv, list)
                 and _comparable(argv) == _comparable(shard_argv(run_dir, k, n, run_args))):
             done.append(k)
     return done
@@ -268,7 +269,8 @@ def submit(run_dir: Path, *, paths: Sequence[str] = (), manifest: str | Path | N
         sub.skipped_shards = done
         todo = [k for k in todo if k not in done]
     if not todo:
-        sub.note = f"all {shards} shards are complete under this command: nothing submitted (--all-shards to rerun)"
+        sub.note = (f"all {shards} shards owe nothing under this command (last outcome 0, or 9: unreadable "
+                    "inputs listed in bad_inputs.csv): nothing submitted (--all-shards to rerun)")
         return sub
     if len(todo) < shards:
         sub.array = compress_ranges(todo) + (f"%{options.max_running}" if options.max_running else "")
