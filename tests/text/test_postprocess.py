@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from vlmocr.figures.find import FIGURE_TYPES
+from vlmocr.text.postprocess import FIGURE_TYPES
 from vlmocr.profiles import Profile, load_profile
 from vlmocr.text.postprocess import LAYOUT_LABELS, postprocess, split_pages, strip_fences
 
