@@ -70,7 +70,7 @@ def test_a_manifest_naming_a_missing_file_stays_that_documents_bad_input(world, 
     manifest.write_text(f"doc_id,path\nthere,{world['doc']}\ngone,{tmp_path / 'gone.pdf'}\n")
     out = tmp_path / "run"
     proc = run_cli("run", "--manifest", str(manifest), "--out", str(out), "--engine", "textlayer", "--workers", "1")
-    assert proc.returncode == ExitCode.incomplete, proc.stderr
+    assert proc.returncode == ExitCode.bad_inputs, proc.stderr  # finished; an input is unreadable
     assert "ok=1" in proc.stdout and "failed=1" in proc.stdout
 
 
@@ -121,6 +121,10 @@ def test_an_output_that_cannot_be_written_is_one_line_and_exit_3(world, command)
             target = target.with_name("x.jsonl")  # a .jsonl name: the one-file export
         elif command == "export-jsonl" and target == world["root"] / "a-folder":
             continue  # a folder named without .jsonl is the folder export, which takes an empty folder
+        elif command == "dedup" and target == world["root"] / "a-folder":
+            says = "name it .jsonl or .csv"  # the manifest's format comes from its name, checked first
+        elif command == "dedup":
+            target = target.with_name(target.name + ".csv")
         before = sorted(os.listdir(world["root"]))
         proc = cli_in_process(*argv(world), option, str(target))
         one_line(proc, says, target.name)
