@@ -19,6 +19,7 @@ from support.records import finals
 from support.serve_standin import fake_env, gone, read_record, with_nvidia_smi
 
 from vlmocr.exceptions import ExitCode
+from vlmocr.rundir import git_commit
 from vlmocr.testing.pagecode import expected_text, make_coded_pdf
 
 
@@ -81,7 +82,8 @@ def test_run_serve_records_what_it_started_and_says_so_once_ready(tmp_path, scra
                                "memory_used": "71234 MiB"}]
     assert (server["name"], server["version"], server["version_source"]) == ("vllm", "0.11.0", "/version")
     assert (server["revision"], server["revision_source"]) == ("r9", "VLMOCR_SERVE_REVISION")
-    assert info["versions"]["vllm"] == "0.11.0" and info["git_commit"]
+    # the commit of this checkout, or None where there is none (.ci/run tests a copy without .git)
+    assert info["versions"]["vllm"] == "0.11.0" and info["git_commit"] == git_commit()
     assert {(r["revision"], r["server"]) for r in finals(run_dir).values()} == {("r9", "vllm 0.11.0")}
 
 
