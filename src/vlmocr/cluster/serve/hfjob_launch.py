@@ -53,6 +53,7 @@ from .running import (
     ENV_SERVE_MODEL_PATH,
     ENV_SERVE_REVISION,
     ServerInterrupted,
+    check_serve_options,
     _sigterm_raises,
 )
 
@@ -339,10 +340,7 @@ def serve_hf_job_for_run(cfg: RunConfig, environ: Mapping[str, str] | None = Non
         yield None
         return
     env = os.environ if environ is None else environ
-    if cfg.endpoint:
-        raise UsageError("give --serve PROFILE or --endpoint URL, not both")
-    if cfg.out is None:
-        raise UsageError("--out RUN is required")
+    check_serve_options(cfg)
     token = hf_token(env)
     kind = cfg.server_kind if cfg.server_kind in SERVERS else "vllm"
     timeout = env.get(HF_JOBS_TIMEOUT_ENV, "").strip() or None

@@ -184,6 +184,15 @@ def running_server(
                 note(f"{plan.server} (pid {process.pid}) stopped")
 
 
+def check_serve_options(cfg: RunConfig) -> None:
+    """`run --serve` (here or as an HF job) starts its own server: no --endpoint beside it, and
+    a run folder for the server's log."""
+    if cfg.endpoint:
+        raise UsageError("give --serve PROFILE or --endpoint URL, not both")
+    if cfg.out is None:
+        raise UsageError("--out RUN is required")
+
+
 @contextlib.contextmanager
 def serve_for_run(cfg: RunConfig, environ: Mapping[str, str] | None = None) -> Iterator[ServerInfo | None]:
     """For ``vlmocr run --serve P``: start the server, point ``cfg`` at it (endpoint, served model
@@ -198,10 +207,7 @@ def serve_for_run(cfg: RunConfig, environ: Mapping[str, str] | None = None) -> I
         yield None
         return
     env = os.environ if environ is None else environ
-    if cfg.endpoint:
-        raise UsageError("give --serve PROFILE or --endpoint URL, not both")
-    if cfg.out is None:
-        raise UsageError("--out RUN is required")
+    check_serve_options(cfg)
     profile = load_profile(cfg.serve)
     kind = cfg.server_kind if cfg.server_kind in SERVERS else "vllm"
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
