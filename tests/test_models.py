@@ -1,13 +1,7 @@
 """`vlmocr models fetch | status` and `check_model_dir`, against a loopback Hugging Face Hub.
 
-The stand-in Hub is a real HTTP server on 127.0.0.1 (aiohttp in a thread) that answers the
-endpoints huggingface_hub's ``snapshot_download`` uses for a model repo:
-
-* ``GET /api/models/{repo}/revision/{rev}`` — repo info: ``sha`` (the commit), ``siblings``;
-* ``GET /api/models/{repo}/tree/{rev}?recursive=…`` — the file listing (size, git blob ``oid``,
-  ``lfs`` {oid = sha256, size} for the weights), as the Hub sends it;
-* ``HEAD|GET /{repo}/resolve/{rev}/{path}`` — the file, with ``X-Repo-Commit``, ``ETag``
-  (``X-Linked-Etag``/``X-Linked-Size`` for LFS files) and ``Content-Length``.
+The stand-in Hub (vlmocr.testing.fake_hub) is a real HTTP server on 127.0.0.1 (aiohttp in a
+thread) that answers the endpoints huggingface_hub's ``snapshot_download`` uses for a model repo.
 
 Nothing here may reach the internet: the endpoint is always the loopback URL, and a guard on
 ``socket.getaddrinfo`` fails any test that resolves another host.
@@ -15,206 +9,36 @@ Nothing here may reach the internet: the endpoint is always the loopback URL, an
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
 import json
 import os
-import random
 import socket
 import subprocess
 import sys
-import threading
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 import pytest
-from aiohttp import web
 
 from vlmocr import models
 from vlmocr.exceptions import EndpointUnavailable, ExitCode, UsageError
-
-REPO_ID = "acme/tiny-ocr"
-SHA_MAIN = "3f2a9c1e5b7d4a6f8e0c2b4d6f8a0c1e3b5d7f90"
-SHA_OLD = "0123456789abcdef0123456789abcdef01234567"
-SHA_UNKNOWN = "ffffffffffffffffffffffffffffffffffffffff"
-
-
-def _weights(seed: int, n: int = 96_000) -> bytes:
-    return random.Random(seed).randbytes(n)
-
-
-FILES_MAIN: dict[str, bytes] = {
-    ".gitattributes": b"*.safetensors filter=lfs diff=lfs merge=lfs -text\n",
-    "config.json": json.dumps({"architectures": ["TinyOCR"], "hidden_size": 8}).encode(),
-    "model.safetensors": _weights(1),
-    "tokenizer.json": json.dumps({"version": "1.0", "model": {"vocab": {"a": 0, "b": 1}}}).encode(),
-    "tokenizer_config.json": b'{"model_max_length": 512}',
-    "processor/preprocessor_config.json": b'{"size": {"longest_edge": 1540}}',
-}
-FILES_OLD: dict[str, bytes] = {
-    "config.json": json.dumps({"architectures": ["TinyOCR"], "hidden_size": 4}).encode(),
-    "model.safetensors": _weights(2),
-}
-LFS_SUFFIXES = (".safetensors",)
-
-
-def git_blob_id(data: bytes) -> str:
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-
-
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-# --------------------------------------------------------------------------------------------
-# the loopback Hub
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class FakeHub:
-    commits: dict[str, dict[str, bytes]]
-    refs: dict[str, str]
-    repo: str = REPO_ID
-    corrupt: dict[str, bytes] = field(default_factory=dict)  # path -> bytes served instead of the listed ones
-    requests: list[tuple[str, str]] = field(default_factory=list)
-    url: str = ""
-
-    def _commit(self, rev: str) -> str | None:
-        if rev in self.commits:
-            return rev
-        return self.refs.get(rev)
-
-    @staticmethod
-    def _error(status: int, code: str, message: str) -> web.Response:
-        return web.json_response({"error": message}, status=status, headers={"X-Error-Code": code,
-                                                                               "X-Error-Message": message})
-
-    def _repo_of(self, request: web.Request) -> str | None:
-        repo = f"{request.match_info['owner']}/{request.match_info['name']}"
-        return repo if repo == self.repo else None
-
-    async def _log(self, request: web.Request) -> None:
-        self.requests.append((request.method, request.path_qs))
-
-    async def info(self, request: web.Request) -> web.Response:
-        await self._log(request)
-        if self._repo_of(request) is None:
-            return self._error(404, "RepoNotFound", "Repository not found")
-        commit = self._commit(request.match_info["rev"])
-        if commit is None:
-            return self._error(404, "RevisionNotFound", f"Invalid rev id: {request.match_info['rev']}")
-        files = self.commits[commit]
-        return web.json_response({"_id": "x", "id": self.repo, "modelId": self.repo, "sha": commit, "private": False,
-                                  "gated": False, "disabled": False, "tags": [],
-                                  "siblings": [{"rfilename": p} for p in sorted(files)]})
-
-    async def tree(self, request: web.Request) -> web.Response:
-        await self._log(request)
-        if self._repo_of(request) is None:
-            return self._error(404, "RepoNotFound", "Repository not found")
-        commit = self._commit(request.match_info["rev"])
-        if commit is None:
-            return self._error(404, "RevisionNotFound", f"Invalid rev id: {request.match_info['rev']}")
-        prefix = request.match_info.get("path", "").strip("/")
-        recursive = request.query.get("recursive", "").lower() in ("true", "1")
-        entries, folders = [], set()
-        for path, data in sorted(self.commits[commit].items()):
-            if prefix and not path.startswith(prefix + "/"):
-                continue
-            rest = path[len(prefix) + 1:] if prefix else path
-            if "/" in rest:
-                folder = (prefix + "/" if prefix else "") + rest.split("/")[0]
-                if folder not in folders:
-                    folders.add(folder)
-                    entries.append({"type": "directory", "oid": git_blob_id(folder.encode()), "size": 0,
-                                    "path": folder})
-                if not recursive:
-                    continue
-            entry = {"type": "file", "oid": git_blob_id(data if not path.endswith(LFS_SUFFIXES) else
-                                                        b"version https://git-lfs.github.com/spec/v1\n"),
-                     "size": len(data), "path": path}
-            if path.endswith(LFS_SUFFIXES):
-                entry["lfs"] = {"oid": sha256(data), "size": len(data), "pointerSize": 134}
-            entries.append(entry)
-        return web.json_response(entries)
-
-    async def resolve(self, request: web.Request) -> web.StreamResponse:
-        await self._log(request)
-        if self._repo_of(request) is None:
-            return self._error(404, "RepoNotFound", "Repository not found")
-        commit = self._commit(request.match_info["rev"])
-        if commit is None:
-            return self._error(404, "RevisionNotFound", f"Invalid rev id: {request.match_info['rev']}")
-        path = request.match_info["path"]
-        files = self.commits[commit]
-        if path not in files:
-            return self._error(404, "EntryNotFound", f"{path} does not exist at {commit}")
-        data = files[path]
-        headers = {"X-Repo-Commit": commit, "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}
-        if path.endswith(LFS_SUFFIXES):
-            headers.update({"ETag": f'"{git_blob_id(data)}"', "X-Linked-Etag": f'"{sha256(data)}"',
-                            "X-Linked-Size": str(len(data))})
-        else:
-            headers["ETag"] = f'"{git_blob_id(data)}"'
-        body = self.corrupt.get(path, data)
-        headers["Content-Length"] = str(len(body))
-        if request.method == "HEAD":
-            response = web.StreamResponse(status=200, headers=headers)
-            await response.prepare(request)
-            await response.write_eof()
-            return response
-        return web.Response(body=body, headers=headers)
-
-    async def fallback(self, request: web.Request) -> web.Response:
-        await self._log(request)
-        return self._error(404, "EntryNotFound", f"the stand-in Hub does not serve {request.path}")
-
-    def app(self) -> web.Application:
-        app = web.Application()
-        r = app.router
-        r.add_get("/api/models/{owner}/{name}/revision/{rev}", self.info)
-        r.add_get("/api/models/{owner}/{name}/tree/{rev}", self.tree)
-        r.add_get("/api/models/{owner}/{name}/tree/{rev}/{path:.*}", self.tree)
-        r.add_route("HEAD", "/{owner}/{name}/resolve/{rev}/{path:.+}", self.resolve)
-        r.add_route("GET", "/{owner}/{name}/resolve/{rev}/{path:.+}", self.resolve)
-        r.add_route("*", "/{tail:.*}", self.fallback)
-        return app
+from vlmocr.testing.fake_hub import (
+    FILES_MAIN,
+    FILES_OLD,
+    REPO_ID,
+    SHA_MAIN,
+    SHA_OLD,
+    SHA_UNKNOWN,
+    FakeHub,
+    serve_hub_in_thread,
+    sha256,
+    standard_hub,
+)
 
 
 @pytest.fixture
 def hub():
-    state = FakeHub(commits={SHA_MAIN: dict(FILES_MAIN), SHA_OLD: dict(FILES_OLD)}, refs={"main": SHA_MAIN})
-    loop = asyncio.new_event_loop()
-    started = threading.Event()
-    holder: dict = {}
-
-    async def start() -> None:
-        runner = web.AppRunner(state.app(), access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        holder["runner"] = runner
-        holder["port"] = runner.addresses[0][1]
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-        try:
-            loop.run_until_complete(start())
-        finally:
-            started.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    assert started.wait(10) and "port" in holder, "the stand-in Hub did not start"
-    state.url = f"http://127.0.0.1:{holder['port']}"
-    yield state
-    asyncio.run_coroutine_threadsafe(holder["runner"].cleanup(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(10)
-    loop.close()
+    with serve_hub_in_thread(standard_hub()) as state:
+        yield state
 
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}

@@ -3,8 +3,9 @@
 `fetch_model` downloads a model repository at one commit into a directory with
 ``huggingface_hub.snapshot_download`` and writes ``DIR/.vlmocr-model.json``: the repo, the revision
 asked for, the commit the Hub resolved it to, when, and a manifest of every file in the directory
-(path, bytes, sha256). Compute nodes have no internet: fetch on a login node, serve from the
-directory with ``vlmocr serve PROFILE --model-path DIR --revision COMMIT``.
+(path, bytes, sha256). Compute nodes have no internet and a login node is no place for a
+download: fetch in a CPU job (`vlmocr slurm fetch`, vlmocr.cluster.fetch_job) or wherever the Hub
+is reachable, serve from the directory with ``vlmocr serve PROFILE --model-path DIR --revision COMMIT``.
 
 A pin is a 40-hex commit: a branch name ("main") moves, so it is refused unless ``allow_branch``,
 in which case it is resolved once and the commit recorded. Before the manifest is written, every
@@ -270,6 +271,46 @@ def _check_destination(dest: Path, repo: str) -> ModelManifest | None:
     return None
 
 
+@dataclass
+class FetchRequest:
+    """A fetch's arguments, checked and normalised; ``existing``: the manifest ``dest`` already holds."""
+
+    repo: str
+    revision: str  # a lower-case 40-hex commit, or (allow_branch) a branch or tag
+    endpoint: str
+    dest: Path  # absolute
+    existing: ModelManifest | None
+
+
+def check_fetch_request(repo: str, revision: str, dest: str | os.PathLike[str], *, endpoint: str | None = None,
+                        allow_branch: bool = False) -> FetchRequest:
+    """Check a fetch without touching the network: the repo id, the pin (a 40-hex commit unless
+    ``allow_branch``), the endpoint URL and the destination (new, empty, or an earlier fetch of
+    this repo — at this commit, when the pin is one). `vlmocr slurm fetch` calls it on the login
+    node, so a bad request fails there rather than in the queue. Raises UsageError."""
+    repo = repo.strip()
+    if not REPO_ID_RE.fullmatch(repo) or ".." in repo:
+        raise UsageError(f"{repo!r} is not a repo id (ORG/NAME)")
+    rev = revision.strip()
+    if is_commit(rev.lower()):
+        rev = rev.lower()
+    elif not allow_branch:
+        raise UsageError(f"--revision {revision!r} is not a commit: a pin must be a full 40-hex commit sha (a branch "
+                         "or tag can move). Look it up on the repo's 'Files and versions' page, or pass --allow-branch "
+                         "to resolve it now and record the commit it points to")
+    if not rev:
+        raise UsageError("--revision is empty")
+    ep = (endpoint or default_endpoint()).rstrip("/")
+    if not re.match(r"https?://", ep):
+        raise UsageError(f"--endpoint {ep!r}: give an http(s) URL")
+    dest_path = Path(dest).expanduser().absolute()
+    old = _check_destination(dest_path, repo)
+    if old is not None and is_commit(rev) and old.commit != rev:
+        raise UsageError(f"{dest_path} holds {repo}@{old.commit}, not {rev}: fetch into a new directory "
+                         "(one directory, one commit)")
+    return FetchRequest(repo=repo, revision=rev, endpoint=ep, dest=dest_path, existing=old)
+
+
 def fetch_model(
     repo: str,
     revision: str,
@@ -290,23 +331,8 @@ def fetch_model(
     the Hub cannot be reached, ModelDirChanged (exit 1) when a file still differs from the Hub's
     listing after it was downloaded again."""
     note = say or (lambda _m: None)
-    repo = repo.strip()
-    if not REPO_ID_RE.fullmatch(repo) or ".." in repo:
-        raise UsageError(f"{repo!r} is not a repo id (ORG/NAME)")
-    rev = revision.strip()
-    if is_commit(rev.lower()):
-        rev = rev.lower()
-    elif not allow_branch:
-        raise UsageError(f"--revision {revision!r} is not a commit: a pin must be a full 40-hex commit sha (a branch "
-                         "or tag can move). Look it up on the repo's 'Files and versions' page, or pass --allow-branch "
-                         "to resolve it now and record the commit it points to")
-    if not rev:
-        raise UsageError("--revision is empty")
-    ep = (endpoint or default_endpoint()).rstrip("/")
-    if not re.match(r"https?://", ep):
-        raise UsageError(f"--endpoint {ep!r}: give an http(s) URL")
-    dest_path = Path(dest).expanduser().absolute()
-    old = _check_destination(dest_path, repo)
+    req = check_fetch_request(repo, revision, dest, endpoint=endpoint, allow_branch=allow_branch)
+    repo, rev, ep, dest_path, old = req.repo, req.revision, req.endpoint, req.dest, req.existing
 
     import huggingface_hub
     from huggingface_hub import HfApi, constants, hf_hub_download, snapshot_download

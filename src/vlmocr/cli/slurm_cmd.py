@@ -133,6 +133,60 @@ def grid_command(
     return int(ExitCode.ok)
 
 
+@slurm_app.command("fetch")
+def fetch_command(
+    target: str = typer.Argument(..., metavar="REPO|PROFILE", help="Repo id (ORG/NAME), or a profile: its model "
+                                 "and pinned revision."),
+    to: Path = typer.Option(..., "--to", help="Directory to download into (new, empty, or an earlier fetch of it)."),
+    revision: Optional[str] = typer.Option(None, "--revision", help="The commit to pin: a full 40-hex sha "
+                                           "(default: the profile's pinned revision)."),
+    include: Optional[List[str]] = typer.Option(None, "--include", help="Only files matching this glob (repeatable)."),
+    allow_branch: bool = typer.Option(False, "--allow-branch", help="Accept a branch or tag: the job resolves it "
+                                      "and records the commit."),
+    endpoint: Optional[str] = typer.Option(None, help="Hub URL (default: $HF_ENDPOINT or https://huggingface.co)."),
+    partition: Optional[str] = typer.Option(None, help="SLURM partition (a CPU one, e.g. cpu-short)."),
+    cpus_per_task: Optional[int] = typer.Option(None, help="CPUs for the job."),
+    time_limit: Optional[str] = typer.Option(None, "--time", help="Time limit, e.g. 2:00:00."),
+    mem: Optional[str] = typer.Option(None, help="Memory, e.g. 8G."),
+    account: Optional[str] = typer.Option(None, help="SLURM account."),
+    qos: Optional[str] = typer.Option(None, help="SLURM QOS."),
+    constraint: Optional[str] = typer.Option(None, help="SLURM node constraint."),
+    mail_user: Optional[str] = typer.Option(None, help="Mail this address when the job ends or fails."),
+    mail_type: str = typer.Option("END,FAIL", help="SLURM --mail-type."),
+    sbatch_arg: Optional[List[str]] = typer.Option(None, help="Another #SBATCH option (repeatable)."),
+    python: Optional[str] = typer.Option(None, help="Python that runs vlmocr on the node (default: this one)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Write the script; do not submit."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable result on stdout."),
+) -> int:
+    """Download a model at a pinned commit in a CPU job, not on the login node.
+
+    vlmocr slurm fetch REPO|PROFILE --to DIR [--revision SHA] --partition cpu-short
+
+    Checked here without a network call; the job runs `vlmocr models fetch` (script and log in
+    DIR's parent/slurm, HF_HOME beside DIR unless set). Then serve DIR offline.
+    """
+    from ..cluster.fetch_job import submit_fetch
+
+    options = _options(partition, None, cpus_per_task, time_limit, mem, account, qos, constraint, mail_user,
+                       mail_type, 0, None, sbatch_arg)
+    job = submit_fetch(target, to, revision=revision, endpoint=endpoint, include=list(include or []),
+                       allow_branch=allow_branch, options=options, python=python, dry_run=dry_run,
+                       argv=sys.argv[1:])
+    if json_out:
+        print(json.dumps(job.as_dict()), flush=True)
+        return ExitCode.ok
+    if job.job_id:
+        print(f"Submitted fetch job {job.job_id}: {job.repo}@{job.revision} -> {job.dest}; log {job.log}",
+              flush=True)
+    else:
+        print(f"dry run: wrote {job.script}; nothing submitted (would run, in {job.script.parent}: "
+              f"{' '.join(job.sbatch)})", flush=True)
+    print("When it has ended:", flush=True)
+    for line in job.follow_up():
+        print(f"  {line}", flush=True)
+    return ExitCode.ok
+
+
 @slurm_app.command("submit", context_settings=PASS_THROUGH)
 def submit_command(
     ctx: typer.Context,

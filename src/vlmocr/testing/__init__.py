@@ -9,6 +9,8 @@ benchmarks do: real HTTP on 127.0.0.1, real files, faults on purpose.
 * ``hostile_files``: documents tiny on disk but absurd once opened.
 * ``fake_hfjobs``: a stand-in of the Hugging Face Jobs API (``HF_ENDPOINT``) for
   ``vlmocr serve --target hf-jobs``.
+* ``fake_hub``: a stand-in Hugging Face Hub (one model repo at pinned commits) for
+  ``vlmocr models fetch`` and ``vlmocr slurm fetch`` (``--endpoint hub.url``).
 
 Kept import-light: importing this package starts and imports nothing. ``make_coded_pdf`` needs
 reportlab (the ``test`` extra)."""
