@@ -114,6 +114,21 @@ def test_no_retry_then_retry_only_continues_the_ladder(tmp_path, coded):
     assert [(r["status"], r["attempt"]) for r in p5] == [("loop", 1), ("ok", 2)]
 
 
+def test_a_final_refusal_is_review_not_a_resubmit_forever(tmp_path, coded):
+    # Seed 000: "The client exits 2 when only review pages remain". A refusal whose ladder is
+    # spent (here: --no-retry) asks a person, not SLURM: the same command again reads nothing
+    # and must not say "resubmit" (exit 1) a second time.
+    with serve_in_process(ServerConfig(faults={"refuse": {"pages": [5]}})) as srv:
+        first = vlm_run(coded, tmp_path / "r", srv.url, "--no-retry")
+        assert first.returncode == 2 and "review=1" in first.stdout and "failed=0" in first.stdout, first.stdout
+        n = len(srv.requests())
+        again = vlm_run(coded, tmp_path / "r", srv.url, "--no-retry")
+        assert again.returncode == 2, again.stderr
+        assert len(srv.requests()) == n  # nothing read again
+    p5 = [r for r in read_records(tmp_path / "r") if r["page"] == 5]
+    assert [r["status"] for r in p5] == ["refused"]
+
+
 def test_oversized_prompt_fails_the_page_with_the_server_message(tmp_path):
     pdf = make_coded_pdf(tmp_path / "c.pdf", [1])
     prof = tmp_path / "tiny.toml"

@@ -7,8 +7,8 @@ from enum import IntEnum
 
 class ExitCode(IntEnum):
     ok = 0  # every page ok or fallback
-    incomplete = 1  # pages missing, error or refused: resubmit
-    review = 2  # only review pages (loop, truncated, empty, suspect) remain
+    incomplete = 1  # pages missing or error: resubmit
+    review = 2  # only review pages (loop, truncated, empty, suspect, refused) remain
     usage = 3  # bad arguments or configuration; never 2 (click's default is changed)
     gate_failed = 4  # measured quality did not pass the gate
     unavailable = 5  # the endpoint is unreachable or does not serve the model

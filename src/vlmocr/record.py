@@ -36,15 +36,19 @@ class Status(str, Enum):
         return STATUS_GROUP[self]
 
 
-REVIEW = frozenset({Status.loop, Status.truncated, Status.empty, Status.suspect})
-FAILED = frozenset({Status.refused, Status.error, Status.bad_input})
+# A refusal is review, not failure: the retry ladder gives it other samplings within the run (and
+# continues on resume); once the ladder is spent, a resubmit asks the same model the same way and
+# gets the same answer, so counting it "failed" (exit 1: resubmit) would resubmit forever. A
+# person decides (another model, another prompt, or the page is not for OCR).
+REVIEW = frozenset({Status.loop, Status.truncated, Status.empty, Status.suspect, Status.refused})
+FAILED = frozenset({Status.error, Status.bad_input})
 STATUS_GROUP = {
     s: ("ok" if s is Status.ok else "fallback" if s is Status.fallback else "review" if s in REVIEW else "failed")
     for s in Status
 }
 # What a VLM gets wrong by chance, which another sampling can fix: the retry ladder's statuses
 # (for pages and figure descriptions alike).
-LADDER = REVIEW | {Status.refused}
+LADDER = REVIEW
 # A page whose last record has one of these statuses is re-attempted on resume: the failure
 # was transient (network, server) and resubmitting is how the user asks for another try.
 RETRY_ON_RESUME = frozenset({Status.error})

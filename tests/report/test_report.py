@@ -190,8 +190,8 @@ def test_index_shows_the_numbers_of_the_records(flagged, page) -> None:
     assert sum(counts.values()) == len(pages)
     groups = Counter({"ok": 0, "fallback": 0, "review": 0, "failed": 0})
     for r in pages:
-        groups[{"ok": "ok", "fallback": "fallback", "loop": "review", "truncated": "review", "empty": "review"}
-               .get(r["status"], "failed")] += 1
+        groups[{"ok": "ok", "fallback": "fallback", "loop": "review", "truncated": "review", "empty": "review",
+                "suspect": "review", "refused": "review"}.get(r["status"], "failed")] += 1
     for g, n in groups.items():
         assert shown(f"n-{g}") == str(n)
     assert shown("q-cer") == f"{_expected_cer(run) * 100:.2f} %"
