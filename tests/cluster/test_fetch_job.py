@@ -125,3 +125,27 @@ def test_a_bad_request_exits_3_before_anything_is_submitted(tmp_path, case):
                 "dir-of-another-commit": "not " + SHA_OLD}[case]
     assert expected in lines[0]
     assert not (tmp_path / "models" / "slurm").exists()
+
+
+def test_a_second_fetch_into_the_same_dir_waits_for_the_first(slurm, tmp_path):
+    """Two jobs writing one DIR would race: the second is refused while the first is queued."""
+    dest = tmp_path / "models" / "tiny"
+    args = [REPO_ID, "--revision", SHA_MAIN, "--to", str(dest), "--endpoint", "http://127.0.0.1:9",
+            "--partition", slurm.partition, "--time", "00:02:00", "--json"]
+    first = _fetch(tmp_path, *args, "--sbatch-arg", "--hold")
+    assert first.returncode == 0, first.stderr
+    job_id = json.loads(first.stdout)["job_id"]
+    slurm.submitted.append(job_id)
+    mine = [job_id]
+    try:
+        second = _fetch(tmp_path, *args)
+        assert second.returncode == ExitCode.usage, second.stderr
+        assert f"fetch job {job_id} into {dest} is still PENDING" in second.stderr
+        other = _fetch(tmp_path, *args[:3], "--to", str(tmp_path / "models" / "other"), *args[5:],
+                       "--sbatch-arg", "--hold")
+        assert other.returncode == 0, other.stderr  # another DIR beside it is not blocked
+        mine.append(json.loads(other.stdout)["job_id"])
+        slurm.submitted.append(mine[-1])
+    finally:
+        for job in mine:
+            slurm.cancel(job)
