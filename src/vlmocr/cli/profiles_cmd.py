@@ -34,6 +34,9 @@ def list_command(json_out: bool = typer.Option(False, "--json", help="Machine-re
         size = f"{p.image.longest_side} px" if p.image.longest_side else f"{p.image.dpi} dpi"
         details = Text(p.model or "(any model: --model)", style="bold")
         details.append(f"\n{size} {p.image.format}, max_tokens {p.max_tokens}, concurrency {p.concurrency}")
+        if p.memory is not None:
+            details.append(f"\nGPU memory: {p.memory.min_gpu_gb:g} GB ({p.memory.weights_gb:g} GB weights"
+                           + (f", {p.memory.dtype}" if p.memory.dtype else "") + ")")
         if p.description:
             details.append(f"\n{p.description}", style="dim")
         table.add_row(Text(p.name, style="bold cyan"), details)
@@ -44,7 +47,8 @@ def list_command(json_out: bool = typer.Option(False, "--json", help="Machine-re
 
 @profiles_app.command("show")
 def show_command(name: str = typer.Argument(..., help="Profile name or path to a .toml file.")) -> None:
-    """The whole profile as JSON (after defaults), and the file it came from."""
+    """The whole profile as JSON (after defaults), and the file it came from; `memory` is the GPU
+    memory it needs (`vlmocr plan --partitions`)."""
     p = load_profile(name)
     data = p.model_dump(mode="json")
     data["prompt_id"] = p.prompt_id if not p.image_only else None

@@ -50,10 +50,12 @@ def triage_command(
 @app.command("plan")
 def plan_command(
     triage_csv: Path = typer.Option(..., "--triage", help="A CSV written by `vlmocr triage`."),
-    pages_per_hour: Optional[float] = typer.Option(None, help="OCR pages per hour on one GPU."),
+    pages_per_hour: Optional[float] = typer.Option(None, "--pages-per-hour", "--rate",
+                                                   help="OCR pages per hour on one GPU."),
     measure: bool = typer.Option(False, "--measure", help="Measure the rate now on a sample of the corpus."),
     endpoint: Optional[str] = typer.Option(None, help="OpenAI-compatible base URL to measure against."),
-    profile: Optional[str] = typer.Option(None, help="Model profile for --measure (see `vlmocr profiles list`)."),
+    profile: Optional[List[str]] = typer.Option(None, help="Model profile for --measure; with --partitions, the "
+                                                "profiles to place (repeatable; default all)."),
     model: Optional[str] = typer.Option(None, help="Model name served by the endpoint."),
     sample: int = typer.Option(20, min=1, help="Pages to read for --measure."),
     concurrency: Optional[int] = typer.Option(None, min=1, help="Requests in flight for --measure."),
@@ -61,34 +63,74 @@ def plan_command(
     gpus: str = typer.Option("1,2,4,8", help="GPU counts to estimate for."),
     overnight_hours: float = typer.Option(12.0, help="What one night on a local machine is, in hours."),
     retry_overhead: float = typer.Option(0.30, min=0.0, help="Extra share of time for retries."),
+    partitions: Optional[Path] = typer.Option(None, "--partitions", help="Where models fit: a partitions TOML, or "
+                                              "the output of `sinfo -h -o \"%P|%G|%l|%D|%c|%m\"` (- = stdin)."),
+    manifest: Optional[Path] = typer.Option(None, help="With --partitions: the documents to split, in priority order "
+                                            "(default: the triage CSV's)."),
+    split_out: Optional[Path] = typer.Option(None, "--split-out", help="With --partitions: write one manifest per "
+                                             "partition here."),
+    run: str = typer.Option("RUN", "--run", help="With --partitions: the run directory in the proposed commands."),
     json_out: bool = typer.Option(False, "--json", help="Print a machine-readable plan on stdout."),
 ) -> int:
-    """Pages to OCR vs served by the text layer, hours on 1…N GPUs, and where to run it."""
+    """Pages to OCR vs served by the text layer, hours on 1…N GPUs, and where to run it; with
+    --partitions, which partitions hold each profile's model and how to split the pages."""
     from ..corpus.plan import load_corpus, make_plan, measure as measure_rate, parse_gpus, render_plan
 
+    profiles = list(profile or [])
+    if (manifest or split_out) and partitions is None:
+        raise UsageError("--manifest and --split-out go with --partitions FILE")
     counts = parse_gpus(gpus)
+    parts = None
+    if partitions is not None:
+        import sys
+
+        from ..corpus.partitions import load_partitions
+
+        parts = load_partitions(partitions, sys.stdin.read() if str(partitions) == "-" else None)
     corpus = load_corpus(triage_csv)
     measurement = None
+    rate: Optional[float] = None
     if measure:
         if not endpoint:
             raise UsageError("--measure needs --endpoint URL")
         if pages_per_hour is not None:
             raise UsageError("give --pages-per-hour or --measure, not both")
-        measurement = measure_rate(triage_csv, endpoint, profile=profile, model=model, sample=sample,
-                                   concurrency=concurrency, progress=True)
+        if len(profiles) > 1:
+            raise UsageError("--measure reads with one --profile")
+        measurement = measure_rate(triage_csv, endpoint, profile=profiles[0] if profiles else None, model=model,
+                                   sample=sample, concurrency=concurrency, progress=True)
         rate = measurement.pages_per_hour / endpoint_gpus
         source = (f"measured now: {measurement.pages} pages in {measurement.seconds:.1f} s against {endpoint}, "
                   f"profile {measurement.profile}" + (f", ÷{endpoint_gpus} GPUs" if endpoint_gpus > 1 else ""))
     elif pages_per_hour is not None:
         rate, source = pages_per_hour, "given with --pages-per-hour"
-    else:
+    elif parts is None:
         raise UsageError("give a rate: --pages-per-hour N, or --measure --endpoint URL [--profile P]")
-    plan = make_plan(corpus, rate, counts, rate_source=source, retry_overhead=retry_overhead,
-                     overnight_hours=overnight_hours, measurement=measurement)
+    plan = None
+    if rate is not None:
+        plan = make_plan(corpus, rate, counts, rate_source=source, retry_overhead=retry_overhead,
+                         overnight_hours=overnight_hours, measurement=measurement)
+    placed = None
+    if parts is not None:
+        from ..corpus.partitions import plan_partitions
+        from ..profiles import list_profiles, load_profile
+
+        chosen = [load_profile(name) for name in profiles] if profiles else list_profiles()
+        placed = plan_partitions(parts, [(p.name, p.memory.min_gpu_gb if p.memory else None) for p in chosen],
+                                 triage_csv, corpus.ocr_pages, rate, retry_overhead, manifest=manifest,
+                                 split_out=split_out, run=run)
     if json_out:
-        print(json.dumps(plan.as_dict()), flush=True)
-    else:
+        data = plan.as_dict() if plan is not None else {}
+        if placed is not None:
+            data["partitions"] = placed.as_dict()
+        print(json.dumps(data), flush=True)
+        return int(ExitCode.ok)
+    if plan is not None:
         print(render_plan(plan), end="", flush=True)
+    if placed is not None:
+        from ..corpus.partitions import render_partition_plan
+
+        print(("\n" if plan is not None else "") + render_partition_plan(placed), end="", flush=True)
     return int(ExitCode.ok)
 
 

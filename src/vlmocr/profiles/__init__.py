@@ -211,6 +211,41 @@ class RetrySpec(_Strict):
         return self
 
 
+# Bytes per parameter of the dtype the weights are served in (what `weights_gb` is made of).
+DTYPE_BYTES: dict[str, float] = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0,
+                                 "int4": 0.5, "awq": 0.5, "gptq": 0.5}
+
+
+class MemorySpec(_Strict):
+    """The GPU memory the model needs, for `vlmocr plan --partitions` (which partition holds it,
+    on one GPU or tensor parallel across one node's GPUs). In GB, on the scale the seeds quote
+    GPUs (an A40 is "46 GB"): ``weights_gb`` = parameters × bytes per parameter of ``dtype``
+    (the served weights); ``min_gpu_gb`` = (weights + KV cache and activations for the profile's
+    context and concurrency) ÷ 0.9 (vLLM's default --gpu-memory-utilization): the smallest GPU,
+    or the sum of a node's GPUs under tensor parallelism, that serves it. Each shipped profile
+    says in a comment where its figures come from."""
+
+    params_b: float | None = Field(default=None, gt=0)  # parameters, in billions
+    dtype: str = ""  # the served weights: bf16, fp8, awq … (DTYPE_BYTES)
+    weights_gb: float = Field(gt=0)
+    min_gpu_gb: float = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> MemorySpec:
+        if self.dtype and self.dtype not in DTYPE_BYTES:
+            raise ValueError(f"memory.dtype {self.dtype!r}: use one of {', '.join(DTYPE_BYTES)}")
+        if self.min_gpu_gb < self.weights_gb:
+            raise ValueError(f"memory.min_gpu_gb {self.min_gpu_gb:g} is less than weights_gb {self.weights_gb:g}: "
+                             "the GPU holds the weights and the KV cache")
+        if self.params_b and self.dtype:
+            # A typo (80 for 8) or a dtype left at bf16 after switching to FP8 weights shows here.
+            expected = self.params_b * DTYPE_BYTES[self.dtype]
+            if not 0.75 * expected <= self.weights_gb <= 1.35 * expected:
+                raise ValueError(f"memory.weights_gb {self.weights_gb:g} does not match {self.params_b:g}B parameters "
+                                 f"in {self.dtype} (about {expected:.1f} GB)")
+        return self
+
+
 class Profile(_Strict):
     """One model's recipe. See the shipped ``*.toml`` files for documented examples."""
 
@@ -248,6 +283,9 @@ class Profile(_Strict):
     postprocess: PostprocessSpec = PostprocessSpec()
     multipage: MultiPageSpec = MultiPageSpec()
     retry: RetrySpec = RetrySpec()
+    # GPU memory the model needs (`vlmocr plan --partitions`); None in a user profile that does
+    # not say (the plan then names it as unplaceable instead of guessing).
+    memory: MemorySpec | None = None
 
     _source: Path | None = PrivateAttr(default=None)
 
@@ -367,6 +405,7 @@ __all__ = [
     "SERVER_KINDS",
     "HfJobsSpec",
     "ImageSpec",
+    "MemorySpec",
     "MultiPageSpec",
     "PostprocessSpec",
     "Profile",
