@@ -1,5 +1,5 @@
-"""`vlmocr plan --partitions`: partitions from sinfo output or a TOML, which of them hold a
-model by the GPU memory its profile declares, the per-user cap and time limits as shard counts,
+"""`vlmocr plan --partitions` (corpus/partitions.py, corpus/placement.py): partitions from
+sinfo output or a TOML, which of them hold a model by the GPU memory its profile declares, the per-user cap and time limits as shard counts,
 the split of the pages, and the command end to end.
 
 The figures are seed 000's (the ALICE production run) and seed 001's (a 27B model on two A40s)."""
@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from support.cli import run_cli
-from vlmocr.corpus.partitions import (STARTUP_HOURS, Partition, SplitDoc, fit, gpu_memory, load_partitions,
-                                      parse_partitions_toml, parse_sinfo, parse_time_limit, place, shards_for,
-                                      split_documents)
+from vlmocr.corpus.partitions import (Partition, gpu_memory, load_partitions, parse_partitions_toml, parse_sinfo,
+                                      parse_time_limit)
+from vlmocr.corpus.placement import STARTUP_HOURS, SplitDoc, fit, place, shards_for, split_documents
 from vlmocr.exceptions import UsageError
 from vlmocr.profiles import MemorySpec, load_profile
 

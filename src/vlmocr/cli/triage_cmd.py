@@ -1,5 +1,5 @@
 """`vlmocr triage`, `vlmocr plan`, `vlmocr manifest`: know the corpus, estimate, order it.
-The logic lives in vlmocr.corpus.triage, vlmocr.corpus.plan and vlmocr.corpus.manifest."""
+The logic lives in vlmocr.corpus.triage, .plan, .partitions, .placement and .manifest."""
 
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ def plan_command(
                          overnight_hours=overnight_hours, measurement=measurement)
     placed = None
     if parts is not None:
-        from ..corpus.partitions import plan_partitions
+        from ..corpus.placement import plan_partitions
         from ..profiles import list_profiles, load_profile
 
         chosen = [load_profile(name) for name in profiles] if profiles else list_profiles()
@@ -128,7 +128,7 @@ def plan_command(
     if plan is not None:
         print(render_plan(plan), end="", flush=True)
     if placed is not None:
-        from ..corpus.partitions import render_partition_plan
+        from ..corpus.placement import render_partition_plan
 
         print(("\n" if plan is not None else "") + render_partition_plan(placed), end="", flush=True)
     return int(ExitCode.ok)
