@@ -1,6 +1,6 @@
 """`vlmocr plan --partitions` (corpus/partitions.py, corpus/placement.py): partitions from
-sinfo output or a TOML, which of them hold a model by the GPU memory its profile declares, the per-user cap and time limits as shard counts,
-the split of the pages, and the command end to end.
+sinfo output or a TOML, which of them hold a model by the GPU memory its profile declares, the
+per-user cap and time limits as shard counts, the split of the pages, and the command end to end.
 
 The figures are seed 000's (the ALICE production run) and seed 001's (a 27B model on two A40s)."""
 
@@ -310,3 +310,16 @@ def test_plan_rates_per_partition_need_no_global_rate(tmp_path):
     # the A100 (1,700/h) takes about twice the pages of the two A40s (860/h)
     ratio = parts["a100"]["split_pages"] / parts["a40"]["split_pages"]
     assert 1.5 < ratio < 2.6
+
+
+def test_a_part_has_no_more_shards_than_documents(tmp_path):
+    # 3 documents, 16 GPUs on the A100 partition: 3 shards, not 16 with 13 left empty
+    triage = _triage_csv(tmp_path / "triage.csv", DOCS[:3])
+    res = run_cli("plan", "--triage", str(triage), "--rate", "10", "--partitions", str(DATA / "sinfo.txt"),
+                  "--profile", "gemma-4", "--json")
+    assert res.returncode == 0, res.stderr
+    parts = json.loads(res.stdout)["partitions"]["profiles"][0]["partitions"]
+    fitting = [p for p in parts if p["fits"]]
+    assert fitting[0]["partition"] == "gpu-a100-80g" and fitting[0]["shards"] == 16
+    assert sum(p["split_docs"] for p in fitting) == 3
+    assert all(p["split_shards"] <= p["split_docs"] for p in fitting)

@@ -193,7 +193,9 @@ def apply_split(placement: Placement, docs: list[SplitDoc], retry_overhead: floa
         f.docs, f.pages = len(mine), round(pages)
         work = pages * (1 + retry_overhead)
         f.part_hours = work / f.throughput if work else 0.0
-        f.part_shards = shards_for(work, f.rate_per_gpu * f.tp, f.instances, f.partition.time_limit_hours)
+        # Shards take whole documents (by doc_id hash): more shards than documents would stay empty.
+        f.part_shards = min(len(mine), shards_for(work, f.rate_per_gpu * f.tp, f.instances,
+                                                  f.partition.time_limit_hours))
     return parts
 
 
@@ -346,7 +348,8 @@ def plan_partitions(partitions: Partitions, profiles: list[tuple[str, float | No
                 for f in fitting if f.docs]
         else:
             only = fitting[0]
-            only.docs, only.pages, only.part_hours, only.part_shards = len(docs), ocr_pages, only.hours, only.shards
+            only.docs, only.pages, only.part_hours = len(docs), ocr_pages, only.hours
+            only.part_shards = min(len(docs), only.shards)
             plan.commands[name] = [submit_command(name, only, str(manifest) if manifest else "MANIFEST.csv", run)]
     return plan
 
