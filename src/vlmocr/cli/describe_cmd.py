@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 
@@ -24,6 +24,9 @@ def describe_command(
                                            "this library whose figures lack descriptions (in the runs they "
                                            "came from), then published again."),
     endpoint: Optional[str] = typer.Option(None, help="OpenAI-compatible base URL of the describing model."),
+    serve: Optional[str] = typer.Option(None, "--serve", help="Instead of --endpoint: start a server for this "
+                                        "profile on this node (as `run --serve`), describe, stop it; none is "
+                                        "started when no figure is owed."),
     profile: Optional[str] = typer.Option(None, help="Model profile: sampling, extra body, retries (and the "
                                           "prompt, for a profile of your own)."),
     model: Optional[str] = typer.Option(None, help="Model name served by the endpoint."),
@@ -49,27 +52,29 @@ def describe_command(
     json_out: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
 ) -> int:
     """Crop the figures that grounded models found and describe each with a VLM (RUN/figures.jsonl)."""
-    opts = DescribeOptions(
-        endpoint=endpoint, profile=profile, model=model, prompt=prompt, dpi=dpi, margin=margin, min_area=min_area,
-        max_figures=max_figures, concurrency=concurrency, workers=workers, max_tokens=max_tokens,
-        request_timeout=request_timeout, max_retries=max_retries, server_kind=server_kind, no_retry=no_retry,
-        force=force, dry_run=dry_run, source_roots=list(source_root or []), markdown=not no_markdown,
-    )
+    opts = describe_options(locals())
     if (run_dir is None) == (library is None):
         raise UsageError("give a run directory or --library LIB (one of them)")
+    note = lambda msg: console.print(f"[dim][describe] {msg}")  # noqa: E731
     if library is not None:
-        from ..library.describe import describe_library
+        from ..library.describe import describe_library, describe_library_served
 
-        result = describe_library(library, opts, progress=lambda msg: console.print(f"[dim][describe] {msg}"),
-                                  handle_signals=True)
+        if serve:
+            result = describe_library_served(library, opts, serve, progress=note, handle_signals=True)
+        else:
+            result = describe_library(library, opts, progress=note, handle_signals=True)
         if json_out:
             print(json.dumps(result.as_dict(), default=str), flush=True)
             console.print(result.line())
         else:
             print(result.line(), flush=True)
         return int(result.exit_code())
-    summary = describe_run(run_dir, opts, progress=lambda msg: console.print(f"[dim][describe] {msg}"),
-                           handle_signals=True)
+    if serve:
+        from ..figures.served import describe_run_served
+
+        summary = describe_run_served(run_dir, opts, serve, progress=note, handle_signals=True)
+    else:
+        summary = describe_run(run_dir, opts, progress=note, handle_signals=True)
     if summary.figures == 0:
         console.print("No figure blocks in the final page records (a grounded profile such as deepseek-ocr, "
                       "dots-ocr or chandra produces them).")
@@ -81,3 +86,18 @@ def describe_command(
     else:
         print(summary.done_line(), flush=True)
     return int(summary.exit_code())
+
+
+def describe_options(params: dict[str, Any]) -> DescribeOptions:
+    """The command's parameters (as typer or click parsed them) as DescribeOptions; `slurm describe`
+    checks the options it passes on with it."""
+    return DescribeOptions(
+        endpoint=params.get("endpoint"), profile=params.get("profile"), model=params.get("model"),
+        prompt=params.get("prompt"), dpi=params["dpi"], margin=params["margin"], min_area=params["min_area"],
+        max_figures=params.get("max_figures"), concurrency=params.get("concurrency"),
+        workers=params.get("workers"), max_tokens=params.get("max_tokens"),
+        request_timeout=params["request_timeout"], max_retries=params["max_retries"],
+        server_kind=params["server_kind"], no_retry=bool(params.get("no_retry")), force=bool(params.get("force")),
+        dry_run=bool(params.get("dry_run")), source_roots=list(params.get("source_root") or []),
+        markdown=not params.get("no_markdown"),
+    )

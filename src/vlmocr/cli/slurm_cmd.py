@@ -40,29 +40,38 @@ def _warn(msg: str) -> None:
 
 
 def split_run_args(tokens: List[str]) -> tuple[list[str], list[str]]:
-    """Paths and `vlmocr run` options from the tokens the slurm command did not know.
+    """Paths and `vlmocr run` options from the tokens the slurm command did not know."""
+    params, args = command_args("run", tokens, {
+        name: f"{opt} is set by `vlmocr slurm` itself" + (" (each array task reads its own shard)"
+                                                          if name == "shard" else "")
+        for name, opt in _OWN.items()})
+    return [str(p) for p in (params.get("paths") or [])], args
 
-    Parsed with the run command itself (an unknown or malformed option fails now, on the login
+
+def command_args(command: str, tokens: List[str], own: dict[str, str]) -> tuple[dict[str, Any], list[str]]:
+    """(the parsed parameters, the options) of `vlmocr COMMAND` from the tokens a slurm command
+    passes on to it.
+
+    Parsed with the command itself (an unknown or malformed option fails now, on the login
     node, not hours later in the queue), then written back from the parsed values: only options
-    given on the command line, paths made absolute."""
-    run_cmd = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
+    given on the command line, paths made absolute. An option named in ``own`` (parameter name →
+    why) is refused."""
+    cmd = typer.main.get_command(app).commands[command]  # type: ignore[attr-defined]
     try:
-        ctx = run_cmd.make_context("vlmocr run", list(tokens))
+        ctx = cmd.make_context(f"vlmocr {command}", list(tokens))
     except Exception as exc:  # click's UsageError / BadParameter
         msg = exc.format_message() if hasattr(exc, "format_message") else str(exc)
-        raise UsageError(f"in the options passed to `vlmocr run`: {msg}") from None
-    paths = [str(p) for p in (ctx.params.get("paths") or [])]
+        raise UsageError(f"in the options passed to `vlmocr {command}`: {msg}") from None
     args: list[str] = []
-    for param in run_cmd.params:
+    for param in cmd.params:
         name = param.name or ""
-        if name == "paths" or getattr(param, "param_type_name", "") != "option":
+        if getattr(param, "param_type_name", "") != "option":
             continue
         source = ctx.get_parameter_source(name)
         if source is None or source.name != "COMMANDLINE":
             continue
-        if name in _OWN:
-            raise UsageError(f"{_OWN[name]} is set by `vlmocr slurm` itself"
-                             + (" (each array task reads its own shard)" if name == "shard" else ""))
+        if name in own:
+            raise UsageError(own[name])
         value = ctx.params[name]
         opts = list(param.opts)
         if getattr(param, "is_flag", False):
@@ -80,7 +89,7 @@ def split_run_args(tokens: List[str]) -> tuple[list[str], list[str]]:
             items = list(v) if isinstance(v, (tuple, list)) else [v]
             args.append(opts[0])
             args.extend(str(i) for i in items)
-    return paths, args
+    return dict(ctx.params), args
 
 
 def _options(partition, gpus_per_task, cpus_per_task, time_limit, mem, account, qos, constraint, mail_user,
@@ -193,9 +202,6 @@ def submit_command(
     out: Path = typer.Option(..., "--out", "-o", help="Run directory (shards go to RUN/shards/K)."),
     shards: int = typer.Option(..., help="Number of array tasks; task K reads --shard K/N."),
     manifest: Optional[Path] = typer.Option(None, help="CSV or JSONL: doc_id,path[,pages,dpi]."),
-    part: Optional[str] = typer.Option(None, "--part", help="Submit these documents as part NAME of RUN: one more "
-                                       "bulk job beside the others (own shards RUN/shards/NAME-K, partition, "
-                                       "options), live at the same time. A document is in one part only."),
     partition: Optional[str] = typer.Option(None, help="SLURM partition."),
     gpus_per_task: Optional[str] = typer.Option(None, help="GPUs per task, e.g. 1 or a100:1."),
     cpus_per_task: Optional[int] = typer.Option(None, help="CPUs per task."),
@@ -222,8 +228,6 @@ def submit_command(
 
     Every `vlmocr run` option passes through (--profile P --endpoint URL, --serve P, --dpi …),
     also after `--`. Run the same command again to resume (complete shards are skipped).
-    With --part NAME, several bulk jobs share one RUN (e.g. one per partition); resubmitting a
-    part resumes that part only, also on another --partition; `merge` and `status` see them all.
     """
     paths, run_args = split_run_args(list(ctx.args))
     if not paths and manifest is None:
@@ -235,9 +239,9 @@ def submit_command(
     run_args = _with_stop_grace(run_args, signal_lead)
     sub = submit(out, paths=paths, manifest=manifest, shards=shards, run_args=run_args, options=options,
                  hold=hold, dependency=dependency, dry_run=dry_run, all_shards=all_shards, python=python,
-                 argv=sys.argv[1:], warn=_warn, part=part)
+                 argv=sys.argv[1:], warn=_warn)
     run_dir = Path(out).resolve()
-    result: dict[str, Any] = {"run_dir": str(run_dir), "part": part, "script": str(sub.script), "job_id": sub.job_id,
+    result: dict[str, Any] = {"run_dir": str(run_dir), "script": str(sub.script), "job_id": sub.job_id,
                               "array": sub.array, "skipped_shards": sub.skipped_shards, "held": hold,
                               "sbatch": ["sbatch", "--parsable", *sub.sbatch_args, sub.script.name],
                               "run_args": run_args, "note": sub.note}
@@ -248,10 +252,8 @@ def submit_command(
         _warn(f"shard(s) {compress_ranges(sub.skipped_shards)} owe nothing under this command (last outcome 0, "
               "or 9: unreadable inputs listed in their bad_inputs.csv): not resubmitted")
     if sub.job_id:
-        what = f"part {part} as bulk job" if part else "bulk job"
-        where = f"{part}-K" if part else "K"
-        print(f"Submitted {what} {sub.job_id} (array {sub.array}{', held' if hold else ''}): "
-              f"shards -> {run_dir / SHARDS}/{where}, logs {run_dir / SLURM_DIR / 'logs'}/{sub.job_id}_K.out", flush=True)
+        print(f"Submitted bulk job {sub.job_id} (array {sub.array}{', held' if hold else ''}): "
+              f"shards -> {run_dir / SHARDS}/K, logs {run_dir / SLURM_DIR / 'logs'}/{sub.job_id}_K.out", flush=True)
     else:
         print(f"{sub.note}. Script: {sub.script}", flush=True)
         if dry_run:
@@ -362,6 +364,59 @@ def status_command(
         print(json.dumps(st), flush=True)
     else:
         print(format_status(st), flush=True)
+    return ExitCode.ok
+
+
+@slurm_app.command("describe", context_settings=PASS_THROUGH)
+def describe_command(
+    ctx: typer.Context,
+    serve: str = typer.Option(..., "--serve", help="Profile of the describing model: the job starts its server."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Where the job's slurm/ folder goes "
+                                       "(default: RUN, or LIB)."),
+    partition: Optional[str] = typer.Option(None, help="SLURM partition."),
+    gpus_per_task: Optional[str] = typer.Option(None, help="GPUs for the job, e.g. 1 or a100:1."),
+    cpus_per_task: Optional[int] = typer.Option(None, help="CPUs for the job."),
+    time_limit: Optional[str] = typer.Option(None, "--time", help="Time limit, e.g. 2:00:00."),
+    mem: Optional[str] = typer.Option(None, help="Memory, e.g. 32G."),
+    account: Optional[str] = typer.Option(None, help="SLURM account."),
+    qos: Optional[str] = typer.Option(None, help="SLURM QOS."),
+    constraint: Optional[str] = typer.Option(None, help="SLURM node constraint."),
+    mail_user: Optional[str] = typer.Option(None, help="Mail this address when the job ends or fails."),
+    mail_type: str = typer.Option("END,FAIL", help="SLURM --mail-type."),
+    signal_lead: int = typer.Option(DEFAULT_SIGNAL_LEAD, help="Seconds before the limit the batch shell gets SIGTERM."),
+    sbatch_arg: Optional[List[str]] = typer.Option(None, help="Another #SBATCH option (repeatable)."),
+    python: Optional[str] = typer.Option(None, help="Python that runs vlmocr on the node (default: this one)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Write the script; do not submit."),
+    json_out: bool = typer.Option(False, "--json", help="Machine-readable result on stdout."),
+) -> int:
+    """One job describing figures against a server it starts for --serve PROFILE.
+
+    vlmocr slurm describe RUN | --library LIB --serve P [--out DIR] [SLURM OPTIONS] [DESCRIBE OPTIONS]
+
+    Every other `vlmocr describe` option passes through (--profile, --dpi, --max-figures …, also
+    after --), checked here first. The script and its log go to HOME/slurm (HOME: --out, else
+    RUN, else LIB); with no figure owed the job starts no server.
+    """
+    from ..cluster.slurm.describe_job import submit_describe
+    from .describe_cmd import describe_options  # also registers `describe`, whose parser checks the options
+
+    params, args = command_args("describe", [a for a in ctx.args if a != "--"], {
+        "endpoint": "give --serve PROFILE or --endpoint URL, not both (the job serves its own model)"})
+    run_dir, library = params.get("run_dir"), params.get("library")
+    if out is not None:
+        check_output_path(out, "--out", folder=True)
+    options = _options(partition, gpus_per_task, cpus_per_task, time_limit, mem, account, qos, constraint,
+                       mail_user, mail_type, signal_lead, None, sbatch_arg)
+    result = submit_describe(run_dir, library, describe_options(params), serve, args, out=out, options=options,
+                             dry_run=dry_run, python=python)
+    if json_out:
+        print(json.dumps(result), flush=True)
+    elif result["job_id"]:
+        print(f"Submitted describe job {result['job_id']}: log {Path(result['home']) / SLURM_DIR / 'logs'}/"
+              f"describe_{result['job_id']}.out", flush=True)
+    else:
+        print(f"dry run: wrote {result['script']}; nothing submitted (would run, in "
+              f"{Path(result['script']).parent}: {' '.join(result['sbatch'])})", flush=True)
     return ExitCode.ok
 
 

@@ -29,10 +29,11 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import signal
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -339,9 +340,41 @@ def _final_statuses(path: Path, key: str, figures: list[Figure], opts: DescribeO
     summary.missing = missing
 
 
+def _offline(run_dir: Path, opts: DescribeOptions, figures: list[Figure],
+             no_box: int) -> tuple[DescribeSummary, list[tuple[Figure, int, int]], Any]:
+    """The figures owed under the key that ``opts`` name (the profile and the model name, not
+    what an endpoint says it serves), counted without asking anyone."""
+    from ..profiles import load_profile, prompt_id
+
+    base = load_profile(opts.profile or "generic")
+    profile, _ = describing_profile(base, opts.prompt, opts.max_tokens)
+    model = opts.model or base.model or None
+    key = settings_key(describe_key_material(profile, model, opts))
+    summary = DescribeSummary(str(run_dir), key, model, prompt_id(profile.prompt), dry_run=opts.dry_run,
+                              figures=len(figures), no_box=no_box)
+    owed = _select(figures, opts, load_state(run_dir / FIGURES_FILE, key), len(profile.retry.temperatures),
+                   summary)
+    return summary, owed, profile
+
+
+def settled_summary(run_dir: str | Path, opts: DescribeOptions) -> DescribeSummary:
+    """What a describe with ``opts`` owes, counted offline (``owed``; the model is ``opts.model``,
+    for --serve the served name), with the final statuses already in figures.jsonl: what
+    `describe --serve` decides by before starting a server, and reports when nothing is owed."""
+    run_dir = Path(run_dir)
+    if not (run_dir / PAGES_FILE).is_file():
+        raise UsageError(f"{run_dir} is not a run directory (no {PAGES_FILE})")
+    figures, no_box = find_figures(run_dir)
+    if opts.doc_ids is not None:
+        figures = [f for f in figures if f.doc_id in opts.doc_ids]
+    summary, _, _ = _offline(run_dir, replace(opts, dry_run=False), figures, no_box)
+    _final_statuses(run_dir / FIGURES_FILE, summary.key, figures, opts, summary)
+    return summary
+
+
 async def _describe(run_dir: Path, opts: DescribeOptions, progress: Callable[[str], None],
                     handle_signals: bool) -> DescribeSummary:
-    from ..profiles import load_profile, prompt_id
+    from ..profiles import prompt_id
     from ..reading.pool import WorkerPool
 
     t_start = time.monotonic()
@@ -352,13 +385,7 @@ async def _describe(run_dir: Path, opts: DescribeOptions, progress: Callable[[st
     path = run_dir / FIGURES_FILE
 
     if opts.dry_run:
-        base = load_profile(opts.profile or "generic")
-        profile, _ = describing_profile(base, opts.prompt, opts.max_tokens)
-        model = opts.model or base.model or None
-        key = settings_key(describe_key_material(profile, model, opts))
-        summary = DescribeSummary(str(run_dir), key, model, prompt_id(profile.prompt), dry_run=True,
-                                  figures=len(figures), no_box=no_box)
-        owed = _select(figures, opts, load_state(path, key), len(profile.retry.temperatures), summary)
+        summary, owed, profile = _offline(run_dir, opts, figures, no_box)
         summary.estimate = _estimate([f for f, _, _ in owed], finder, opts, profile)
         summary.seconds = round(time.monotonic() - t_start, 3)
         return summary
@@ -415,6 +442,7 @@ async def _describe(run_dir: Path, opts: DescribeOptions, progress: Callable[[st
                 progress(f"{d.described}/{len(owed)} figures described, "
                          + " ".join(f"{k}={v}" for k, v in sorted(d.counts.items())))
 
+        previous_term = signal.getsignal(signal.SIGTERM)
         if handle_signals:
             runner.listen()
         ticker = asyncio.create_task(report())
@@ -426,6 +454,10 @@ async def _describe(run_dir: Path, opts: DescribeOptions, progress: Callable[[st
             ticker.cancel()
             if handle_signals:
                 runner.stop_listening()
+                # asyncio leaves SIGTERM's default action behind: put back what was there
+                # (--serve's handler, so a SIGTERM while the Markdown is rebuilt still stops the server).
+                if previous_term is not None:
+                    signal.signal(signal.SIGTERM, previous_term)
         summary.interrupted = runner.interrupted
         summary.described_now = d.described
         summary.records = writer.written

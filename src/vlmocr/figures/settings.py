@@ -49,7 +49,8 @@ class DescribeOptions:
     markdown: bool = True  # re-assemble docs/*.md with the descriptions afterwards
     doc_ids: frozenset[str] | None = None  # only these documents' figures (describe --library); None: all
 
-    def check(self) -> None:
+    def check(self, served: bool = False) -> None:
+        """Refuse bad values; ``served``: --serve gives the endpoint (and the model) later."""
         if not 10 <= self.dpi <= 1200:
             raise UsageError("--dpi must be within 10..1200")
         if not 0 <= self.margin <= 0.25:
@@ -64,8 +65,10 @@ class DescribeOptions:
             raise UsageError("--workers must be at least 1")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise UsageError("--max-tokens must be at least 1")
+        if served:
+            return
         if not self.dry_run and not self.endpoint:
-            raise UsageError("describe needs --endpoint URL (or --dry-run)")
+            raise UsageError("describe needs --endpoint URL or --serve PROFILE (or --dry-run)")
         if not self.dry_run and not (self.profile or self.model):
             raise UsageError("describe needs --profile P or --model NAME")
 

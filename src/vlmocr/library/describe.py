@@ -12,7 +12,7 @@ document the library took from another run."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -63,23 +63,32 @@ class LibraryDescribe:
                 "exit_code": int(self.exit_code()), "line": self.line()}
 
 
-def describe_library(library: Path, opts: DescribeOptions, *, progress: Callable[[str], None] | None = None,
-                     handle_signals: bool = False) -> LibraryDescribe:
-    note = progress or (lambda _msg: None)
+def library_runs(library: Path) -> tuple[int, dict[tuple[str, str], set[str]]]:
+    """(documents in the library, {(run, layer): doc_ids}): the runs the documents were
+    published from, each with the layer it was published in."""
     with Catalog(Path(library), readonly=True) as cat:  # a usage error when LIB holds no catalog
         rows = list(cat.documents())
-    result = LibraryDescribe(str(library), documents=len(rows))
-    # The runs the documents came from, each with the layer it was published in.
     by_run: dict[tuple[str, str], set[str]] = {}
     for row in rows:
         by_run.setdefault((str(row["run"]), str(row.get("layer") or "raw")), set()).add(str(row["doc_id"]))
+    return len(rows), by_run
+
+
+def describe_library(library: Path, opts: DescribeOptions, *, progress: Callable[[str], None] | None = None,
+                     handle_signals: bool = False,
+                     describe: Callable[..., DescribeSummary] = describe_run) -> LibraryDescribe:
+    """``describe`` is how one run's figures are described (`describe_run`; with --serve and
+    nothing owed, the settled summary: nothing is sent, the documents are published again)."""
+    note = progress or (lambda _msg: None)
+    documents, by_run = library_runs(library)
+    result = LibraryDescribe(str(library), documents=documents)
     for (run, layer), doc_ids in sorted(by_run.items()):
         if not (Path(run) / PAGES_FILE).is_file():
             result.gone[run] = result.gone.get(run, 0) + len(doc_ids)
             note(f"{run}: not there any more; {len(doc_ids)} document(s) left as published")
             continue
-        summary = describe_run(run, replace(opts, doc_ids=frozenset(doc_ids)), progress=note,
-                               handle_signals=handle_signals)
+        summary = describe(run, replace(opts, doc_ids=frozenset(doc_ids)), progress=note,
+                           handle_signals=handle_signals)
         result.runs.append(summary)
         note(f"{run}: {summary.done_line()}")
         if summary.interrupted:
@@ -90,3 +99,32 @@ def describe_library(library: Path, opts: DescribeOptions, *, progress: Callable
         result.published.append(publish([run], Path(library), layer=layer, replace=True, only=doc_ids,
                                         source_roots=opts.source_roots, log=note))
     return result
+
+
+def describe_library_served(library: Path, opts: DescribeOptions, serve: str, *,
+                            progress: Callable[[str], None] | None = None, handle_signals: bool = False,
+                            environ: Mapping[str, str] | None = None) -> LibraryDescribe:
+    """`vlmocr describe --library LIB --serve PROFILE`: one server for every run the library's
+    documents came from, started only when one of them owes a figure (its log in LIB/logs)."""
+    from ..figures.describe import settled_summary
+    from ..figures.served import NOTHING_OWED, describe_server, served_options
+
+    note = progress or (lambda _msg: None)
+    opts = served_options(opts, serve, environ)
+    if opts.dry_run:
+        return describe_library(library, opts, progress=progress, handle_signals=handle_signals)
+    _, by_run = library_runs(library)
+    owed = any(settled_summary(run, replace(opts, doc_ids=frozenset(ids))).owed
+               for (run, _), ids in sorted(by_run.items()) if (Path(run) / PAGES_FILE).is_file())
+    if not owed:
+        note(NOTHING_OWED)
+        return describe_library(library, opts, progress=progress, handle_signals=handle_signals,
+                                describe=_settled)
+    with describe_server(opts, serve, Path(library), environ) as served:
+        return describe_library(library, served, progress=progress, handle_signals=handle_signals)
+
+
+def _settled(run: str, opts: DescribeOptions, **_: Any) -> DescribeSummary:
+    from ..figures.describe import settled_summary
+
+    return settled_summary(run, opts)
