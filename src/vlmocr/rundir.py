@@ -7,6 +7,7 @@ A cluster run (`vlmocr slurm`) is a directory of run directories::
     RUN/staged/0001.pdf → /original/weird name.pdf   symlinks under ASCII names
     RUN/staged/originals.csv                         kind,doc_id,staged,original,pages,dpi
     RUN/shards/K/                                    shard K's run directory
+    RUN/shards/NAME-K/                               shard K of part NAME (`slurm submit --part`)
 """
 
 from __future__ import annotations
@@ -116,11 +117,19 @@ class RunDir:
         return RunDir(self.shards / str(k))
 
     def shard_runs(self) -> list[Path]:
-        """RUN/shards/*/ that hold records, in shard order (1, 2, …, 10, then other names)."""
+        """RUN/shards/*/ that hold records, in shard order: 1, 2, …, 10, then each part's
+        (``slurm submit --part NAME``: NAME-1, NAME-2, …, NAME-10), then other names."""
         if not self.shards.is_dir():
             return []
         found = [p for p in self.shards.iterdir() if p.is_dir() and RunDir(p).pages.is_file()]
-        return sorted(found, key=lambda p: (0, int(p.name), "") if p.name.isdigit() else (1, 0, p.name))
+
+        def order(p: Path) -> tuple[int, str, int]:
+            if p.name.isdigit():
+                return 0, "", int(p.name)
+            part, _, k = p.name.rpartition("-")
+            return (1, part, int(k)) if part and k.isdigit() else (2, p.name, 0)
+
+        return sorted(found, key=order)
 
     @property
     def cluster(self) -> "RunDir | None":

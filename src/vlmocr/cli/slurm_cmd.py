@@ -202,6 +202,9 @@ def submit_command(
     out: Path = typer.Option(..., "--out", "-o", help="Run directory (shards go to RUN/shards/K)."),
     shards: int = typer.Option(..., help="Number of array tasks; task K reads --shard K/N."),
     manifest: Optional[Path] = typer.Option(None, help="CSV or JSONL: doc_id,path[,pages,dpi]."),
+    part: Optional[str] = typer.Option(None, "--part", help="Submit these documents as part NAME of RUN: one more "
+                                       "bulk job beside the others (own shards RUN/shards/NAME-K, partition, "
+                                       "options), live at the same time. A document is in one part only."),
     partition: Optional[str] = typer.Option(None, help="SLURM partition."),
     gpus_per_task: Optional[str] = typer.Option(None, help="GPUs per task, e.g. 1 or a100:1."),
     cpus_per_task: Optional[int] = typer.Option(None, help="CPUs per task."),
@@ -228,6 +231,8 @@ def submit_command(
 
     Every `vlmocr run` option passes through (--profile P --endpoint URL, --serve P, --dpi …),
     also after `--`. Run the same command again to resume (complete shards are skipped).
+    With --part NAME, several bulk jobs share one RUN (e.g. one per partition); resubmitting a
+    part resumes that part only, also on another --partition; `merge` and `status` see them all.
     """
     paths, run_args = split_run_args(list(ctx.args))
     if not paths and manifest is None:
@@ -239,9 +244,9 @@ def submit_command(
     run_args = _with_stop_grace(run_args, signal_lead)
     sub = submit(out, paths=paths, manifest=manifest, shards=shards, run_args=run_args, options=options,
                  hold=hold, dependency=dependency, dry_run=dry_run, all_shards=all_shards, python=python,
-                 argv=sys.argv[1:], warn=_warn)
+                 argv=sys.argv[1:], warn=_warn, part=part)
     run_dir = Path(out).resolve()
-    result: dict[str, Any] = {"run_dir": str(run_dir), "script": str(sub.script), "job_id": sub.job_id,
+    result: dict[str, Any] = {"run_dir": str(run_dir), "part": part, "script": str(sub.script), "job_id": sub.job_id,
                               "array": sub.array, "skipped_shards": sub.skipped_shards, "held": hold,
                               "sbatch": ["sbatch", "--parsable", *sub.sbatch_args, sub.script.name],
                               "run_args": run_args, "note": sub.note}
@@ -252,8 +257,10 @@ def submit_command(
         _warn(f"shard(s) {compress_ranges(sub.skipped_shards)} owe nothing under this command (last outcome 0, "
               "or 9: unreadable inputs listed in their bad_inputs.csv): not resubmitted")
     if sub.job_id:
-        print(f"Submitted bulk job {sub.job_id} (array {sub.array}{', held' if hold else ''}): "
-              f"shards -> {run_dir / SHARDS}/K, logs {run_dir / SLURM_DIR / 'logs'}/{sub.job_id}_K.out", flush=True)
+        what = f"part {part} as bulk job" if part else "bulk job"
+        where = f"{part}-K" if part else "K"
+        print(f"Submitted {what} {sub.job_id} (array {sub.array}{', held' if hold else ''}): "
+              f"shards -> {run_dir / SHARDS}/{where}, logs {run_dir / SLURM_DIR / 'logs'}/{sub.job_id}_K.out", flush=True)
     else:
         print(f"{sub.note}. Script: {sub.script}", flush=True)
         if dry_run:

@@ -24,7 +24,9 @@ from ..record import now_iso
 from ..rundir import RunDir, run_keys
 from .slurm.jobs import (
     active_tasks,
+    bulk_parts,
     check_not_active,
+    latest_job,
     record_event,
     record_job,
     sbatch,
@@ -194,6 +196,9 @@ class GateDecision:
     bulk_job: str | None
     message: str
     slurm_output: str = ""
+    # Parts submitted held into the same RUN (`slurm submit --part NAME --hold`), decided with the
+    # gate's own bulk: [{"part": NAME, "job_id": ID}].
+    held_parts: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -201,10 +206,33 @@ class GateDecision:
         return d
 
 
+def held_part_jobs(run_dir: Path, but: str | None = None) -> list[dict[str, Any]]:
+    """The latest bulk job of every part of the run that was submitted held (``--hold``) and
+    is still held in the queue, except the job `but` (the gate's own): the gate releases or
+    cancels them with its own bulk. A part someone already let go, or that ended, is left alone."""
+    out = []
+    for part in bulk_parts(run_dir):
+        job = latest_job(run_dir, "bulk", part)
+        if not job or not job.get("held") or str(job["job_id"]) == str(but):
+            continue
+        if any(t["state"] == "PENDING" and "Held" in t["reason"] for t in active_tasks(job["job_id"])):
+            out.append({"part": part, "job_id": job["job_id"]})
+    return out
+
+
+def _jobs_phrase(bulk: str | None, parts: list[dict[str, Any]]) -> str:
+    """"bulk job 12", "bulk job 12 and held part(s) main (job 13), elem (job 14)"."""
+    named = ", ".join(f"{p['part'] or 'without --part'} (job {p['job_id']})" for p in parts)
+    if not parts:
+        return f"bulk job {bulk}"
+    return (f"bulk job {bulk} and held part(s) {named}" if bulk else f"held part(s) {named}")
+
+
 def release(run_dir: Path, *, max_cer: float | None = None, wait: float = 0.0, dry_run: bool = False,
             poll: float = 2.0) -> GateDecision:
     """Score the gate run and release the held bulk jobs (``scontrol release``) when its CER is at
-    most the threshold, else cancel them (``scancel``). Saying why, either way."""
+    most the threshold, else cancel them (``scancel``). Saying why, either way. The held bulk jobs
+    are the gate's own and every part of the run still held (`held_part_jobs`)."""
     run_dir = Path(run_dir).resolve()
     gate = read_json(run_dir / SLURM_DIR / GATE_FILE)
     if not isinstance(gate, dict):
@@ -238,22 +266,27 @@ def release(run_dir: Path, *, max_cer: float | None = None, wait: float = 0.0, d
     if rc not in (None, 0):
         detail += f"; the gate run exited {rc} ({EXIT_MEANINGS.get(rc, 'see vlmocr exit codes')}, see its log)"
     output = ""
-    if dry_run or not bulk:
+    parts = held_part_jobs(run_dir, but=bulk)
+    ids = ([bulk] if bulk else []) + [p["job_id"] for p in parts]
+    if dry_run or not ids:
         action = "none"
         message = f"gate {'passed' if passed else 'FAILED'}: {detail}; " + (
             "dry run, bulk jobs untouched" if dry_run else "no bulk job recorded")
     elif passed:
-        ok, output = scontrol_release([bulk])
+        ok, output = scontrol_release(ids)
         action = "released"
-        message = f"gate passed: {detail}; released bulk job {bulk}" + ("" if ok else f" (scontrol: {output})")
+        message = (f"gate passed: {detail}; released {_jobs_phrase(bulk, parts)}"
+                   + ("" if ok else f" (scontrol: {output})"))
     else:
-        ok, output = scancel([bulk])
+        ok, output = scancel(ids)
         action = "cancelled"
-        message = f"gate FAILED: {detail}; cancelled bulk job {bulk}" + ("" if ok else f" (scancel: {output})")
-    decision = GateDecision(passed, score, threshold, action, bulk, message, output)
+        message = (f"gate FAILED: {detail}; cancelled {_jobs_phrase(bulk, parts)}"
+                   + ("" if ok else f" (scancel: {output})"))
+    decision = GateDecision(passed, score, threshold, action, bulk, message, output, parts)
     if not dry_run:
         gate["decision"] = {"at": now_iso("seconds"), **decision.as_dict()}
         write_json(run_dir / SLURM_DIR / GATE_FILE, gate)
         record_event(run_dir, {"action": action, "job_id": bulk, "cer": score.cer, "max_cer": threshold,
-                               "pages": score.pages, "missing": score.missing})
+                               "pages": score.pages, "missing": score.missing,
+                               **({"parts": parts} if parts else {})})
     return decision

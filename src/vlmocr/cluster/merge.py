@@ -1,7 +1,8 @@
 """`vlmocr merge RUN`: one view of a sharded run, for evaluate and export.
 
 Reads RUN/shards/*/pages.jsonl (each shard's final records under the settings keys its run.json
-names) and writes RUN/merged/ as an ordinary run directory:
+names; the shards of every part, RUN/shards/NAME-K, too) and writes RUN/merged/ as an ordinary
+run directory:
 
     RUN/merged/pages.jsonl   one final record per page, sorted by document and page
     RUN/merged/docs/*.md     assembled documents (vlmocr.assemble.write_document)
@@ -62,7 +63,9 @@ def _rank(rec: dict[str, Any]) -> int:
 
 
 def _originals(run_dir: Path) -> dict[str, str]:
-    return {r["staged"]: r["original"] for r in RunDir(run_dir).originals() if r.get("kind", "bulk") == "bulk"}
+    # The bulk without --part ("bulk") and every part ("bulk-NAME"); not the gate's sample.
+    return {r["staged"]: r["original"] for r in RunDir(run_dir).originals()
+            if r.get("kind", "bulk") == "bulk" or r.get("kind", "").startswith("bulk-")}
 
 
 def merge(run_dir: Path, out: Path | None = None, warn: Callable[[str], None] = print) -> MergeResult:

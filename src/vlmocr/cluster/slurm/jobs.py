@@ -135,18 +135,30 @@ def record_event(run_dir: Path, event: dict[str, Any]) -> None:
     save_jobs(run_dir, data)
 
 
-def latest_job(run_dir: Path, kind: str) -> dict[str, Any] | None:
-    jobs = [j for j in load_jobs(run_dir)["jobs"] if j.get("kind") == kind and j.get("job_id")]
+def latest_job(run_dir: Path, kind: str, part: str | None = None) -> dict[str, Any] | None:
+    """The last submission of `kind` (of part `part`: None is the bulk without --part)."""
+    jobs = [j for j in load_jobs(run_dir)["jobs"]
+            if j.get("kind") == kind and j.get("job_id") and j.get("part") == part]
     return jobs[-1] if jobs else None
 
 
-def check_not_active(run_dir: Path, kind: str) -> None:
-    prev = latest_job(run_dir, kind)
+def bulk_parts(run_dir: Path) -> list[str | None]:
+    """The bulk jobs' parts jobs.json names, in order of first submission (None: no --part)."""
+    seen: list[str | None] = []
+    for j in load_jobs(run_dir)["jobs"]:
+        if j.get("kind") == "bulk" and j.get("job_id") and j.get("part") not in seen:
+            seen.append(j.get("part"))
+    return seen
+
+
+def check_not_active(run_dir: Path, kind: str, part: str | None = None) -> None:
+    prev = latest_job(run_dir, kind, part)
     if prev is None:
         return
     live = active_tasks(prev["job_id"])
     if live:
         states = ", ".join(sorted({t["state"] for t in live}))
+        what = f"{kind} job" if part is None else f"{kind} job of part {part}"
         raise UsageError(
-            f"the previous {kind} job {prev['job_id']} is still {states} in {run_dir}: wait for it "
+            f"the previous {what} {prev['job_id']} is still {states} in {run_dir}: wait for it "
             f"or cancel it (scancel {prev['job_id']}) before submitting again")

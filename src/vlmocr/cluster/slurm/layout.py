@@ -13,21 +13,58 @@
     RUN/shards/K/summary.json                        its counts, kept current by the run: what status reads
     RUN/gate/                                        the gate's run directory
 
+A part (``vlmocr slurm submit --part NAME``) is one more bulk job beside the others, with its own
+documents, shard count, partition and options; its files carry its name, everything else is shared::
+
+    RUN/staged/bulk-NAME.csv                         its staged manifest (a doc_id is in one part only)
+    RUN/slurm/bulk-NAME.sbatch                       its script
+    RUN/slurm/tasks/bulk-NAME-K.json                 its tasks' files
+    RUN/shards/NAME-K/                               its shard K (every reader of RUN/shards/* sees it)
+    jobs.json                                        its submissions: kind bulk, "part": NAME
+
 staged/, originals.csv and shards/ are read by every reader of runs (the library, the report,
 describe): their names and readers are in ``vlmocr.rundir``."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+from ...exceptions import UsageError
 from ...store import write_json_atomic
 
 SLURM_DIR = "slurm"
 GATE_RUN = "gate"
 JOBS_FILE = "jobs.json"
 GATE_FILE = "gate.json"
+BULK = "bulk"
+# A part's name becomes part of file names, a job name and shard directories (NAME-K): a plain
+# word starting with a letter (no dot, no slash), short enough for squeue's columns.
+_PART_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,39}")
+
+
+def check_part_name(name: str) -> str:
+    if not _PART_NAME.fullmatch(name):
+        raise UsageError(f"--part {name!r}: a part's name is a letter, then letters, digits, _ or - "
+                         "(at most 40 characters)")
+    return name
+
+
+def bulk_kind(part: str | None) -> str:
+    """What a bulk job's files are named after: ``bulk`` (no part), ``bulk-NAME`` (part NAME)."""
+    return BULK if not part else f"{BULK}-{part}"
+
+
+def shard_name(part: str | None, k: int) -> str:
+    """The directory under RUN/shards of shard K: ``K``, or ``NAME-K`` for part NAME."""
+    return str(k) if not part else f"{part}-{k}"
+
+
+def part_of_kind(kind: str) -> str | None:
+    """The part a staged manifest's kind names (``bulk-NAME`` → NAME, ``bulk`` → None)."""
+    return kind[len(BULK) + 1:] if kind.startswith(BULK + "-") else None
 
 
 def write_json(path: Path, data: Any) -> None:

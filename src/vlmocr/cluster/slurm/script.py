@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 from ...exceptions import SETTLED, UsageError
 from ...record import now_iso
+from .layout import bulk_kind, check_part_name
 
 DEFAULT_SIGNAL_LEAD = 120  # seconds before the time limit the batch shell gets SIGTERM
 
@@ -89,11 +90,13 @@ EXIT_MEANINGS = {
 
 def render_script(*, kind: str, run_dir: Path, python: str, shards: int | None, run_args: Sequence[str],
                   options: SlurmOptions, submit_dir: Path, commit: str | None, job_name: str,
-                  generated_at: str | None = None, command: Sequence[str] | None = None, pass_out: bool = True) -> str:
+                  generated_at: str | None = None, command: Sequence[str] | None = None, pass_out: bool = True,
+                  part: str | None = None) -> str:
     """The text of a self-contained sbatch script.
 
     ``kind`` "bulk" is an array (one task per shard, ``--shard $SLURM_ARRAY_TASK_ID/N`` into
-    RUN/shards/K); "gate" is a single task into RUN/gate. The batch shell runs vlmocr in the
+    RUN/shards/K; of ``part`` NAME: staged/bulk-NAME.csv into RUN/shards/NAME-K); "gate" is a
+    single task into RUN/gate. The batch shell runs vlmocr in the
     background and forwards SIGTERM to it (bash runs traps only between commands)."""
     q = shlex.quote
     verb = command[0] if command else "run"
@@ -101,8 +104,12 @@ def render_script(*, kind: str, run_dir: Path, python: str, shards: int | None, 
     for what, word in (("job kind", kind), ("vlmocr command", verb)):
         if not re.fullmatch(r"[a-z][a-z-]*", word):
             raise UsageError(f"{what} {word!r}: expected a plain lowercase word")
+    if part is not None:
+        check_part_name(part)  # it goes into file names below, unquoted
     run_dir = Path(run_dir)
     array = kind not in ("gate", "grid", "describe")
+    files = bulk_kind(part) if kind == "bulk" else kind  # staged manifest and task file names
+    shard_prefix = f"{part}-" if part else ""  # RUN/shards/K, or RUN/shards/NAME-K (layout.shard_name)
     if array and not shards:
         raise UsageError("an array job needs the number of shards")
     lines = ["#!/bin/bash"]
@@ -128,13 +135,13 @@ RUN_DIR={q(str(run_dir))}
 PYTHON={q(python)}
 SUBMIT_DIR={q(str(submit_dir))}
 SUBMITTED_COMMIT={q(commit or 'unknown')}
-MANIFEST="$RUN_DIR/staged/{kind}.csv"
+MANIFEST="$RUN_DIR/staged/{files}.csv"
 """
     if array:
         body += f"""N={int(shards)}  # shards
 K="${{SLURM_ARRAY_TASK_ID:?this is an array job script: submit it with sbatch}}"
-OUT="$RUN_DIR/shards/$K"
-TASK="{kind}-$K"
+OUT="$RUN_DIR/shards/{shard_prefix}$K"
+TASK="{files}-$K"
 SHARD_JSON="$K"
 """
     else:

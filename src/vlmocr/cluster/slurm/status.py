@@ -15,8 +15,8 @@ from typing import Any
 from ...exceptions import SETTLED, UsageError
 from ...rundir import RunDir, run_keys
 from ...sources import Document, shard_of
-from .jobs import TERMINAL_STATES, latest_job, load_jobs, sacct_states, squeue_tasks
-from .layout import GATE_FILE, GATE_RUN, SLURM_DIR, read_json, task_file
+from .jobs import TERMINAL_STATES, bulk_parts, latest_job, load_jobs, sacct_states, squeue_tasks
+from .layout import GATE_FILE, GATE_RUN, SLURM_DIR, bulk_kind, read_json, shard_name, task_file
 from .submit import staged_documents
 
 GROUPS = ("ok", "fallback", "review", "failed", "missing")
@@ -92,36 +92,49 @@ def _tally_shard(run_dir: Path, docs: list[Document]) -> dict[str, Any]:
 
 def status(run_dir: Path) -> dict[str, Any]:
     """Jobs (squeue; sacct or ``sacct -c`` for jobs SLURM's queue forgot) and, per shard, pages
-    final / total with ok, fallback, review, failed and missing, read from the run directories."""
+    final / total with ok, fallback, review, failed and missing, read from the run directories.
+
+    Every part of the bulk (``submit --part NAME``) is listed, its rows named ``NAME-K`` (and
+    carrying ``part``); the bulk without --part keeps its rows as before (``shard`` K)."""
     run_dir = Path(run_dir).resolve()
     if not (run_dir / SLURM_DIR).is_dir() and not RunDir(run_dir).staged.is_dir():
         raise UsageError(f"{run_dir} is not a `vlmocr slurm` run directory (no slurm/ or staged/)")
     jobs = load_jobs(run_dir)
-    out: dict[str, Any] = {"run_dir": str(run_dir), "jobs": [], "shards": [], "gate": None}
-    bulk = latest_job(run_dir, "bulk")
-    n = int(bulk["shards"]) if bulk else 0
-    if not n:
-        shards = RunDir(run_dir).shards
-        n = len([p for p in shards.glob("*") if p.name.isdigit()]) if shards.is_dir() else 0
+    out: dict[str, Any] = {"run_dir": str(run_dir), "jobs": [], "shards": [], "gate": None, "parts": []}
     for job in jobs["jobs"]:
         tasks = squeue_tasks(job["job_id"]) if job.get("job_id") else []
         out["jobs"].append({**{k: job.get(k) for k in ("kind", "job_id", "array", "held", "submitted_at")},
-                            "tasks": tasks})
+                            **({"part": job["part"]} if job.get("part") else {}), "tasks": tasks})
+    # The parts: the bulk without --part (also a run whose jobs.json is gone: its shard folders)
+    # and every named part, in the order they were first submitted.
+    parts = bulk_parts(run_dir)
+    shard_counts: dict[str | None, int] = {}
+    for part in parts:
+        latest = latest_job(run_dir, "bulk", part)
+        shard_counts[part] = int(latest["shards"]) if latest and latest.get("shards") else 0
+    if None not in parts:
+        shards = RunDir(run_dir).shards
+        n = len([p for p in shards.glob("*") if p.name.isdigit()]) if shards.is_dir() else 0
+        if n:
+            parts.insert(0, None)
+            shard_counts[None] = n
     # Per task: squeue for the latest submission, then the task's own file, then sacct / sacct -c.
     task_state: dict[str, dict[str, Any]] = {}
-    for kind in ("gate", "bulk"):
-        latest = latest_job(run_dir, kind)
+    for kind, part in [("gate", None)] + [("bulk", p) for p in parts]:
+        latest = latest_job(run_dir, kind, part)
         if latest is None:
             continue
+        prefix = bulk_kind(part)
         for t in squeue_tasks(latest["job_id"]):
-            name = "gate" if kind == "gate" else f"bulk-{t['task']}" if t["task"].isdigit() else None
+            name = "gate" if kind == "gate" else f"{prefix}-{t['task']}" if t["task"].isdigit() else None
             if name:
                 task_state[name] = {"state": t["state"], "reason": t["reason"], "job_id": t["job_id"], "source": "squeue"}
             elif kind == "bulk" and t["task"]:  # pending tasks may still show as a range, e.g. 2-3
                 for k in _expand(t["task"]):
-                    task_state[f"bulk-{k}"] = {"state": t["state"], "reason": t["reason"], "job_id": t["job_id"],
-                                               "source": "squeue"}
-    names = (["gate"] if latest_job(run_dir, "gate") else []) + [f"bulk-{k}" for k in range(1, n + 1)]
+                    task_state[f"{prefix}-{k}"] = {"state": t["state"], "reason": t["reason"], "job_id": t["job_id"],
+                                                   "source": "squeue"}
+    names = (["gate"] if latest_job(run_dir, "gate") else []) + [
+        f"{bulk_kind(part)}-{k}" for part in parts for k in range(1, shard_counts[part] + 1)]
     lookup = []
     for name in names:
         tf = task_file(run_dir, name)
@@ -145,14 +158,23 @@ def status(run_dir: Path) -> dict[str, Any]:
                 task_state[name] = {**acct[jid], "job_id": jid}
             else:
                 task_state[name] = {"state": "UNKNOWN", "job_id": jid, "source": "task file (started, no end)"}
-    by_shard: dict[int, list[Document]] = {}
-    for d in staged_documents(run_dir, "bulk") if n else []:
-        by_shard.setdefault(shard_of(d.doc_id, n), []).append(d)
-    for k in range(1, n + 1):
-        docs = by_shard.get(k, [])
-        row = {"shard": k, "docs": len(docs), **_shard_row(RunDir(run_dir).shard(k).path, docs),
-               "job": task_state.get(f"bulk-{k}", {})}
-        out["shards"].append(row)
+    for part in parts:
+        n = shard_counts[part]
+        by_shard: dict[int, list[Document]] = {}
+        for d in staged_documents(run_dir, bulk_kind(part)) if n else []:
+            by_shard.setdefault(shard_of(d.doc_id, n), []).append(d)
+        first = len(out["shards"])
+        for k in range(1, n + 1):
+            docs = by_shard.get(k, [])
+            row = {"shard": k, **({"part": part, "name": shard_name(part, k)} if part else {}), "docs": len(docs),
+                   **_shard_row(RunDir(run_dir).shard(shard_name(part, k)).path, docs),
+                   "job": task_state.get(f"{bulk_kind(part)}-{k}", {})}
+            out["shards"].append(row)
+        latest = latest_job(run_dir, "bulk", part)
+        rows = out["shards"][first:]
+        out["parts"].append({"part": part, "shards": n, "job_id": latest.get("job_id") if latest else None,
+                             "partition": (latest or {}).get("partition"),
+                             **{k: sum(r[k] or 0 for r in rows) for k in ("docs", "pages", "final", "missing")}})
     gate = read_json(run_dir / SLURM_DIR / GATE_FILE)
     if isinstance(gate, dict):
         gdocs = staged_documents(run_dir, "gate")
@@ -166,9 +188,10 @@ def status(run_dir: Path) -> dict[str, Any]:
               for k in ("docs", "pages", "final", "ok", "fallback", "review", "failed", "missing", "bad_inputs")}
     out["totals"] = totals
     # Shards whose pages are not all known: never started (no file opened for them), or counted
-    # from their records because their run is older than summary.json.
-    out["not_started"] = [r["shard"] for r in out["shards"] if r["source"] == "not started"]
-    out["from_records"] = [r["shard"] for r in out["shards"] if r["source"] == "records"]
+    # from their records because their run is older than summary.json. K for the bulk without
+    # --part, "NAME-K" for a part's.
+    out["not_started"] = [r.get("name", r["shard"]) for r in out["shards"] if r["source"] == "not started"]
+    out["from_records"] = [r.get("name", r["shard"]) for r in out["shards"] if r["source"] == "records"]
     return out
 
 
@@ -189,7 +212,8 @@ def format_status(st: dict[str, Any]) -> str:
         for t in job["tasks"]:
             states[t["state"]] = states.get(t["state"], 0) + 1
         live = ", ".join(f"{s} {c}" for s, c in sorted(states.items())) or "not in the queue"
-        lines.append(f"  {job['kind']:<5} job {job['job_id']:<8} array {job.get('array') or '-':<8} "
+        kind = job["kind"] + (f" {job['part']}" if job.get("part") else "")
+        lines.append(f"  {kind:<5} job {job['job_id']:<8} array {job.get('array') or '-':<8} "
                      f"submitted {job.get('submitted_at') or '?'}  squeue: {live}")
     g = st.get("gate")
     if g:
@@ -203,7 +227,13 @@ def format_status(st: dict[str, Any]) -> str:
             lines.append(f"  not decided yet: release job {g['release_job']} decides when the gate has ended")
         else:
             lines.append("  not decided yet: `vlmocr slurm release RUN`")
-    header = f"{'shard':>5} {'job':<24} {'docs':>5} {'final/pages':>12} {'ok':>6} {'fallbk':>6} {'review':>6} " \
+    named = [pt for pt in st.get("parts") or [] if pt["part"]]
+    for pt in named:
+        lines.append(f"part {pt['part']}: job {pt['job_id'] or '-'}"
+                     + (f" on {pt['partition']}" if pt.get("partition") else "")
+                     + f", {pt['shards']} shard(s), {pt['docs']} docs, {pt['final']}/{pt['pages']} pages final")
+    w = max([5] + [len(str(r.get("name", r["shard"]))) for r in st["shards"]])
+    header = f"{'shard':>{w}} {'job':<24} {'docs':>5} {'final/pages':>12} {'ok':>6} {'fallbk':>6} {'review':>6} " \
              f"{'failed':>6} {'missing':>7} {'exit':>4}"
     lines.append(header)
     for r in st["shards"]:
@@ -213,24 +243,33 @@ def format_status(st: dict[str, Any]) -> str:
             state += f"({job['exit_code']})"
         if job.get("reason") and job.get("reason") not in ("None",) and state == "PENDING":
             state += f" {job['reason']}"
-        lines.append(f"{r['shard']:>5} {state[:24]:<24} {r['docs']:>5} {str(r['final']) + '/' + _n(r['pages']):>12} "
+        lines.append(f"{r.get('name', r['shard']):>{w}} {state[:24]:<24} {r['docs']:>5} {str(r['final']) + '/' + _n(r['pages']):>12} "
                      f"{r['ok']:>6} {r['fallback']:>6} {r['review']:>6} {r['failed']:>6} {_n(r['missing']):>7} "
                      f"{'-' if r['exit_code'] is None else r['exit_code']:>4}")
     t = st["totals"]
-    lines.append(f"{'all':>5} {'':<24} {t['docs']:>5} {str(t['final']) + '/' + str(t['pages']):>12} {t['ok']:>6} "
+    lines.append(f"{'all':>{w}} {'':<24} {t['docs']:>5} {str(t['final']) + '/' + str(t['pages']):>12} {t['ok']:>6} "
                  f"{t['fallback']:>6} {t['review']:>6} {t['failed']:>6} {t['missing']:>7}")
     if t.get("bad_inputs"):
         lines.append(f"{t['bad_inputs']} page(s) of unreadable inputs (bad_input)")
     if st.get("not_started"):
-        lines.append(f"not started, pages not counted yet: shard(s) {_ranges(st['not_started'])}")
+        lines.append(f"not started, pages not counted yet: shard(s) {_shard_list(st['not_started'])}")
     if st.get("from_records"):
         lines.append(f"counted from their records (slow: their runs predate summary.json): "
-                     f"shard(s) {_ranges(st['from_records'])}")
+                     f"shard(s) {_shard_list(st['from_records'])}")
     return "\n".join(lines)
 
 
 def _n(value: int | None) -> str:
     return "?" if value is None else str(value)
+
+
+def _shard_list(items: list[int | str]) -> str:
+    """1,2,3 and part shards main-1, main-2 → "1-3, part main 1-2"."""
+    groups: dict[str, list[int]] = {}
+    for item in items:
+        part, _, k = str(item).rpartition("-")
+        groups.setdefault(part, []).append(int(k))
+    return ", ".join((f"part {part} " if part else "") + _ranges(ks) for part, ks in groups.items())
 
 
 def _ranges(ks: list[int]) -> str:

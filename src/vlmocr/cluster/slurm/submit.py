@@ -10,7 +10,7 @@ import re
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from ...exceptions import SETTLED, UsageError
 from ...record import now_iso
@@ -19,7 +19,7 @@ from ...skipped import SkippedFiles
 from ...sources import SUPPORTED_EXTS, Document, discover, from_manifest, shard_of
 from ...store import atomic_file, write_text_atomic
 from .jobs import check_not_active, record_job, sbatch
-from .layout import SLURM_DIR
+from .layout import BULK, SLURM_DIR, bulk_kind, check_part_name, part_of_kind, shard_name
 from .script import SlurmOptions, job_name_for, render_script, safe_sbatch_value
 
 # ============================================================================ staging
@@ -60,12 +60,14 @@ def _staged_suffix(path: Path) -> str:
 
 
 def stage_documents(run_dir: Path, kind: str, paths: Sequence[str] = (), manifest: str | Path | None = None,
-                    warn=print) -> tuple[Path, list[StagedDoc]]:
+                    warn=print, check: Callable[[list[Document]], None] | None = None
+                    ) -> tuple[Path, list[StagedDoc]]:
     """Symlink every input under an ASCII name and write RUN/staged/<kind>.csv.
 
     Document ids are derived from the original names exactly as ``vlmocr run`` derives them
     (``discover``), before staging, so a shard's records carry the ids the user expects.
-    Restaging the same inputs reuses the same names (resubmitting resumes)."""
+    Restaging the same inputs reuses the same names (resubmitting resumes). ``check`` sees the
+    documents before anything is written (a part refuses documents another part holds)."""
     run = RunDir(run_dir)
     staged_dir = run.staged
     staged_dir.mkdir(parents=True, exist_ok=True)
@@ -73,6 +75,8 @@ def stage_documents(run_dir: Path, kind: str, paths: Sequence[str] = (), manifes
     docs = discover(list(paths), manifest, skipped=skipped)  # validates ids (unsafe, duplicate) before anything is submitted
     if skipped.phrase():  # the shards read a staged manifest: this is the only walk that sees them
         warn(f"{kind}: {skipped.phrase()} (not documents: not staged)")
+    if check is not None:
+        check(docs)
     previous = run.originals()
     by_original = {r["original"]: r["staged"] for r in previous}
     used = {r["staged"] for r in previous}
@@ -168,11 +172,11 @@ def vlmocr_commit() -> str | None:
     return git_commit()
 
 
-def shard_argv(run_dir: Path, k: int, n: int, run_args: Sequence[str]) -> list[str]:
-    """The argv (after ``vlmocr``) a bulk task runs, as run.json records it."""
+def shard_argv(run_dir: Path, k: int, n: int, run_args: Sequence[str], part: str | None = None) -> list[str]:
+    """The argv (after ``vlmocr``) a bulk task (of `part`) runs, as run.json records it."""
     run = RunDir(run_dir)
-    return ["run", "--manifest", str(run.staged / "bulk.csv"), "--out", str(run.shard(k).path), "--shard", f"{k}/{n}",
-            *run_args]
+    return ["run", "--manifest", str(run.staged / f"{bulk_kind(part)}.csv"), "--out", str(run.shard(shard_name(part, k)).path),
+            "--shard", f"{k}/{n}", *run_args]
 
 
 # Options that change neither the text nor which pages are owed: a shard finished under other
@@ -195,20 +199,21 @@ def _comparable(argv: Sequence[str]) -> list[str]:
     return out
 
 
-def complete_shards(run_dir: Path, n: int, run_args: Sequence[str]) -> list[int]:
+def complete_shards(run_dir: Path, n: int, run_args: Sequence[str], part: str | None = None) -> list[int]:
     """Shards that owe nothing: their last run finished with exit 0, or 9 (every page final, some
     inputs unreadable: a resubmit reads them no better), under this command (up to options that
     change neither text nor work, e.g. --stop-grace, --workers), after the staged manifest last
-    changed: resubmitting need not start them again (no server start, no GPU)."""
+    changed: resubmitting need not start them again (no server start, no GPU). Of `part` NAME:
+    its own shards (RUN/shards/NAME-K) against its own manifest."""
     run = RunDir(run_dir)
-    manifest = run.staged / "bulk.csv"
+    manifest = run.staged / f"{bulk_kind(part)}.csv"
     try:
         manifest_mtime = manifest.stat().st_mtime
     except OSError:
         return []
     done = []
     for k in range(1, n + 1):
-        shard = run.shard(k)
+        shard = run.shard(shard_name(part, k))
         path = shard.run_json
         info = shard.info()
         summary = info.get("summary") or {}
@@ -218,23 +223,27 @@ def complete_shards(run_dir: Path, n: int, run_args: Sequence[str]) -> list[int]
         except OSError:
             continue
         if (fresh and summary.get("exit_code") in SETTLED and isinstance(argv, list)
-                and _comparable(argv) == _comparable(shard_argv(run_dir, k, n, run_args))):
+                and _comparable(argv) == _comparable(shard_argv(run_dir, k, n, run_args, part))):
             done.append(k)
     return done
 
 
 def prepare_job(run_dir: Path, kind: str, *, paths: Sequence[str] = (), manifest: str | Path | None = None,
                 shards: int | None, run_args: Sequence[str], options: SlurmOptions, python: str | None = None,
-                warn=print) -> tuple[Path, list[StagedDoc]]:
-    """Stage the inputs and write RUN/slurm/<kind>.sbatch; return the script and the staged docs."""
+                warn=print, part: str | None = None,
+                check: Callable[[list[Document]], None] | None = None) -> tuple[Path, list[StagedDoc]]:
+    """Stage the inputs and write RUN/slurm/<kind>.sbatch (bulk-NAME.sbatch for part NAME);
+    return the script and the staged docs."""
     run_dir = Path(run_dir).resolve()
-    _, staged = stage_documents(run_dir, kind, paths, manifest, warn=warn)
+    files = bulk_kind(part) if kind == BULK else kind
+    _, staged = stage_documents(run_dir, files, paths, manifest, warn=warn, check=check)
     slurm_dir = run_dir / SLURM_DIR
     (slurm_dir / "logs").mkdir(parents=True, exist_ok=True)
     text = render_script(
         kind=kind, run_dir=run_dir, python=python or sys.executable, shards=shards, run_args=run_args,
-        options=options, submit_dir=Path.cwd(), commit=vlmocr_commit(), job_name=job_name_for(run_dir, kind))
-    script = slurm_dir / f"{kind}.sbatch"
+        options=options, submit_dir=Path.cwd(), commit=vlmocr_commit(), job_name=job_name_for(run_dir, files),
+        part=part)
+    script = slurm_dir / f"{files}.sbatch"
     script.write_text(text, encoding="utf-8")
     script.chmod(0o755)
     return script, staged
@@ -244,20 +253,27 @@ def submit(run_dir: Path, *, paths: Sequence[str] = (), manifest: str | Path | N
            run_args: Sequence[str] = (), options: SlurmOptions | None = None, hold: bool = False,
            dependency: str | None = None, dry_run: bool = False, all_shards: bool = False,
            python: str | None = None, kind: str = "bulk", argv: Sequence[str] | None = None,
-           warn=print) -> Submission:
+           warn=print, part: str | None = None) -> Submission:
     """Stage, write the array script and submit it (``sbatch --parsable``); record it in jobs.json.
 
     Resubmitting the same command resumes: same staged names, same shard directories. Shards
     that already finished under exactly this command are left out of the array unless
-    ``all_shards``; with nothing left, nothing is submitted."""
+    ``all_shards``; with nothing left, nothing is submitted.
+
+    With ``part`` NAME the job is one part of the run's bulk, beside the others (its own staged
+    manifest, shards RUN/shards/NAME-K, script and options; live at the same time as the rest):
+    resubmitting it resumes that part alone. A document is in one part only (`check_one_part`)."""
     if shards < 1:
         raise UsageError("--shards must be at least 1")
+    if part is not None:
+        check_part_name(part)
     options = options or SlurmOptions()
     run_dir = Path(run_dir).resolve()
     if not dry_run:
-        check_not_active(run_dir, kind)
+        check_not_active(run_dir, kind, part)
     script, staged = prepare_job(run_dir, kind, paths=paths, manifest=manifest, shards=shards, run_args=run_args,
-                                 options=options, python=python, warn=warn)
+                                 options=options, python=python, warn=warn, part=part,
+                                 check=lambda docs: check_one_part(run_dir, part, docs))
     empty = [k for k in range(1, shards + 1) if not any(shard_of(s.doc_id, shards) == k for s in staged)]
     if empty:
         warn(f"note: shard(s) {compress_ranges(empty)} of {shards} hold no document (they finish at once)")
@@ -265,7 +281,7 @@ def submit(run_dir: Path, *, paths: Sequence[str] = (), manifest: str | Path | N
     sub = Submission(kind, script, args)
     todo = list(range(1, shards + 1))
     if not all_shards:
-        done = complete_shards(run_dir, shards, run_args)
+        done = complete_shards(run_dir, shards, run_args, part)
         sub.skipped_shards = done
         todo = [k for k in todo if k not in done]
     if not todo:
@@ -286,13 +302,42 @@ def submit(run_dir: Path, *, paths: Sequence[str] = (), manifest: str | Path | N
         return sub
     sub.job_id = sbatch(script, args)
     record_job(run_dir, {
-        "kind": kind, "job_id": sub.job_id, "array": sub.array, "shards": shards, "held": hold,
+        "kind": kind, **({"part": part} if part else {}), "job_id": sub.job_id, "partition": options.partition, "array": sub.array, "shards": shards, "held": hold,
         "dependency": dependency, "script": str(script.relative_to(run_dir)), "submitted_at": now_iso("seconds"),
         "sbatch": ["sbatch", "--parsable", *args, script.name], "run_args": list(run_args),
         "documents": len(staged), "skipped_shards": sub.skipped_shards, "argv": list(argv or sys.argv[1:]),
         "cwd": str(Path.cwd()),
     })
     return sub
+
+
+def part_owners(run_dir: Path, but: str | None = None) -> dict[str, str | None]:
+    """doc_id → the part whose staged manifest holds it (None: the bulk without --part), over
+    every part of the run except `but` (a staged bulk manifest is that part's claim)."""
+    owners: dict[str, str | None] = {}
+    staged = RunDir(run_dir).staged
+    for path in sorted(staged.glob(f"{BULK}*.csv")) if staged.is_dir() else []:
+        kind = path.stem
+        if not (kind == BULK or kind.startswith(BULK + "-")) or kind == bulk_kind(but):
+            continue
+        with path.open(encoding="utf-8", newline="") as fh:
+            for row in csv.DictReader(fh):  # written by stage_documents: the ids as run reads them
+                owners.setdefault((row.get("doc_id") or "").strip(), part_of_kind(kind))
+    return owners
+
+
+def check_one_part(run_dir: Path, part: str | None, docs: Sequence[Document]) -> None:
+    """Refuse a document another part of the run already holds: two parts would read its pages
+    twice, and merge would have to choose. Moving work elsewhere is resubmitting its own part
+    (``--part NAME --partition …``): that part resumes where it stopped."""
+    owners = part_owners(run_dir, but=part)
+    for doc in docs:
+        if doc.doc_id in owners:
+            other = owners[doc.doc_id]
+            where = f"part {other}" if other else "the bulk without --part"
+            again = f"--part {other}" if other else "no --part"
+            raise UsageError(f"document {doc.doc_id!r} is already in {where} of {run_dir}: a document is in one "
+                             f"part only (to move it, resubmit with {again} and another --partition)")
 
 
 # ============================================================================ grid
