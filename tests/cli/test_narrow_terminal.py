@@ -69,6 +69,9 @@ def test_every_help_is_whole_at_80_columns(monkeypatch, path):
     for sub in getattr(command, "commands", {}).values():  # a group: each command's whole summary
         assert squeezed(sub.get_short_help_str(limit=1_000)) in shown, sub.name
     for param in command.params:
+        if getattr(param, "param_type_name", "") == "argument" and param.metavar:  # shown as {REPO|PROFILE}
+            assert param.metavar in proc.stdout, param.name
+            continue
         for opt in param.opts:
             assert opt in proc.stdout, opt
         if getattr(param, "help", None):
