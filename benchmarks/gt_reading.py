@@ -79,18 +79,10 @@ def engine_key(engine: str, settings: dict[str, Any] | None = None) -> str:
     return f"rapidocr@{settings_tag(settings)}"
 
 
-def _legacy_key(key: str, page: str) -> str | None:
-    """Readings cached before keys carried the settings were made with RapidOCR's defaults."""
-    from vlmocr.engines.rapidocr import DEFAULTS, settings_tag
-
-    return f"rapidocr/{page}" if key == f"rapidocr@{settings_tag(DEFAULTS)}" else None
-
-
 def cached(cache: dict[str, dict[str, Any]], key: str, page: str) -> dict[str, Any] | None:
-    entry = cache.get(f"{key}/{page}")
-    if entry is None and (legacy := _legacy_key(key, page)):
-        entry = cache.get(legacy)
-    return entry
+    # Entries under older keys (`rapidocr/PAGE`, tags without the line grouping) were read with
+    # other settings or grouped into lines the old way: never taken for the current ones.
+    return cache.get(f"{key}/{page}")
 
 
 def load_cache(path: Path = CACHE) -> dict[str, dict[str, Any]]:

@@ -41,6 +41,26 @@ def test_the_tuned_engine_reads_the_lines_the_defaults_lose():
     assert settings_tag(DEFAULTS) in defaults.model and settings_tag(DEFAULTS) != settings_tag(SETTINGS)
 
 
+# Twelve typewritten French lines on a page scanned with a 1.5° slant, dense (RapidOCR's boxes,
+# grown around their text, are taller than the line pitch). Grouped by the overlap of their
+# upright extents, neighbouring lines were joined: "I1 vous fait asseoir … en vous frappant sur
+# les articulations …", "en tombant … et J'avais eu, du reste …" (CER 27 % on the whole page).
+SLANTED = Path(__file__).resolve().parents[1] / "data" / "engines" / "tapus_slanted_lines.jpg"
+SLANTED_STARTS = ("rien, il vous", "I1 vous fait", "frappant sur", "partagés la-dessus", "d'autres qu'il",
+                  "ences, dont", "J'avais eu", "assiettes qui", "pour en partir")
+
+
+def test_lines_of_a_slanted_dense_page_stay_apart_and_in_order():
+    with Image.open(SLANTED) as im:
+        lines = RapidOcrEngine().read(PageInput("tapus", 1, im.convert("RGB"))).text.splitlines()
+    starts = [next((i for i, line in enumerate(lines) if line.startswith(s)), None) for s in SLANTED_STARTS]
+    assert None not in starts, (SLANTED_STARTS, lines)
+    assert starts == sorted(starts), lines  # in reading order
+    assert not any("asseoir" in line and "frappant" in line for line in lines), lines
+    assert not any("repas" in line and "J'avais" in line for line in lines), lines
+    assert len(lines) >= 12
+
+
 def test_the_settings_key_names_rapidocrs_settings():
     """Resume re-reads a page RapidOCR read with other settings: they are in the settings key."""
     material = load_config({"engine": "rapidocr", "inputs": ["x.pdf"]}).key_material()
