@@ -144,10 +144,13 @@ class RapidOcrEngine:
         assert page.image is not None
         arr = np.asarray(page.image.convert("RGB"))
         out = self._ocr(arr)
-        texts = list(out.txts or ())
-        boxes = out.boxes if out.boxes is not None else []
-        scores = [float(s) for s in (out.scores or ())]
-        lines = _group_lines(list(boxes), texts, scores) if texts else []
+        return self.reading(list(out.boxes if out.boxes is not None else []), list(out.txts or ()),
+                            [float(s) for s in (out.scores or ())])
+
+    def reading(self, boxes: list, texts: list[str], scores: list[float]) -> Reading:
+        """The reading of RapidOCR's output (boxes, their texts and scores): lines grouped, each
+        line's score (for the quality signal) and the page's. Benchmarks re-group stored output."""
+        lines = _group_lines(boxes, texts, scores) if texts else []
         text = "\n".join(" ".join(t for t, _ in line) for line in lines)
         line_scores = [score for line in lines if (score := weighted_mean(line)) is not None]
         return Reading(text=text, finish_reason="stop", model=f"PP-OCR (rapidocr {self.tag})", revision=self.version,
