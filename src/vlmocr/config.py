@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from .engines.choice import AUTO, EngineChoice, choose_ocr_engine
+from .engines.choice import AUTO, DocumentReading, EngineChoice, choose_ocr_engine, for_document, tesseract_languages
 from .engines.languages import canonical_lang
 from .engines.registry import ENGINE_CHOICES, HTTP_ENGINE, OCR_ENGINES, engine_parts
 from .exceptions import UsageError
@@ -71,6 +71,8 @@ class RunConfig(BaseModel):
     # What starting the server of `run --serve` told (cluster/serve/running.py, ServerInfo.
     # provenance: its version, ready time, GPUs), for run.json: not a setting either.
     _served: dict[str, Any] | None = PrivateAttr(default=None)
+    # How the documents stating each language are read (document_reading), decided once per run.
+    _doc_readings: dict[str, DocumentReading | None] = PrivateAttr(default_factory=dict)
 
     @field_validator("engine", "ocr_engine")
     @classmethod
@@ -152,16 +154,34 @@ class RunConfig(BaseModel):
             return HTTP_ENGINE if (self.endpoint or self.profile or self.serve) else self.ocr_choice().engine
         return self.engine
 
-    def key_material(self, doc_dpi: float | None = None, sizing: Sizing | None = None) -> dict[str, Any]:
+    def document_reading(self, language: str | None) -> DocumentReading | None:
+        """How the scans of a document stating `language` (its manifest row) are read, when not
+        as the run's (engines/choice.for_document): as a run with --lang = that language would.
+        A VLM run's pages are the model's: its language changes nothing there."""
+        if not language or language == self.lang or self.reader() == HTTP_ENGINE:
+            return None
+        if language not in self._doc_readings:
+            auto = self.engine == AUTO and self.ocr_engine == AUTO
+            probe = auto or "tesseract" in engine_parts(self.reader())  # else no data is asked for
+            self._doc_readings[language] = for_document(language, run_lang=self.lang, reader=self.reader(), auto=auto,
+                                                        languages=tesseract_languages() if probe else None)
+        return self._doc_readings[language]
+
+    def key_material(self, doc_dpi: float | None = None, sizing: Sizing | None = None,
+                     language: str | None = None) -> dict[str, Any]:
+        """`language`: the document's own (its manifest row): the engine and data that read it
+        are the key's, so a document whose language changes nothing keeps the run's key."""
+        doc = self.document_reading(language)
+        reader, lang = (doc.reader, doc.lang) if doc else (self.reader(), self.lang)
         material: dict[str, Any] = {
             "reader_revision": READER_REVISION,
             "engine": self.engine,
-            "reader": self.reader(),
+            "reader": reader,
             "sizing": (sizing or self.sizing(doc_dpi)).as_dict(),
         }
-        if "tesseract" in engine_parts(self.reader()):
-            material["lang"] = self.lang
-        if "rapidocr" in engine_parts(self.reader()):
+        if "tesseract" in engine_parts(reader):
+            material["lang"] = lang
+        if "rapidocr" in engine_parts(reader):
             # RapidOCR's settings change what it reads: a page read with other settings is read again.
             from .engines.rapidocr import settings_tag
 

@@ -88,7 +88,8 @@ class PageRecord(BaseModel):
     quality: dict[str, Any] | None = None
     engine: str = ""
     # Why `engine` read this page, when vlmocr chose it: `auto`'s choice for the run
-    # ("tesseract: installed with deu", "rapidocr: tesseract has no data for grc") or a composite's
+    # ("tesseract: installed with deu", "rapidocr: tesseract has no data for grc"), for the document's
+    # stated language ("tesseract: the document's language grc: installed with grc, …") or a composite's
     # per page ("tesseract: better signal (0.951 vs rapidocr 0.904)"); absent when --engine named it.
     engine_choice: str | None = None
     model: str | None = None
@@ -212,8 +213,13 @@ class PageTask:
     image_format: str = "png"
     jpeg_quality: int = 90
     # The page's language as its manifest row states it (Tesseract's names): the quality signal
-    # judges the page by it. Not in the settings key: it changes the judgement, not the text.
+    # judges the page by it, and it may choose the engine and Tesseract's data
+    # (RunConfig.document_reading: those are in the settings key, the judgement is not).
     language: str | None = None
+    # Tesseract's data for this page when not the run's (the document's language, as installed),
+    # and why `reader` reads it when not for the run's reason (the record's engine_choice).
+    ocr_lang: str | None = None
+    engine_choice: str | None = None
 
     def at(self, **changes: Any) -> "PageTask":
         return dataclasses.replace(self, **changes)

@@ -1,6 +1,7 @@
 """The page's language reaches the quality signal: a manifest row's `language` (above a guess and
 above --lang), a profile's `language` (below --lang), carried through PageTask into the worker
-and the VLM reader, and through SLURM staging — without changing the settings key."""
+and the VLM reader, and through SLURM staging — changing the settings key only where it changes
+what reads the page (the engine, Tesseract's data: tests/engines/test_document_language.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from support.cli import run_cli
 from support.components import REPO, need
 from support.records import finals, read_records
+from support.tessdata import only_data
 
 from vlmocr.cluster.slurm.submit import stage_documents
 from vlmocr.rundir import RunDir
@@ -31,8 +33,11 @@ def gt_file(name: str) -> Path:
 @pytest.mark.tesseract
 def test_a_manifest_language_makes_the_signal_judge_the_page_in_it(tmp_path, tesseract):
     """Zonaras (polytonic Greek) read with English data: without a stated language the signal
-    judges Latin-letter garbage as English; the row that says `grc` has it judged as Greek."""
+    judges Latin-letter garbage as English; the row that says `grc` has it judged as Greek.
+    Tesseract has English data only here: with grc it would read the stated page with that
+    (engines/choice.for_document; tests/engines/test_document_language.py)."""
     need(shutil.which("tesseract") is not None, "tesseract")
+    eng_only = only_data(tmp_path / "tessdata", "eng")
     page = gt_file("zonaras_0054.png")
     shutil.copy(page, tmp_path / "a.png")
     shutil.copy(page, tmp_path / "b.png")
@@ -40,7 +45,7 @@ def test_a_manifest_language_makes_the_signal_judge_the_page_in_it(tmp_path, tes
     manifest.write_text("doc_id,path,language\nstated,a.png,grc\nguessed,b.png,\n", encoding="utf-8")
     run = tmp_path / "r"
     res = run_cli("run", "--manifest", str(manifest), "--out", str(run), "--engine", "tesseract", "--lang", "eng",
-                  "--workers", "1")
+                  "--workers", "1", env=eng_only)
     assert res.returncode == 2, res.stderr  # both readings are garbage: review
     recs = finals(run)
     stated, guessed = recs[("stated", 1)], recs[("guessed", 1)]
@@ -48,11 +53,12 @@ def test_a_manifest_language_makes_the_signal_judge_the_page_in_it(tmp_path, tes
     assert (stated["quality"]["language"], stated["quality"]["script"]) == ("grc", "Grek")
     assert guessed["quality"]["script"] == "Latn" and guessed["quality"]["language"] != "grc"
     assert stated["status"] == "suspect"
-    # Not in the settings key: the same key for both, and a changed language re-reads nothing.
+    # What reads is the same (no grc data): the same key for both, and a changed language whose
+    # data is missing too re-reads nothing.
     assert stated["key"] == guessed["key"]
     manifest.write_text("doc_id,path,language\nstated,a.png,deu\nguessed,b.png,ell\n", encoding="utf-8")
     again = run_cli("run", "--manifest", str(manifest), "--out", str(run), "--engine", "tesseract", "--lang", "eng",
-                    "--workers", "1")
+                    "--workers", "1", env=eng_only)
     assert again.returncode == 2 and len(read_records(run)) == 2, again.stderr
 
 

@@ -14,6 +14,10 @@ Two decisions, both written on the record (`engine_choice`) so a person can see 
   directory keeps the engine it was started with (`earlier`): resuming where Tesseract has since
   been installed goes on with the engine it started with rather than mixing engines within a
   document.
+* **For a document that states its language** (its manifest row's `language`): its scanned
+  pages are read as a run with `--lang` = that language would read them (`for_document`):
+  under `auto` the engine `best_for` that language picks, and Tesseract (chosen, or named) reads
+  with the document's data. Data missing: the run's choice, with the reason on the record.
 * **For a page** (`--ocr-engine tesseract+rapidocr`): read it with both and keep the reading
   with the better quality signal (`pick`)."""
 
@@ -24,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import UsageError
-from .languages import installed_languages, resolve_name, script_of_lang, split_lang
+from .languages import debian_package, installed_languages, missing_message, resolve_name, script_of_lang, split_lang
 
 AUTO = "auto"
 # The engine read when Tesseract cannot read the language: it needs no language data.
@@ -99,6 +103,57 @@ def choose_ocr_engine(asked: str, lang: str, *, earlier: tuple[str, str] | None 
                          f"(Debian: tesseract-ocr-<lang>), or name --ocr-engine {best.engine} to read the run "
                          "again with that")
     return best
+
+
+@dataclass(frozen=True)
+class DocumentReading:
+    """How the scanned pages of a document that states its language are read, where that is
+    not the run's way. `reader` and `lang` go into the page's settings key (config.key_material),
+    so a changed language re-reads the document only when it changes what reads it."""
+
+    reader: str  # the engine (a composite's name when one was named)
+    lang: str  # Tesseract's data as --lang names it: the document's, or the run's (fallback)
+    tesseract_lang: str | None  # the document's data as installed (the worker's); None: the run's
+    choice: str | None  # the record's engine_choice; None: the run's
+    note: str | None = None  # said once on stderr: the document's data is missing
+
+
+def for_document(language: str | None, *, run_lang: str, reader: str, auto: bool,
+                 languages: frozenset[str] | None) -> DocumentReading | None:
+    """How a document in `language` (its manifest's, Tesseract's names) is read in a run of
+    `run_lang` whose scans `reader` reads (`auto`: chosen by `auto`, not named); None when the
+    language changes nothing (none stated, the run's own, or an engine that uses no data)."""
+    from .registry import engine_parts  # here: the worker imports this module, the registry pulls in rundir
+
+    if not language or language == run_lang:
+        return None
+    if auto:
+        best = best_for(language, languages)
+        if best.engine == "tesseract":
+            resolved = "+".join(resolve_name(p, languages or frozenset()) or p for p in split_lang(language))
+            return DocumentReading("tesseract", language, resolved,
+                                   f"tesseract: the document's language {language}: {best.reason}")
+        if "rapidocr has no" not in best.reason:  # a script RapidOCR reads: no data needed
+            return DocumentReading(NO_DATA_ENGINE, language, None,
+                                   f"{NO_DATA_ENGINE}: the document's language {language}: {best.reason}")
+        why = best.reason.split(" (rapidocr has no")[0]
+    elif "tesseract" in engine_parts(reader):
+        missing = [p for p in split_lang(language) if resolve_name(p, languages or frozenset()) is None]
+        if languages is not None and not missing:
+            resolved = "+".join(resolve_name(p, languages) or p for p in split_lang(language))
+            return DocumentReading(reader, language, resolved, None)
+        why = "tesseract not installed" if languages is None else f"tesseract has no data for {'+'.join(missing)}"
+    else:
+        return None  # RapidOCR named: it reads every language with the same models
+    # The document's data is missing: the run's choice, said on every record of the document
+    # and once on stderr with what to install.
+    missing = [p for p in split_lang(language) if resolve_name(p, languages or frozenset()) is None]
+    packages = " ".join(filter(None, map(debian_package, missing)))
+    how = missing_message(missing, languages) if languages is not None else \
+        f"tesseract is not installed (Debian: apt-get install tesseract-ocr {packages})"
+    return DocumentReading(reader, run_lang, None,
+                           f"{reader}: the run's choice ({run_lang}): the document's language {language}: {why}",
+                           note=f"documents in {language}: {how}; read as the run's ({reader}, {run_lang})")
 
 
 def earlier_choice(info: dict[str, Any], ocr_engines: tuple[str, ...]) -> tuple[str, str] | None:

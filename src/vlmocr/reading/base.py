@@ -23,6 +23,11 @@ class PageReader:
         """Everything that changes a page's text under this reader: the settings key's input."""
         raise NotImplementedError
 
+    def doc_key_material(self, doc_dpi: float | None, language: str | None) -> dict[str, Any]:
+        """`key_material` of a document stating its `language` (its manifest row): a reader
+        whose engine or data it chooses (the CPU engines) says so; the others read it alike."""
+        return self.key_material(doc_dpi)
+
     async def inspect(self, path: str) -> tuple[int | None, str | None]:
         """(page count, None), or (None, why the document cannot be read)."""
         raise NotImplementedError

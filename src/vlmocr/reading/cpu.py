@@ -24,6 +24,9 @@ class CpuReader(PageReader):
     def key_material(self, doc_dpi: float | None = None) -> dict[str, Any]:
         return self.cfg.key_material(doc_dpi)
 
+    def doc_key_material(self, doc_dpi: float | None, language: str | None) -> dict[str, Any]:
+        return self.cfg.key_material(doc_dpi, language=language)
+
     async def inspect(self, path: str) -> tuple[int | None, str | None]:
         ok, result = await self.pool.call_safely(worker.inspect_doc, path)
         if not ok:

@@ -188,7 +188,8 @@ class Scheduler(TaskRunner):
             self._choose_ocr_engine()
             self.reader = await self.reader_factory(cfg)
             self.reader.attach(self.progress.note)
-            keys = {d.doc_id: settings_key(self.reader.key_material(d.dpi)) for d in docs}
+            keys = {d.doc_id: settings_key(self.reader.doc_key_material(d.dpi, d.language)) for d in docs}
+            self._note_document_languages(docs)
             self._docs, self._keys = docs, keys
             pages_path = RunDir(self.run_dir).pages
             self.index = ResumeIndex.load(pages_path, set(keys.values()))
@@ -251,6 +252,17 @@ class Scheduler(TaskRunner):
             self.progress.note(f"engine auto: the text layer where usable, else {choice.engine} ({choice.reason})")
         else:
             self.progress.note(f"fallback engine: {choice.engine} ({choice.reason})")
+
+    def _note_document_languages(self, docs: list[Document]) -> None:
+        """Said once per language the documents state that changes how they are read: what reads
+        them, or what to install when its data is missing (they are then read as the run's)."""
+        if self.cfg.reader() == HTTP_ENGINE:
+            return
+        for language in sorted({d.language for d in docs if d.language}):
+            way = self.cfg.document_reading(language)
+            if way is not None and (way.note or way.reader != self.cfg.reader() or way.tesseract_lang):
+                said = way.choice or f"{way.reader} with {way.tesseract_lang}"
+                self.progress.note(way.note or f"documents in {language}: {said}")
 
     async def _schedule(self, docs: list[Document], keys: dict[str, str]) -> None:
         """Pass 1 reads pages owed a first read; pass 2 climbs the retry ladder for review
@@ -354,9 +366,12 @@ class Scheduler(TaskRunner):
             doc_pages = n
         assert doc_pages is not None
         pages = select_pages(doc, doc_pages)
+        # The document's language may choose its engine and Tesseract's data (its key says so).
+        way = cfg.document_reading(doc.language)
         first = PageTask(doc_id=doc.doc_id, source=doc.source, path=str(doc.path), page=pages[0] if pages else 1,
-                         doc_pages=doc_pages, key=key, engine=cfg.engine, reader=cfg.reader(),
-                         sizing=self.reader.sizing(doc.dpi), language=doc.language)
+                         doc_pages=doc_pages, key=key, engine=cfg.engine, reader=way.reader if way else cfg.reader(),
+                         sizing=self.reader.sizing(doc.dpi), language=doc.language,
+                         ocr_lang=way.tesseract_lang if way else None, engine_choice=way.choice if way else None)
 
         def spec(p: int, attempt: int) -> PageTask:
             return first.at(page=p, attempt=attempt)
@@ -469,11 +484,15 @@ class Scheduler(TaskRunner):
         """Versions and commit: asked once per run (a tesseract subprocess, a git call), though
         run.json is written at the start and at the end."""
         if not hasattr(self, "_provenance_cache"):
-            engine = CPU_ENGINES.get(self.cfg.reader())
+            # The run's engine and those documents stating their language are read with.
+            readers = [self.cfg.reader(), *sorted({way.reader for d in self._docs
+                                                   if (way := self.cfg.document_reading(d.language))})]
+            engines = [CPU_ENGINES[name] for name in dict.fromkeys(readers) if name in CPU_ENGINES]
             served = self.reader.provenance()  # a VLM's server: {"server": {name, version, revision…}}
             server = served.get("server") or {}
             extra = {server["name"]: server.get("version")} if server.get("name") else {}
-            self._provenance_cache = {"versions": versions({**(engine.versions() if engine else {}), **extra}),
+            self._provenance_cache = {"versions": versions({**{k: v for e in engines for k, v in e.versions().items()},
+                                                            **extra}),
                                       "git_commit": git_commit(), **served}
         return self._provenance_cache
 

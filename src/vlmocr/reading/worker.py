@@ -67,13 +67,16 @@ def _die_with_scheduler(pid: int | None) -> None:
     threading.Thread(target=watch, name="vlmocr-scheduler-watch", daemon=True).start()
 
 
-def engine(name: str) -> Any:
-    """The worker's engine instance, built on first use (models load once per process)."""
-    eng = _engines.get(name)
+def engine(name: str, lang: str | None = None) -> Any:
+    """The worker's engine instance, built on first use (models load once per process).
+    `lang`: Tesseract's data when not the run's (a document's language): one instance each."""
+    lang = lang if name == "tesseract" else None
+    eng = _engines.get(f"{name}:{lang}" if lang else name)
     if eng is None:
         from ..engines.registry import make_cpu_engine
 
-        eng = _engines[name] = make_cpu_engine(name, _engine_options)
+        options = {**_engine_options, "tesseract_lang": lang} if lang else _engine_options
+        eng = _engines[f"{name}:{lang}" if lang else name] = make_cpu_engine(name, options)
     return eng
 
 
@@ -143,10 +146,11 @@ class Judged:
 
 
 def read_judged(name: str, page: PageInput, blank_page: bool, ink: float | None,
-                page_lang: str | None = None) -> Judged:
-    """Read `page` with the engine `name`, classify the reading and judge it by its signal."""
+                page_lang: str | None = None, ocr_lang: str | None = None) -> Judged:
+    """Read `page` with the engine `name` (Tesseract with `ocr_lang`'s data when given),
+    classify the reading and judge it by its signal."""
     t0 = time.perf_counter()
-    reading: Reading = engine(name).read(page)
+    reading: Reading = engine(name, ocr_lang).read(page)
     status, qflags = classify(reading.text, reading.finish_reason, blank_image=blank_page and not reading.text.strip())
     status, quality = judge_reading(status, reading, name, ink=ink, page_lang=page_lang)
     return Judged(name, reading, status, quality, qflags, round(time.perf_counter() - t0, 4))
@@ -177,7 +181,8 @@ def read_page(task: PageTask) -> PageRecord:
         # reading with the better signal; the others' scores stay in `quality.alternatives`.
         from ..engines.registry import engine_parts  # as engine(): the registry pulls in rundir
 
-        readings = [read_judged(name, page, blank_page, ink, task.language) for name in engine_parts(reader)]
+        readings = [read_judged(name, page, blank_page, ink, task.language, task.ocr_lang)
+                    for name in engine_parts(reader)]
         best, why = pick([r.candidate for r in readings]) if len(readings) > 1 else (0, "")
         chosen = readings[best]
         quality = chosen.quality
@@ -185,8 +190,9 @@ def read_page(task: PageTask) -> PageRecord:
             quality = {**quality, "alternatives": [r.summary() for r in readings if r is not chosen]}
         return task.record(
             chosen.status, text=chosen.reading.text, quality=quality, engine=chosen.engine,
-            engine_choice=f"{chosen.engine}: {why}" if why else _engine_options.get("engine_choice") if mode == "auto"
-            else None,
+            # The page's own reason (a document's language) before the run's.
+            engine_choice=f"{chosen.engine}: {why}" if why else task.engine_choice or (
+                _engine_options.get("engine_choice") if mode == "auto" else None),
             model=chosen.reading.model, revision=chosen.reading.revision, dpi=rendered.dpi,
             finish_reason=chosen.reading.finish_reason, seconds=round(time.perf_counter() - t0, 4),
             image_sha256=image_digest(img), width=img.width, height=img.height,
