@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import math
 import os
-import signal
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
@@ -442,7 +441,6 @@ async def _describe(run_dir: Path, opts: DescribeOptions, progress: Callable[[st
                 progress(f"{d.described}/{len(owed)} figures described, "
                          + " ".join(f"{k}={v}" for k, v in sorted(d.counts.items())))
 
-        previous_term = signal.getsignal(signal.SIGTERM)
         if handle_signals:
             runner.listen()
         ticker = asyncio.create_task(report())
@@ -453,11 +451,9 @@ async def _describe(run_dir: Path, opts: DescribeOptions, progress: Callable[[st
         finally:
             ticker.cancel()
             if handle_signals:
+                # Puts back what was there: --serve's handler, so a SIGTERM while the Markdown is
+                # rebuilt still stops the server.
                 runner.stop_listening()
-                # asyncio leaves SIGTERM's default action behind: put back what was there
-                # (--serve's handler, so a SIGTERM while the Markdown is rebuilt still stops the server).
-                if previous_term is not None:
-                    signal.signal(signal.SIGTERM, previous_term)
         summary.interrupted = runner.interrupted
         summary.described_now = d.described
         summary.records = writer.written

@@ -232,8 +232,10 @@ class Scheduler(TaskRunner):
             if self.fatal is not None and not isinstance(self.fatal, EndpointUnavailable):
                 raise self.fatal
         finally:
-            self.stop_listening()
-            lock.release()
+            try:
+                self.stop_listening()  # --serve's SIGTERM handler is back: it may raise from here on
+            finally:
+                lock.release()
         return self.summary
 
     def _choose_ocr_engine(self) -> None:

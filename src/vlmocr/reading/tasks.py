@@ -25,7 +25,7 @@ class TaskRunner:
         self.abandon = asyncio.Event()
         self.fatal: VlmocrError | None = None
         self.signals = 0
-        self._installed: list[int] = []
+        self._installed: list[tuple[int, Any]] = []  # (signal, the handler it had before listen)
 
     @property
     def interrupted(self) -> bool:
@@ -37,17 +37,30 @@ class TaskRunner:
     def listen(self) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
+            previous = signal.getsignal(sig)
             try:
                 loop.add_signal_handler(sig, self.on_signal, sig)
-                self._installed.append(sig)
+                self._installed.append((sig, previous))
             except (NotImplementedError, RuntimeError):
                 pass
 
     def stop_listening(self) -> None:
+        """Remove the graceful handlers and put back the ones they replaced. asyncio would leave
+        SIGTERM's default action behind, and a SIGTERM from then until the command ends (the
+        event loop closing, a grid's next cell being scored) would kill vlmocr outright: with
+        ``--serve`` (running._sigterm_raises was there) its server would outlive it. Both
+        signals are held while the handlers change hands, so none meets the default action."""
+        if not self._installed:
+            return
         loop = asyncio.get_running_loop()
-        for sig in self._installed:
-            loop.remove_signal_handler(sig)
-        self._installed.clear()
+        installed, self._installed = self._installed, []
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {sig for sig, _ in installed})
+        try:
+            for sig, previous in installed:
+                loop.remove_signal_handler(sig)
+                signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # one held meanwhile is delivered now
 
     def on_signal(self, signum: int) -> None:
         self.signals += 1

@@ -147,6 +147,99 @@ def test_run_serve_sigterm_stops_the_server(tmp_path, scratch):
     assert 2 <= done < 40  # stopped early, nothing half-written
 
 
+# The window: `vlmocr run` as `python -m vlmocr` runs it, but lingering (here, in the test's code)
+# once the run's event loop has ended and before --serve stops the server; it says so in a file.
+LINGERING_RUN = """
+import os, sys, time
+from pathlib import Path
+from vlmocr.stopsignal import listen_early
+listen_early()
+from vlmocr.cli import main, run_cmd
+real = run_cmd.run_pages
+def run_then_linger(*args, **kwargs):
+    summary = real(*args, **kwargs)
+    Path(os.environ["LINGER_FLAG"]).touch()
+    end = time.monotonic() + 20
+    while time.monotonic() < end:
+        time.sleep(0.01)
+    return summary
+run_cmd.run_pages = run_then_linger
+main(sys.argv[1:])
+"""
+
+
+def _sigterm_once(proc: subprocess.Popen, err_path, window) -> None:
+    """SIGTERM ``proc`` once ``window()`` says it is in the window."""
+    try:
+        end = time.monotonic() + 30
+        while not window():
+            assert proc.poll() is None and time.monotonic() < end, err_path.read_text()
+            time.sleep(0.005)
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_run_serve_sigterm_once_the_loop_has_ended_still_stops_the_server(tmp_path, scratch, coded):
+    """asyncio leaves SIGTERM's default action behind when the run's event loop ends: a SIGTERM
+    from then until the server is stopped killed vlmocr outright, its server (here: the worker
+    of its group) left behind. Now it stops the server, removes its caches and exits 130."""
+    flag = tmp_path / "lingering"
+    env = {**fake_env(tmp_path, scratch, FAKE_VLLM_WORKER="1"), "LINGER_FLAG": str(flag)}
+    run_dir = tmp_path / "run"
+    err_path = tmp_path / "vlmocr.err"
+    with err_path.open("w") as err:
+        proc = subprocess.Popen([sys.executable, "-c", LINGERING_RUN, "run", str(coded), "--out", str(run_dir),
+                                 "--serve", "qwen3-vl", "--workers", "2"],
+                                env=env, stdout=subprocess.DEVNULL, stderr=err, cwd=REPO)
+    rec = read_record(tmp_path)
+    _sigterm_once(proc, err_path, flag.exists)
+    err = err_path.read_text()
+    assert proc.returncode == ExitCode.interrupted, (proc.returncode, err)
+    assert gone(rec["pid"], 5) and gone(rec["worker_pid"], 5), "the server outlived vlmocr"
+    assert f"(pid {rec['pid']}) stopped" in err
+    assert not list(scratch.glob("vlmocr-serve-*"))  # its caches went with it
+    assert len(finals(run_dir)) == 4 and json.loads((run_dir / "run.json").read_text())["summary"]
+
+
+def test_grid_serve_sigterm_between_cells_still_stops_the_server(tmp_path, scratch):
+    """The same between a grid's cells, a wide window: one cell's loop has ended, the cell is
+    scored (a long bootstrap here), the next one has not started reading."""
+    from vlmocr.testing.pagecode import make_coded_png
+
+    truth = tmp_path / "truth"
+    truth.mkdir()
+    for code in (1, 2):
+        make_coded_png(truth / f"p{code}.png", code)
+        (truth / f"p{code}.txt").write_text(expected_text(code), encoding="utf-8")
+    env = fake_env(tmp_path, scratch, FAKE_VLLM_WORKER="1")
+    out = tmp_path / "grid"
+    err_path = tmp_path / "vlmocr.err"
+    with err_path.open("w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "vlmocr", "grid", "--truth", str(truth), "--out", str(out),
+                                 "--serve", "qwen3-vl", "--longest-side", "800,1200", "--engine", "openai",
+                                 "--bootstrap", "8000000"],
+                                env=env, stdout=subprocess.DEVNULL, stderr=err, cwd=REPO)
+    rec = read_record(tmp_path)
+    started: list[float] = []
+
+    def scoring_the_first_cell() -> bool:
+        # Its summary.json is written last, just before its loop ends; then 0.2 s into the scoring.
+        if not started and any('"finished"' in p.read_text() for p in out.glob("*/summary.json")):
+            started.append(time.monotonic())
+        return bool(started) and time.monotonic() - started[0] > 0.2
+
+    _sigterm_once(proc, err_path, scoring_the_first_cell)
+    err = err_path.read_text()
+    assert proc.returncode == ExitCode.interrupted, (proc.returncode, err)
+    assert gone(rec["pid"], 5) and gone(rec["worker_pid"], 5), "the server outlived vlmocr"
+    assert f"(pid {rec['pid']}) stopped" in err and "cell 2/2" not in err
+    assert not list(scratch.glob("vlmocr-serve-*"))
+
+
 def test_run_serve_rejects_endpoint_too(tmp_path, scratch, coded):
     env = fake_env(tmp_path, scratch)
     res = run_cli("run", str(coded), "--out", str(tmp_path / "run"), "--serve", "qwen3-vl",

@@ -72,16 +72,23 @@ class ServerInfo:
                 "tensor_parallel": self.tensor_parallel, "log": str(self.log), "attention": self.attention}
 
 
+def _on_the_way_out(signum: int, frame: Any) -> None:
+    """SIGTERM once ServerInterrupted is on its way: already stopping."""
+
+
 @contextlib.contextmanager
 def _sigterm_raises() -> Iterator[None]:
     """While a server is ours, SIGTERM raises ServerInterrupted (main thread only), so that
     the ``finally`` that stops the server runs. Code that installs its own handler meanwhile
-    (the run's event loop) takes over until it removes it."""
+    (the run's event loop: tasks.TaskRunner) takes over until it removes it, and puts this one
+    back. It raises once: the way out is under way then, and a second raise could cut short
+    the very ``finally`` that stops the server."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, _on_the_way_out)
         raise ServerInterrupted(signal.Signals(signum).name)
 
     previous = signal.signal(signal.SIGTERM, handler)
