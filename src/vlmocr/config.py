@@ -42,8 +42,9 @@ class RunConfig(BaseModel):
     dpi: float | None = None
     longest_side: int | None = None
     max_pixels: int = Field(default=DEFAULT_MAX_PIXELS, ge=4096)
-    # Each worker holds an engine (RapidOCR ~0.7 GB) and a page image: beyond a few hundred the
+    # Each worker holds an engine (RapidOCR ~1.5 GB) and a page image: beyond a few hundred the
     # machine, not the setting, decides, and a typo (--workers 10000) should not fork-bomb it.
+    # Left to the default, memory may lower it (pool_workers, reading/memory.py).
     workers: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), ge=1, le=MAX_WORKERS)
     concurrency: int | None = Field(default=None, ge=1, le=4096)
     shard: str | None = None
@@ -73,6 +74,9 @@ class RunConfig(BaseModel):
     _served: dict[str, Any] | None = PrivateAttr(default=None)
     # How the documents stating each language are read (document_reading), decided once per run.
     _doc_readings: dict[str, DocumentReading | None] = PrivateAttr(default_factory=dict)
+    # The worker processes the run starts (reading/memory.py: `workers` when given, else the cores
+    # or fewer when memory holds fewer), decided by the scheduler: not a setting either.
+    _pool_workers: int | None = PrivateAttr(default=None)
 
     @field_validator("engine", "ocr_engine")
     @classmethod
@@ -143,6 +147,17 @@ class RunConfig(BaseModel):
 
     def note_served(self, provenance: dict[str, Any] | None) -> None:
         self._served = dict(provenance) if provenance is not None else None
+
+    def workers_given(self) -> bool:
+        """Whether `workers` was set (option, VLMOCR_WORKERS, config file), not the default."""
+        return "workers" in self.model_fields_set
+
+    def pool_workers(self) -> int:
+        """The worker processes to start: the scheduler's choice, else `workers`."""
+        return self._pool_workers or self.workers
+
+    def set_pool_workers(self, count: int) -> None:
+        self._pool_workers = count
 
     def uses_ocr_choice(self) -> bool:
         """Whether `ocr_engine` reads anything: behind `auto`, or as a VLM's fallback."""

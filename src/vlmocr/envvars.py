@@ -5,7 +5,7 @@ it takes — never silently replaced by a default, never a traceback.
 The run settings (VLMOCR_WORKERS, VLMOCR_DPI, … one per `vlmocr run` option) are read by
 config.load_config, whose errors name the variable too. Variables holding a path or a free
 string (VLMOCR_API_KEY, VLMOCR_PROFILE_PATH, VLMOCR_STOP_FILE, VLMOCR_SERVE_MODEL_PATH,
-VLMOCR_SERVE_REVISION) cannot be malformed and are read where they are used."""
+VLMOCR_SERVE_REVISION, VLMOCR_MEMINFO) cannot be malformed and are read where they are used."""
 
 from __future__ import annotations
 
@@ -30,6 +30,9 @@ HF_JOBS_TIMEOUT_ENV = "VLMOCR_HF_JOBS_TIMEOUT"
 HF_JOBS_ENDPOINT = "VLMOCR_HF_JOBS_ENDPOINT"
 HF_JOBS_ENDPOINT_DEFAULT = "https://{job_id}--{port}.hf.jobs/v1"
 PROGRESS_EVERY = "VLMOCR_PROGRESS_EVERY"  # seconds between progress lines when stderr is no terminal
+# For tests: a file in /proc/meminfo's format read instead of /proc/meminfo and the cgroup limits,
+# as the memory the default --workers is sized by (reading/memory.py). A path: read where used.
+MEMINFO = "VLMOCR_MEMINFO"
 
 FLAG_VALUES = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 

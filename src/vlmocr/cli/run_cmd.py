@@ -32,7 +32,8 @@ def run_command(
     longest_side: Optional[int] = typer.Option(None, help="Scale pages so the longest side has this many px."),
     max_pixels: Optional[int] = typer.Option(None, help="Pixel cap per page image (bigger pages are downscaled)."),
     lang: Optional[str] = typer.Option(None, help="Tesseract languages, e.g. deu+eng."),
-    workers: Optional[int] = typer.Option(None, help="CPU worker processes (default: all cores)."),
+    workers: Optional[int] = typer.Option(None, help="CPU worker processes (default: all cores, or fewer "
+                                                     "when memory holds fewer of the engine's workers)."),
     concurrency: Optional[int] = typer.Option(None, help="Requests in flight for an HTTP engine."),
     shard: Optional[str] = typer.Option(None, help="K/N: read only this stable share of the documents."),
     force: bool = typer.Option(False, "--force", help="Re-read pages that already have a final record."),

@@ -58,6 +58,10 @@ class CpuEngine:
     # A composite reads each page with every part and keeps the reading with the better quality
     # signal (reading/worker.py, engines/choice.pick); the record names the part that read it.
     parts: tuple[str, ...] = ()
+    # The resident memory a worker reading with it reaches (MB; None: light), measured on 2000 px
+    # pages (BENCHMARKS.md, "Engines on ../shared/gt"): the default --workers is what memory
+    # holds of these (reading/memory.py), lest a laptop's 8 workers meet the OOM killer.
+    peak_worker_mb: int | None = None
 
 
 def composite(*members: CpuEngine) -> CpuEngine:
@@ -70,17 +74,23 @@ def composite(*members: CpuEngine) -> CpuEngine:
     def check(options: dict[str, Any]) -> dict[str, Any]:
         return {k: v for c in checks for k, v in c(options).items()}
 
+    peaks = [m.peak_worker_mb for m in members if m.peak_worker_mb]
+    # A worker holds every part's engine at once.
     return CpuEngine("+".join(m.name for m in members), None, ocr=True,
                      preload=tuple(dict.fromkeys(p for m in members for p in m.preload)), versions=versions,
-                     check=check if checks else None, parts=tuple(m.name for m in members))
+                     check=check if checks else None, parts=tuple(m.name for m in members),
+                     peak_worker_mb=sum(peaks) if peaks else None)
 
 
 _TEXTLAYER = CpuEngine("textlayer", _textlayer, ocr=False)
+# RapidOCR: 0.77 GB after the first page, 1.54 GB after 86 (onnxruntime's arenas grow with the
+# largest page seen); Tesseract: its worker ~100 MB plus the CLI it runs ~55 MB.
 _RAPIDOCR = CpuEngine("rapidocr", _rapidocr, ocr=True, preload=("rapidocr", "onnxruntime"),
                       versions=lambda: {"rapidocr": dist_version("rapidocr"),
-                                        "onnxruntime": dist_version("onnxruntime")})
+                                        "onnxruntime": dist_version("onnxruntime")},
+                      peak_worker_mb=1540)
 _TESSERACT = CpuEngine("tesseract", _tesseract, ocr=True, preload=("vlmocr.engines.tesseract",),
-                       versions=_tesseract_version, check=_tesseract_check)
+                       versions=_tesseract_version, check=_tesseract_check, peak_worker_mb=160)
 CPU_ENGINES: dict[str, CpuEngine] = {e.name: e for e in (
     _TEXTLAYER, _RAPIDOCR, _TESSERACT,
     # Tesseract first: it wins a tie (engines/choice.pick), being the better engine on average.
@@ -102,6 +112,14 @@ def engine_parts(name: str) -> tuple[str, ...]:
     """The engines that read a page for `name`: its parts for a composite, else itself."""
     entry = CPU_ENGINES.get(name)
     return entry.parts if entry is not None and entry.parts else (name,)
+
+
+def peak_worker_mb(names: tuple[str, ...]) -> int | None:
+    """What a worker that may read with every engine of `names` reaches (MB), each part counted
+    once (a worker builds an engine on first use and keeps it); None: only light engines."""
+    parts = dict.fromkeys(p for name in names for p in engine_parts(name))
+    peaks = [CPU_ENGINES[p].peak_worker_mb for p in parts if p in CPU_ENGINES and CPU_ENGINES[p].peak_worker_mb]
+    return sum(peaks) if peaks else None
 
 
 def preload_modules(names: tuple[str, ...]) -> list[str]:

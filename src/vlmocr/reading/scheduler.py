@@ -19,10 +19,11 @@ from typing import Any, Awaitable, Callable
 from .. import stopsignal
 from ..config import RunConfig, settings_key
 from ..engines.choice import choose_ocr_engine, earlier_choice
-from ..engines.registry import CPU_ENGINES, HTTP_ENGINE, OCR_ENGINES
+from ..engines.registry import CPU_ENGINES, HTTP_ENGINE, OCR_ENGINES, peak_worker_mb
 from ..exceptions import EndpointUnavailable, ExitCode, StoreFailed, UsageError, outcome
 from ..assemble import add_figures, rebuild_documents, write_document
 from .limiter import Limiter
+from .memory import WorkerCount, choose_workers, system_memory
 from .bad_inputs import write_bad_inputs
 from .owed import PageCounter, first_reads, reopen, select_pages
 from ..progress import RunProgress
@@ -112,7 +113,7 @@ async def make_reader(cfg: RunConfig) -> PageReader:
     named = reader != HTTP_ENGINE or cfg.ocr_engine != "auto"
     if engine.check is not None and named:
         options.update(engine.check(options))
-    pool = WorkerPool(cfg.workers, options)
+    pool = WorkerPool(cfg.pool_workers(), options)
     if reader == HTTP_ENGINE:
         # The pool starts now, in a thread: the forkserver imports the page code on the other
         # core while this process imports the HTTP client and asks the endpoint for its models.
@@ -152,6 +153,7 @@ class Scheduler(TaskRunner):
         self._docs: list[Document] = []
         self._keys: dict[str, str] = {}
         self._summary_at = time.monotonic()
+        self.worker_count: WorkerCount | None = None  # the pool's size and why (run.json)
 
     # ------------------------------------------------------------------ documents
 
@@ -186,6 +188,7 @@ class Scheduler(TaskRunner):
         started = now_iso()
         try:
             self._choose_ocr_engine()
+            self._choose_workers(docs)
             self.reader = await self.reader_factory(cfg)
             self.reader.attach(self.progress.note)
             keys = {d.doc_id: settings_key(self.reader.doc_key_material(d.dpi, d.language)) for d in docs}
@@ -254,6 +257,24 @@ class Scheduler(TaskRunner):
             self.progress.note(f"engine auto: the text layer where usable, else {choice.engine} ({choice.reason})")
         else:
             self.progress.note(f"fallback engine: {choice.engine} ({choice.reason})")
+
+    def _choose_workers(self, docs: list[Document]) -> None:
+        """The pool's size: --workers when given, else the cores or what memory holds of the
+        engines' workers (reading/memory.py), said once when memory decides or is exceeded. A
+        VLM run's workers only render: not limited."""
+        cfg = self.cfg
+        engines: tuple[str, ...] = ()
+        if cfg.reader() != HTTP_ENGINE:
+            readings = (cfg.document_reading(lang) for lang in sorted({d.language for d in docs if d.language}))
+            engines = tuple(dict.fromkeys([cfg.reader(), *(way.reader for way in readings if way is not None)]))
+        per_worker = peak_worker_mb(engines)
+        self.worker_count = choose_workers(cores=max(1, os.cpu_count() or 1),
+                                           asked=cfg.workers if cfg.workers_given() else None, engines=engines,
+                                           per_worker_mb=per_worker, memory=system_memory() if per_worker else None)
+        cfg.set_pool_workers(self.worker_count.count)
+        note = self.worker_count.note()
+        if note:
+            self.progress.note(note)
 
     def _note_document_languages(self, docs: list[Document]) -> None:
         """Said once per language the documents state that changes how they are read: what reads
@@ -518,6 +539,7 @@ class Scheduler(TaskRunner):
             "key_material": self.reader.key_material(),
             **({"engine_choice": self.cfg.ocr_choice().as_dict(self.cfg.lang)} if self.cfg.uses_ocr_choice() else {}),
             **self._provenance(),
+            **({"workers": self.worker_count.as_dict()} if self.worker_count is not None else {}),
             "host": socket.gethostname(),
             "documents": len(docs),
             "skipped": self.skipped.as_dict(),
