@@ -381,3 +381,16 @@ def test_large_run_opens_fast(large_report, page) -> None:
     page.wait_for("document.getElementById('doc-title') && document.getElementById('doc-title').textContent === "
                   "'book-00200'")
     assert page.eval("document.querySelectorAll('.page-card').length") == 50
+
+
+def test_settings_show_the_workers_the_run_started_not_the_setting():
+    """run.json's `workers` block (reading/memory.py) is what ran: memory may hold fewer than
+    the cores the setting names."""
+    from vlmocr.report.html_pages import _settings_table
+
+    info = {"settings": {"engine": "auto", "workers": 8},
+            "workers": {"count": 3, "cores": 8, "reason": "memory: 4700 MB available hold 3 worker(s), fewer than the 8 cores"}}
+    html = _settings_table(info)
+    assert "<th>workers</th><td>3 (memory: 4700 MB available hold 3 worker(s), fewer than the 8 cores)</td>" in html
+    assert "<td>8</td>" not in html
+    assert "<th>workers</th><td>8</td>" in _settings_table({"settings": {"workers": 8}})  # older runs

@@ -141,6 +141,12 @@ def _settings_table(run_info: dict[str, Any]) -> str:
                 "concurrency", "shard"):
         if settings.get(key) not in (None, "", []):
             rows.append((key, settings[key]))
+    used = run_info.get("workers")
+    if isinstance(used, dict) and used.get("count") is not None:
+        # The workers the run started (memory may hold fewer than the setting asks): run.json's
+        # `workers` block, with why.
+        shown = f"{used['count']}" + (f" ({used['reason']})" if used.get("reason") else "")
+        rows = [(k, v) for k, v in rows if k != "workers"] + [("workers", shown)]
     versions = run_info.get("versions") or {}
     if versions.get("vlmocr"):
         rows.append(("vlmocr", versions["vlmocr"]))
