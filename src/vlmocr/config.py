@@ -72,8 +72,9 @@ class RunConfig(BaseModel):
     # What starting the server of `run --serve` told (cluster/serve/running.py, ServerInfo.
     # provenance: its version, ready time, GPUs), for run.json: not a setting either.
     _served: dict[str, Any] | None = PrivateAttr(default=None)
-    # How the documents stating each language are read (document_reading), decided once per run.
-    _doc_readings: dict[str, DocumentReading | None] = PrivateAttr(default_factory=dict)
+    # How the documents stating each language are read (document_reading, fallback_reading),
+    # decided once per run: by (language, reader, auto).
+    _doc_readings: dict[tuple[str, str, bool], DocumentReading | None] = PrivateAttr(default_factory=dict)
     # The worker processes the run starts (reading/memory.py: `workers` when given, else the cores
     # or fewer when memory holds fewer), decided by the scheduler: not a setting either.
     _pool_workers: int | None = PrivateAttr(default=None)
@@ -173,14 +174,28 @@ class RunConfig(BaseModel):
         """How the scans of a document stating `language` (its manifest row) are read, when not
         as the run's (engines/choice.for_document): as a run with --lang = that language would.
         A VLM run's pages are the model's: its language changes nothing there."""
-        if not language or language == self.lang or self.reader() == HTTP_ENGINE:
+        if self.reader() == HTTP_ENGINE:
             return None
-        if language not in self._doc_readings:
-            auto = self.engine == AUTO and self.ocr_engine == AUTO
-            probe = auto or "tesseract" in engine_parts(self.reader())  # else no data is asked for
-            self._doc_readings[language] = for_document(language, run_lang=self.lang, reader=self.reader(), auto=auto,
-                                                        languages=tesseract_languages() if probe else None)
-        return self._doc_readings[language]
+        return self._cpu_reading(language, self.reader(), auto=self.engine == AUTO and self.ocr_engine == AUTO)
+
+    def fallback_reading(self, language: str | None) -> DocumentReading | None:
+        """How a VLM run's fallback (a page whose retry ladder is spent) reads a scan of a
+        document stating `language`: as a CPU run of the fallback engine (`--ocr-engine`, `auto`'s
+        choice) with --lang = that language would; None: as the run's. Not in the settings key:
+        a VLM page's key ignores the language, so settled.py's owed pages stay as they were."""
+        return self._cpu_reading(language, self.ocr_choice().engine, auto=self.ocr_engine == AUTO)
+
+    def _cpu_reading(self, language: str | None, reader: str, *, auto: bool) -> DocumentReading | None:
+        """engines/choice.for_document for scans `reader` reads (`auto`: chosen, not named),
+        decided once per run and language."""
+        if not language or language == self.lang:
+            return None
+        if (language, reader, auto) not in self._doc_readings:
+            probe = auto or "tesseract" in engine_parts(reader)  # else no data is asked for
+            self._doc_readings[(language, reader, auto)] = for_document(
+                language, run_lang=self.lang, reader=reader, auto=auto,
+                languages=tesseract_languages() if probe else None)
+        return self._doc_readings[(language, reader, auto)]
 
     def key_material(self, doc_dpi: float | None = None, sizing: Sizing | None = None,
                      language: str | None = None) -> dict[str, Any]:

@@ -319,9 +319,21 @@ class VlmReader(PageReader):
                            flags=flags if flags is not None else list(prep.flags if prep else ()), **seen, **fields)
 
     async def fallback(self, task: PageTask, why: str) -> PageRecord:
-        """The embedded engines: the text layer where usable, else the CPU OCR engine."""
-        ok, rec = await self.pool.call_safely(read_page, task.at(engine="auto", reader=self.cfg.ocr_choice().engine,
-                                                                   sizing=self.cfg.sizing()))
+        """The embedded engines: the text layer where usable, else the CPU OCR engine as a CPU
+        run would read the page's document (its manifest language may choose the engine and
+        Tesseract's data: a Greek document with tesseract:grc, not the run's RapidOCR). The task
+        keeps its VLM settings key: the language changes the fallback, not what a page owes."""
+        way = self.cfg.fallback_reading(task.language)
+        if way is None:
+            fallback = task.at(engine="auto", reader=self.cfg.ocr_choice().engine, sizing=self.cfg.sizing())
+        else:
+            if way.note and way.note not in self.notes:
+                self.note(way.note)  # the document's data is missing: said once, with what to install
+            # A named engine reading with the document's data has no choice of its own to state.
+            choice = way.choice or f"{self.cfg.ocr_choice()}, with the document's language {task.language}"
+            fallback = task.at(engine="auto", reader=way.reader, sizing=self.cfg.sizing(),
+                               ocr_lang=way.tesseract_lang, engine_choice=choice)
+        ok, rec = await self.pool.call_safely(read_page, fallback)
         if not ok:
             return self._record(task, Status.bad_input, time.monotonic(), error="the page crashed the fallback engine")
         # The fallback's reading is held to the same rule: one that fails it comes back `suspect`
