@@ -291,19 +291,21 @@ def test_flags_of_pages():
     ("spa", "Había una vez un rey que tenía una hija, y era tan hermosa que el sol mismo se asombraba cuando la veía."),
     ("nld", "Er was eens een koning en hij had een dochter, die zo mooi was dat de zon zich over haar verwonderde."),
     ("lat", "Erat rex qui filiam habebat, et tam pulchra erat ut sol ipse, cum in eam luceret, miraretur; sed non est."),
+    ("ell", "Η Ελλάδα είναι χώρα της Ευρώπης και η πρωτεύουσά της είναι η Αθήνα, που είναι μια πόλη με ιστορία."),
+    ("grc", "Ὁ δὲ βασιλεὺς ἐν τῇ πόλει ἦν, καὶ οἱ στρατιῶται πρὸς αὐτὸν ἦλθον διὰ τὴν νίκην τῶν Ῥωμαίων."),
 ])
 def test_language_guess(lang, text):
-    from vlmocr.corpus.facts import guess_language
+    from vlmocr.corpus.facts import text_language
 
-    assert guess_language(text * 2) == lang
+    assert text_language(text * 2) == lang
 
 
 def test_language_guess_without_enough_words():
-    from vlmocr.corpus.facts import guess_language
+    from vlmocr.corpus.facts import text_language
 
-    assert guess_language("") == ""
-    assert guess_language("12 34 --") == ""
-    assert guess_language("Xylophone zebra quantum") == "und"
+    assert text_language("") == ""
+    assert text_language("12 34 --") == ""
+    assert text_language("Xylophone zebra quantum") == "und"
 
 
 def crash_on_marked(batch, opts):

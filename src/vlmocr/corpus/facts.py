@@ -1,11 +1,10 @@
 """What triage learns about each page without rendering it at full size (page sizes from the page
-tree, text layers, image objects, scan resolution, rotation, spreads) and the language of a
-document's text (a stopword vote)."""
+tree, text layers, image objects, scan resolution, rotation, spreads) and the language and script
+of a document's text."""
 
 from __future__ import annotations
 
 import math
-import re
 import statistics
 import unicodedata
 from collections import Counter
@@ -16,9 +15,11 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 from PIL import Image
 
+from ..engines.languages import canonical_name
 from ..exceptions import BadInput
 from ..render import image_dpi, pdfium_lock
 from ..render import check_frame, is_djvu, open_pdf, text_layer, usable_text_layer
+from ..text.textquality import WORD_RE, guess_language
 
 LANG_SAMPLE_CHARS = 6_000  # a few hundred words settle a stopword vote
 MIN_IMAGE_SHARE = 0.3  # an image covering this share of the page makes a scan page
@@ -248,39 +249,6 @@ def mark_shapes(facts: list[PageFacts]) -> None:
 # ---------------------------------------------------------------- language
 
 
-_STOPWORDS = {
-    "eng": "the of and to in is that it was for on are as with his they be at by this had not but from or have an "
-           "which you were her all she there would their we him been has when who will more no if out so said what "
-           "its about than into them can only other new some could these two may then do first any my now such like",
-    "deu": "der die und in den von zu das mit sich des auf für ist im dem nicht ein eine als auch es an werden aus er "
-           "hat dass daß sie nach wird bei einer um am sind noch wie einem über einen so zum war haben nur oder aber "
-           "vor zur bis mehr durch man sein wurde sei ich wir ihr ihre ihm uns",
-    "fra": "de la le et les des en un du une que est pour qui dans par plus pas au sur ne se ce il sont avec ou son "
-           "mais comme on nous elle leur été aux cette ses tout fait sa dont lui ont peut ils très sans entre",
-    "ces": "a se na je v že to s z o do ve k i jako pro by ale po jsou jeho které který která tak byl už jak od za "
-           "nebo jsem co bylo jen když jejich také při mezi této tento jsme byla byli není bude může než ještě",
-    "dan": "og i at det en den til er som på de med han af for ikke der var mig sig men et har om vi min havde ham "
-           "hun nu over da fra du ud sin dem os op man hans hvor eller hvad skal selv her alle vil blev kunne ind "
-           "når være noget deres efter skulle denne end dette også under have",
-    "ita": "di e il la che in a per un del non è da una sono le si con dei della lo gli al alla più anche nel ma "
-           "come ha delle questo se io ci tra cui nella suo sua loro essere era stato fu ne dopo degli questa",
-    "spa": "de la que el en y a los del se las por un para con no una su al es lo como más pero sus le ya o fue "
-           "este ha sí porque esta son entre cuando muy sin sobre también me hasta hay donde desde todo nos durante",
-    "nld": "de en van het een in is dat op te zijn met voor niet aan er die als maar om ook door bij nog wordt naar "
-           "dan of uit worden deze hij was tot kan heeft zij hun geen wel zo al wat werd onder tegen over",
-    "lat": "et in est non ad cum ut quod qui quae sed de ex per enim autem esse sunt nec atque ab hoc quam etiam "
-           "vel sit eius quo si iam tamen ita neque ac erat inter eo ipse quoque nam fuit ille post sicut",
-}
-_LANG_WEIGHTS: dict[str, dict[str, float]] = {}
-for _lang, _words in _STOPWORDS.items():
-    for _w in set(_words.split()):
-        _LANG_WEIGHTS.setdefault(_w, {})[_lang] = 1.0
-for _w, _langs in _LANG_WEIGHTS.items():  # a word shared by k languages says 1/k for each
-    for _lang in _langs:
-        _langs[_lang] = 1.0 / len(_langs)
-_WORD = re.compile(r"[^\W\d_]+")
-
-
 # Unicode character-name prefixes → ISO 15924: the script of a text layer's letters.
 _SCRIPTS = (("LATIN", "Latn"), ("GREEK", "Grek"), ("CYRILLIC", "Cyrl"), ("HEBREW", "Hebr"), ("ARABIC", "Arab"),
             ("CJK", "Hani"), ("HIRAGANA", "Jpan"), ("KATAKANA", "Jpan"), ("HANGUL", "Kore"),
@@ -306,28 +274,18 @@ def text_script(text: str) -> str:
 
 def greek_language(text: str) -> str:
     """'grc' for polytonic Greek (letters of the Greek Extended block: breathings, the iota
-    subscript), else 'ell'."""
+    subscript), else 'ell'. Triage's step for a Greek-script text the guesser names no Greek for
+    (too few stopwords, or a Latin apparatus outvoting them): its letters still tell which data
+    reads it."""
     return "grc" if any("\u1f00" <= ch <= "\u1fff" for ch in text) else "ell"
 
 
-def guess_language(text: str, min_hits: int = 5) -> str:
-    """ISO 639-3 code of the best stopword overlap among eng/deu/fra/ces/dan/ita/spa/nld/lat;
-    'und' when the text is too short or matches none well; '' when there is no text."""
-    words = _WORD.findall(text.lower())
-    if not words:
+def text_language(text: str) -> str:
+    """Triage's `lang` column: the language textquality.guess_language finds — the one guesser, the
+    one the quality signal and cleaning judge pages with — as the Tesseract name `--lang` takes
+    ('de' → 'deu', 'grc' stays); 'und' when it finds none (too few words, no stopword list);
+    '' when the text has no words at all."""
+    if not WORD_RE.search(text):
         return ""
-    scores: Counter[str] = Counter()
-    hits = 0
-    for w in words:
-        weights = _LANG_WEIGHTS.get(w)
-        if weights:
-            hits += 1
-            for lang, weight in weights.items():
-                scores[lang] += weight
-    if hits < min_hits or hits < 0.05 * len(words):
-        return "und"
-    (best, top), *rest = scores.most_common(2) + [("", 0.0)]
-    runner_up = rest[0][1]
-    if top < 1.2 * runner_up:  # too close to call
-        return "und"
-    return best
+    code = guess_language(text)
+    return canonical_name(code) if code else "und"

@@ -43,7 +43,8 @@ the others over all pages):
   scan_dpi[_min/_max] median / range; dpi_source = pdf-image (pixels ÷ size on the page) | metadata |
                       assumed (an image file declaring 72 or 96 dpi, what software writes when it
                       knows none: a guess, not a measure)
-  lang                eng deu fra ces dan ita spa nld lat by stopwords; und = unsure; "" = no text
+  lang                the quality signal's stopword guess as a --lang name: eng deu fra ces dan ell grc
+                      ita spa nld swe pol lat; und = unsure; "" = no text
   seconds             time spent on the document
   script              ISO 15924 of the pages to OCR: Latn, Latf (Fraktur), Grek, Cyrl…; "" = unknown
   script_source       "text layer" (the letters of the text layer; Fraktur spelled in Latin letters
@@ -75,8 +76,8 @@ from ..exceptions import BadInput, UsageError
 from ..render import MIN_TEXT_CHARS, count_pages, kind_of, shown
 from ..engines.languages import install_hint, suggest_lang, tesseract_has_language
 from ..record import Sizing
-from .facts import (LANG_SAMPLE_CHARS, PageFacts, greek_language, guess_language, image_facts, mark_shapes,
-                    pages_to_check, pdf_facts, text_script)
+from .facts import (LANG_SAMPLE_CHARS, PageFacts, greek_language, image_facts, mark_shapes, pages_to_check,
+                    pdf_facts, text_language, text_script)
 from ..store import file_sha256
 from ..skipped import SkippedFiles, file_type
 from ..skipped import phrase as skipped_phrase
@@ -175,7 +176,7 @@ def triage_document(doc_id: str, path: str, opts: TriageOptions) -> dict[str, An
         write_sheets(Path(opts.sheets_dir), doc_id, p, row["kind"], facts, opts.sheet_block)
     _summarise(row, facts, dpi_source)
     if sample:
-        row["lang"] = guess_language("\n".join(sample)[:LANG_SAMPLE_CHARS])
+        row["lang"] = text_language("\n".join(sample)[:LANG_SAMPLE_CHARS])
     _script(row, p, facts, "\n".join(sample)[:LANG_SAMPLE_CHARS], opts)
     row["seconds"] = round(time.perf_counter() - t0, 4)
     return row
@@ -209,7 +210,7 @@ def _script(row: dict[str, Any], path: Path, facts: list[PageFacts], sample: str
         source = "unknown (scan; --osd N to detect)"
     row["script"], row["script_source"] = script, source
     language = row["lang"]
-    if script == "Grek" and sample:
+    if script == "Grek" and sample and language not in ("ell", "grc"):
         language = greek_language(sample)
     row["suggest_lang"] = suggest_lang(script or None, language) if (script or language not in ("", "und")) else ""
 
