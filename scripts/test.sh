@@ -14,7 +14,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 apt_pkgs=(tesseract-ocr tesseract-ocr-eng tesseract-ocr-deu tesseract-ocr-fra tesseract-ocr-frk tesseract-ocr-grc tesseract-ocr-ces tesseract-ocr-dan
-          djvulibre-bin)  # DjVu: ddjvu renders, djvused counts; c44 and djvm make the tests' files
+          djvulibre-bin  # DjVu: ddjvu renders, djvused counts; c44 and djvm make the tests' files
+          fonts-dejavu-core)  # Greek letters in the tests' text-layer PDFs (tests/corpus/test_triage_language.py)
 missing=()
 for p in "${apt_pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
