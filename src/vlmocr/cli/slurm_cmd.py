@@ -16,7 +16,7 @@ from typing import Any, List, Optional
 import typer
 
 from ..cluster.slurm.layout import SLURM_DIR
-from ..cluster.slurm.script import DEFAULT_SIGNAL_LEAD, SlurmOptions, default_stop_grace
+from ..cluster.slurm.script import default_stop_grace
 from ..cluster.slurm.status import format_status, status
 from ..cluster.slurm.submit import compress_ranges, submit, submit_grid
 from ..exceptions import ExitCode, UsageError
@@ -26,6 +26,7 @@ from ..rundir import SHARDS
 from ..writable import check_output_path
 from . import PLAIN_HELP, app
 from . import run_cmd  # noqa: F401  (submit checks run options with run's own parser)
+from .slurm_options import ARRAY, CPU_JOB, GATE, JOB, SlurmRequest, slurm_options
 
 slurm_app = typer.Typer(help="Run across a SLURM cluster: submit shards, gate them on quality, watch them.",
                         no_args_is_help=True, **PLAIN_HELP)
@@ -92,14 +93,6 @@ def command_args(command: str, tokens: List[str], own: dict[str, str]) -> tuple[
     return dict(ctx.params), args
 
 
-def _options(partition, gpus_per_task, cpus_per_task, time_limit, mem, account, qos, constraint, mail_user,
-             mail_type, signal_lead, max_running, sbatch_arg) -> SlurmOptions:
-    return SlurmOptions(partition=partition, gpus_per_task=gpus_per_task, cpus_per_task=cpus_per_task,
-                        time=time_limit, mem=mem, account=account, qos=qos, constraint=constraint,
-                        mail_user=mail_user, mail_type=mail_type, signal_lead=signal_lead,
-                        max_running=max_running, extra=list(sbatch_arg or []))
-
-
 def _with_stop_grace(run_args: list[str], signal_lead: int) -> list[str]:
     if "--stop-grace" in run_args:
         return run_args
@@ -107,24 +100,12 @@ def _with_stop_grace(run_args: list[str], signal_lead: int) -> list[str]:
 
 
 @slurm_app.command("grid", context_settings=PASS_THROUGH)
+@slurm_options(JOB)
 def grid_command(
     ctx: typer.Context,
     out: Path = typer.Option(..., "--out", "-o", help="Run directory (the grid goes to RUN/grid)."),
-    partition: Optional[str] = typer.Option(None, help="SLURM partition."),
-    gpus_per_task: Optional[str] = typer.Option(None, help="GPUs for the job, e.g. 1 or a100:1."),
-    cpus_per_task: Optional[int] = typer.Option(None, help="CPUs for the job."),
-    time_limit: Optional[str] = typer.Option(None, "--time", help="Time limit, e.g. 2:00:00."),
-    mem: Optional[str] = typer.Option(None, help="Memory, e.g. 32G."),
-    account: Optional[str] = typer.Option(None, help="SLURM account."),
-    qos: Optional[str] = typer.Option(None, help="SLURM QOS."),
-    constraint: Optional[str] = typer.Option(None, help="SLURM node constraint."),
-    mail_user: Optional[str] = typer.Option(None, help="Mail this address when the job ends or fails."),
-    mail_type: str = typer.Option("END,FAIL", help="SLURM --mail-type."),
-    signal_lead: int = typer.Option(DEFAULT_SIGNAL_LEAD, help="Seconds before the limit the batch shell gets SIGTERM."),
-    sbatch_arg: Optional[List[str]] = typer.Option(None, help="Another #SBATCH option (repeatable)."),
-    python: Optional[str] = typer.Option(None, help="Python that runs vlmocr on the node (default: this one)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Write the script; do not submit."),
-    json_out: bool = typer.Option(False, "--json", help="Machine-readable result on stdout."),
+    *,
+    slurm: SlurmRequest,
 ) -> int:
     """One job reading a prompt × dpi grid against one server it starts (the model loads once).
 
@@ -132,10 +113,9 @@ def grid_command(
 
     Everything after the SLURM options is given to `vlmocr grid` on the node; results in RUN/grid.
     """
-    options = _options(partition, gpus_per_task, cpus_per_task, time_limit, mem, account, qos, constraint,
-                       mail_user, mail_type, signal_lead, None, sbatch_arg)
-    result = submit_grid(out, [a for a in ctx.args if a != "--"], options=options, dry_run=dry_run, python=python)
-    if json_out:
+    result = submit_grid(out, [a for a in ctx.args if a != "--"], options=slurm.options, dry_run=slurm.dry_run,
+                         python=slurm.python)
+    if slurm.json:
         print(json.dumps(result))
     else:
         print(f"grid job {result['job_id'] or '(dry run)'}: {result['script']}")
@@ -143,6 +123,7 @@ def grid_command(
 
 
 @slurm_app.command("fetch")
+@slurm_options(CPU_JOB)
 def fetch_command(
     target: str = typer.Argument(..., metavar="REPO|PROFILE", help="Repo id (ORG/NAME), or a profile: its model "
                                  "and pinned revision."),
@@ -153,19 +134,8 @@ def fetch_command(
     allow_branch: bool = typer.Option(False, "--allow-branch", help="Accept a branch or tag: the job resolves it "
                                       "and records the commit."),
     endpoint: Optional[str] = typer.Option(None, help="Hub URL (default: $HF_ENDPOINT or https://huggingface.co)."),
-    partition: Optional[str] = typer.Option(None, help="SLURM partition (a CPU one, e.g. cpu-short)."),
-    cpus_per_task: Optional[int] = typer.Option(None, help="CPUs for the job."),
-    time_limit: Optional[str] = typer.Option(None, "--time", help="Time limit, e.g. 2:00:00."),
-    mem: Optional[str] = typer.Option(None, help="Memory, e.g. 8G."),
-    account: Optional[str] = typer.Option(None, help="SLURM account."),
-    qos: Optional[str] = typer.Option(None, help="SLURM QOS."),
-    constraint: Optional[str] = typer.Option(None, help="SLURM node constraint."),
-    mail_user: Optional[str] = typer.Option(None, help="Mail this address when the job ends or fails."),
-    mail_type: str = typer.Option("END,FAIL", help="SLURM --mail-type."),
-    sbatch_arg: Optional[List[str]] = typer.Option(None, help="Another #SBATCH option (repeatable)."),
-    python: Optional[str] = typer.Option(None, help="Python that runs vlmocr on the node (default: this one)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Write the script; do not submit."),
-    json_out: bool = typer.Option(False, "--json", help="Machine-readable result on stdout."),
+    *,
+    slurm: SlurmRequest,
 ) -> int:
     """Download a model at a pinned commit in a CPU job, not on the login node.
 
@@ -176,12 +146,10 @@ def fetch_command(
     """
     from ..cluster.fetch_job import submit_fetch
 
-    options = _options(partition, None, cpus_per_task, time_limit, mem, account, qos, constraint, mail_user,
-                       mail_type, 0, None, sbatch_arg)
     job = submit_fetch(target, to, revision=revision, endpoint=endpoint, include=list(include or []),
-                       allow_branch=allow_branch, options=options, python=python, dry_run=dry_run,
-                       argv=sys.argv[1:])
-    if json_out:
+                       allow_branch=allow_branch, options=slurm.options, python=slurm.python,
+                       dry_run=slurm.dry_run, argv=sys.argv[1:])
+    if slurm.json:
         print(json.dumps(job.as_dict()), flush=True)
         return ExitCode.ok
     if job.job_id:
@@ -197,6 +165,7 @@ def fetch_command(
 
 
 @slurm_app.command("submit", context_settings=PASS_THROUGH)
+@slurm_options(ARRAY)
 def submit_command(
     ctx: typer.Context,
     out: Path = typer.Option(..., "--out", "-o", help="Run directory (shards go to RUN/shards/K)."),
@@ -205,25 +174,11 @@ def submit_command(
     part: Optional[str] = typer.Option(None, "--part", help="Submit these documents as part NAME of RUN: one more "
                                        "bulk job beside the others (own shards RUN/shards/NAME-K, partition, "
                                        "options), live at the same time. A document is in one part only."),
-    partition: Optional[str] = typer.Option(None, help="SLURM partition."),
-    gpus_per_task: Optional[str] = typer.Option(None, help="GPUs per task, e.g. 1 or a100:1."),
-    cpus_per_task: Optional[int] = typer.Option(None, help="CPUs per task."),
-    time_limit: Optional[str] = typer.Option(None, "--time", help="Time limit per task, e.g. 4:00:00."),
-    mem: Optional[str] = typer.Option(None, help="Memory per node, e.g. 32G."),
-    account: Optional[str] = typer.Option(None, help="SLURM account."),
-    qos: Optional[str] = typer.Option(None, help="SLURM QOS."),
-    constraint: Optional[str] = typer.Option(None, help="SLURM node constraint."),
-    mail_user: Optional[str] = typer.Option(None, help="Mail this address when tasks end or fail."),
-    mail_type: str = typer.Option("END,FAIL", help="SLURM --mail-type."),
-    signal_lead: int = typer.Option(DEFAULT_SIGNAL_LEAD, help="Seconds before the limit the batch shell gets SIGTERM."),
-    max_running: Optional[int] = typer.Option(None, help="At most this many array tasks at once (--array=1-N%M)."),
-    sbatch_arg: Optional[List[str]] = typer.Option(None, help="Another #SBATCH option, e.g. --exclusive (repeatable)."),
+    *,
+    slurm: SlurmRequest,
     hold: bool = typer.Option(False, "--hold", help="Submit held: start with `scontrol release JOB`."),
     dependency: Optional[str] = typer.Option(None, help="SLURM dependency, e.g. afterok:123."),
     all_shards: bool = typer.Option(False, "--all-shards", help="Submit every shard, also those already complete."),
-    python: Optional[str] = typer.Option(None, help="Python that runs vlmocr on the nodes (default: this one)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Stage and write the script; do not submit."),
-    json_out: bool = typer.Option(False, "--json", help="Machine-readable result on stdout."),
 ) -> int:
     """Stage inputs, write an sbatch array script under RUN/slurm, submit it.
 
@@ -239,18 +194,16 @@ def submit_command(
         raise UsageError("give files, folders or --manifest")
     check_inputs(paths)  # before anything is staged under RUN
     check_output_path(out, "--out", folder=True)
-    options = _options(partition, gpus_per_task, cpus_per_task, time_limit, mem, account, qos, constraint,
-                       mail_user, mail_type, signal_lead, max_running, sbatch_arg)
-    run_args = _with_stop_grace(run_args, signal_lead)
-    sub = submit(out, paths=paths, manifest=manifest, shards=shards, run_args=run_args, options=options,
-                 hold=hold, dependency=dependency, dry_run=dry_run, all_shards=all_shards, python=python,
-                 argv=sys.argv[1:], warn=_warn, part=part)
+    run_args = _with_stop_grace(run_args, slurm.options.signal_lead)
+    sub = submit(out, paths=paths, manifest=manifest, shards=shards, run_args=run_args, options=slurm.options,
+                 hold=hold, dependency=dependency, dry_run=slurm.dry_run, all_shards=all_shards,
+                 python=slurm.python, argv=sys.argv[1:], warn=_warn, part=part)
     run_dir = Path(out).resolve()
     result: dict[str, Any] = {"run_dir": str(run_dir), "part": part, "script": str(sub.script), "job_id": sub.job_id,
                               "array": sub.array, "skipped_shards": sub.skipped_shards, "held": hold,
                               "sbatch": ["sbatch", "--parsable", *sub.sbatch_args, sub.script.name],
                               "run_args": run_args, "note": sub.note}
-    if json_out:
+    if slurm.json:
         print(json.dumps(result), flush=True)
         return ExitCode.ok
     if sub.skipped_shards and sub.job_id:
@@ -263,12 +216,13 @@ def submit_command(
               f"shards -> {run_dir / SHARDS}/{where}, logs {run_dir / SLURM_DIR / 'logs'}/{sub.job_id}_K.out", flush=True)
     else:
         print(f"{sub.note}. Script: {sub.script}", flush=True)
-        if dry_run:
+        if slurm.dry_run:
             print("would run (in " + str(sub.script.parent) + "): " + " ".join(result["sbatch"]), flush=True)
     return ExitCode.ok
 
 
 @slurm_app.command("gate", context_settings=PASS_THROUGH)
+@slurm_options(GATE)
 def gate_command(
     ctx: typer.Context,
     out: Path = typer.Option(..., "--out", "-o", help="Run directory (gate run in RUN/gate, bulk in RUN/shards/K)."),
@@ -284,22 +238,8 @@ def gate_command(
     after_gate: bool = typer.Option(False, "--after-gate", help="Also make the bulk depend on the gate (afterany)."),
     release_by_hand: bool = typer.Option(False, "--release-by-hand",
                                          help="Submit no release job: decide with `vlmocr slurm release RUN`."),
-    partition: Optional[str] = typer.Option(None, help="SLURM partition."),
-    gpus_per_task: Optional[str] = typer.Option(None, help="GPUs per task."),
-    cpus_per_task: Optional[int] = typer.Option(None, help="CPUs per task."),
-    time_limit: Optional[str] = typer.Option(None, "--time", help="Time limit per task."),
-    mem: Optional[str] = typer.Option(None, help="Memory per node."),
-    account: Optional[str] = typer.Option(None, help="SLURM account."),
-    qos: Optional[str] = typer.Option(None, help="SLURM QOS."),
-    constraint: Optional[str] = typer.Option(None, help="SLURM node constraint."),
-    mail_user: Optional[str] = typer.Option(None, help="Mail this address when jobs end or fail."),
-    mail_type: str = typer.Option("END,FAIL", help="SLURM --mail-type."),
-    signal_lead: int = typer.Option(DEFAULT_SIGNAL_LEAD, help="Seconds before the limit the batch shell gets SIGTERM."),
-    max_running: Optional[int] = typer.Option(None, help="At most this many bulk tasks at once."),
-    sbatch_arg: Optional[List[str]] = typer.Option(None, help="Another #SBATCH option (repeatable)."),
-    python: Optional[str] = typer.Option(None, help="Python that runs vlmocr on the nodes (default: this one)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Stage and write the scripts; do not submit."),
-    json_out: bool = typer.Option(False, "--json", help="Machine-readable result on stdout."),
+    *,
+    slurm: SlurmRequest,
 ) -> int:
     """Submit a gate run and the bulk array held.
 
@@ -315,19 +255,17 @@ def gate_command(
         raise UsageError("give the gate documents with --manifest or --gate PATH")
     if not paths and bulk_manifest is None:
         raise UsageError("give the bulk documents as PATHS or --bulk-manifest")
-    options = _options(partition, gpus_per_task, cpus_per_task, time_limit, mem, account, qos, constraint,
-                       mail_user, mail_type, signal_lead, max_running, sbatch_arg)
-    run_args = _with_stop_grace(run_args, signal_lead)
+    run_args = _with_stop_grace(run_args, slurm.options.signal_lead)
     from ..cluster.gate import submit_gate
 
     res = submit_gate(out, gate_paths=list(gate or []), gate_manifest=manifest, truth=truth, max_cer=max_cer,
                       bulk_paths=paths, bulk_manifest=bulk_manifest, shards=shards, run_args=run_args,
-                      options=options, after_gate=after_gate, dry_run=dry_run, python=python,
+                      options=slurm.options, after_gate=after_gate, dry_run=slurm.dry_run, python=slurm.python,
                       argv=sys.argv[1:], checks=list(require or []), warn=_warn,
                       release_job=not release_by_hand)
-    if json_out:
+    if slurm.json:
         print(json.dumps(res), flush=True)
-    elif dry_run:
+    elif slurm.dry_run:
         print(f"dry run: wrote {res['gate_script']} and {res['bulk_script']}; nothing submitted "
               f"({res['truth_pages']} truth pages matched)", flush=True)
     else:
@@ -375,26 +313,14 @@ def status_command(
 
 
 @slurm_app.command("describe", context_settings=PASS_THROUGH)
+@slurm_options(JOB)
 def describe_command(
     ctx: typer.Context,
     serve: str = typer.Option(..., "--serve", help="Profile of the describing model: the job starts its server."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Where the job's slurm/ folder goes "
                                        "(default: RUN, or LIB)."),
-    partition: Optional[str] = typer.Option(None, help="SLURM partition."),
-    gpus_per_task: Optional[str] = typer.Option(None, help="GPUs for the job, e.g. 1 or a100:1."),
-    cpus_per_task: Optional[int] = typer.Option(None, help="CPUs for the job."),
-    time_limit: Optional[str] = typer.Option(None, "--time", help="Time limit, e.g. 2:00:00."),
-    mem: Optional[str] = typer.Option(None, help="Memory, e.g. 32G."),
-    account: Optional[str] = typer.Option(None, help="SLURM account."),
-    qos: Optional[str] = typer.Option(None, help="SLURM QOS."),
-    constraint: Optional[str] = typer.Option(None, help="SLURM node constraint."),
-    mail_user: Optional[str] = typer.Option(None, help="Mail this address when the job ends or fails."),
-    mail_type: str = typer.Option("END,FAIL", help="SLURM --mail-type."),
-    signal_lead: int = typer.Option(DEFAULT_SIGNAL_LEAD, help="Seconds before the limit the batch shell gets SIGTERM."),
-    sbatch_arg: Optional[List[str]] = typer.Option(None, help="Another #SBATCH option (repeatable)."),
-    python: Optional[str] = typer.Option(None, help="Python that runs vlmocr on the node (default: this one)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Write the script; do not submit."),
-    json_out: bool = typer.Option(False, "--json", help="Machine-readable result on stdout."),
+    *,
+    slurm: SlurmRequest,
 ) -> int:
     """One job describing figures against a server it starts for --serve PROFILE.
 
@@ -412,11 +338,9 @@ def describe_command(
     run_dir, library = params.get("run_dir"), params.get("library")
     if out is not None:
         check_output_path(out, "--out", folder=True)
-    options = _options(partition, gpus_per_task, cpus_per_task, time_limit, mem, account, qos, constraint,
-                       mail_user, mail_type, signal_lead, None, sbatch_arg)
-    result = submit_describe(run_dir, library, describe_options(params), serve, args, out=out, options=options,
-                             dry_run=dry_run, python=python)
-    if json_out:
+    result = submit_describe(run_dir, library, describe_options(params), serve, args, out=out,
+                             options=slurm.options, dry_run=slurm.dry_run, python=slurm.python)
+    if slurm.json:
         print(json.dumps(result), flush=True)
     elif result["job_id"]:
         print(f"Submitted describe job {result['job_id']}: log {Path(result['home']) / SLURM_DIR / 'logs'}/"
