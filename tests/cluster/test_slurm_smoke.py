@@ -125,25 +125,40 @@ echo "no TERM before the loop ended" >> "$OUT_DIR/shell.log"
 """
 
 
-@pytest.mark.slow
-def test_signal_b_term_reaches_batch_shell_before_time_limit(slurm, tmp_path: Path) -> None:
+def _signal_job(slurm, out_dir: Path) -> tuple[str, str, float | None]:
+    """Submit SIGNAL_SCRIPT with --time=1 and B:TERM@50: (job, state, seconds from the shell's
+    start to the first TERM it logged, None without one)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
     job = slurm.submit(
         SIGNAL_SCRIPT, "--time=1", "--signal=B:TERM@50", "-J", "t-signal",
-        f"--output={tmp_path}/signal.out", f"--export=ALL,OUT_DIR={tmp_path}",
+        f"--output={out_dir}/signal.out", f"--export=ALL,OUT_DIR={out_dir}",
     )
+    state = slurm.wait(job, timeout=100)
+    log = (out_dir / "shell.log").read_text().splitlines()
+    start = float(log[0].split()[1])
+    terms = [line for line in log if line.startswith("TERM")]
+    return job, state, (float(terms[0].split()[1]) - start) if terms else None
+
+
+@pytest.mark.slow
+def test_signal_b_term_reaches_batch_shell_before_time_limit(slurm, tmp_path: Path) -> None:
     # TERM is due 10 s after start, but slurmctld checks time limits only every 30 s and sends
     # the warning signal early ("up to 60 s earlier", sbatch(1)): it came at the first check
     # after the start, 0-30 s (measured 6.9-28.1 s). The time limit itself is at 60-90 s.
-    state = slurm.wait(job, timeout=100)
-    log = (tmp_path / "shell.log").read_text().splitlines()
-    start = float(log[0].split()[1])
-    terms = [line for line in log if line.startswith("TERM")]
-    assert terms, f"no TERM reached the batch shell: {log}"
-    after = float(terms[0].split()[1]) - start
+    # Once in some hundred runs slurmctld's timer sent nothing before the limit (TERM at 60.0 s,
+    # JobState TIMEOUT, no other log line in between: a daemon on a loaded 2-core VM): such a
+    # job is submitted once more, and the second must get its TERM early. Two misses fail.
+    job, state, after = _signal_job(slurm, tmp_path / "first")
+    out = tmp_path / "first"
+    if after is None or after >= 55:
+        print(f"B:TERM@50 with --time=1: first job's TERM {after} s after start ({state}); once more")
+        job, state, after = _signal_job(slurm, tmp_path / "second")
+        out = tmp_path / "second"
+    assert after is not None, f"no TERM reached the batch shell: {(out / 'shell.log').read_text()}"
     print(f"B:TERM@50 with --time=1 arrived {after:.1f} s after start")
     assert 0 < after < 55, f"TERM after {after:.1f} s (expected 0-30 s, time limit 60 s)"
     # The shell exited 0 in its trap before the limit: COMPLETED, not TIMEOUT.
     assert state == "COMPLETED"
     assert slurm.info(job)["ExitCode"] == "0:0"
     # Only the batch shell got the signal, not its child.
-    assert (tmp_path / "child.log").read_text().split() == ["started"]
+    assert (out / "child.log").read_text().split() == ["started"]

@@ -9,17 +9,14 @@ keeps the run's key. Real Tesseract and RapidOCR on real pages (tests/data/gt)."
 from __future__ import annotations
 
 import json
-import shutil
-from pathlib import Path
 
 import pytest
 
 from support.cli import run_cli
-from support.components import need
 from support.documents import make_scan_pdf
 from support.records import finals, read_records
-from support.tessdata import only_data
-from vlmocr.engines.choice import for_document, tesseract_languages
+from support.tessdata import need_tesseract, only_data, write_manifest
+from vlmocr.engines.choice import for_document
 from vlmocr.evaluation.score import cer
 
 pytestmark = pytest.mark.tesseract
@@ -27,18 +24,6 @@ pytestmark = pytest.mark.tesseract
 GREEK = "tesseract: the document's language grc: installed with grc, a Grek script rapidocr has no model for"
 FRAKTUR = "rapidocr: the document's language frk: reads Latf script better than tesseract (BENCHMARKS.md)"
 
-
-def need_tesseract(*langs: str) -> None:
-    need(shutil.which("tesseract") is not None, "tesseract binary (apt-get install tesseract-ocr)")
-    have = tesseract_languages() or frozenset()
-    for lang in langs:
-        need(lang in have, f"tesseract language data {lang} (apt-get install tesseract-ocr-{lang})")
-
-
-def write_manifest(path: Path, rows: dict[str, tuple[Path, str]]) -> Path:
-    path.write_text("doc_id,path,language\n" + "".join(f"{d},{p},{lang}\n" for d, (p, lang) in rows.items()),
-                    encoding="utf-8")
-    return path
 
 
 def test_a_mixed_manifest_reads_each_document_with_the_engine_for_its_language(tmp_path, gt):

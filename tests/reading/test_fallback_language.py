@@ -8,17 +8,14 @@ loops) and real Tesseract on a real page (tests/data/gt)."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 from support.cli import run_cli
-from support.components import need
 from support.documents import make_scan_pdf
 from support.records import finals, read_records
-from support.tessdata import only_data
-from vlmocr.engines.choice import tesseract_languages
+from support.tessdata import need_tesseract, only_data, write_manifest
 from vlmocr.evaluation.score import cer
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 from vlmocr.testing.pagecode import make_coded_pdf
@@ -28,18 +25,6 @@ pytestmark = pytest.mark.tesseract
 # Every answer loops: every page's ladder runs out and the fallback reads it.
 LOOPING = ServerConfig(faults={"loop": {"rate": 1.0}})
 
-
-def need_tesseract(*langs: str) -> None:
-    need(shutil.which("tesseract") is not None, "tesseract binary (apt-get install tesseract-ocr)")
-    have = tesseract_languages() or frozenset()
-    for lang in langs:
-        need(lang in have, f"tesseract language data {lang} (apt-get install tesseract-ocr-{lang})")
-
-
-def write_manifest(path: Path, rows: dict[str, tuple[Path, str]]) -> Path:
-    path.write_text("doc_id,path,language\n" + "".join(f"{d},{p},{lang}\n" for d, (p, lang) in rows.items()),
-                    encoding="utf-8")
-    return path
 
 
 def vlm_run(manifest: Path, run: Path, url: str, *extra: str, env: dict | None = None):

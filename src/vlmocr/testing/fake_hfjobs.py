@@ -24,8 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import queue
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -34,6 +32,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
+
+from .app_thread import serve_app_in_thread
 
 TERMINAL = ("COMPLETED", "CANCELED", "ERROR", "DELETED")
 KEEPALIVE_SECONDS = 0.5
@@ -255,34 +255,5 @@ def serve_hfjobs_in_thread(token: str, script: JobScript | None = None, *,
     """Run the stand-in on its own event loop in a thread of this process for the ``with``
     block (the code under test runs in a subprocess, or in this one through the real client)."""
     state = FakeHfJobs(token, namespace, script)
-    started: queue.Queue[tuple[asyncio.AbstractEventLoop, asyncio.Event, int] | BaseException] = queue.Queue()
-
-    async def main() -> None:
-        stop = asyncio.Event()
-        runner = web.AppRunner(state.app(), access_log=None, shutdown_timeout=1.0)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        started.put((asyncio.get_running_loop(), stop, int(runner.addresses[0][1])))
-        try:
-            await stop.wait()
-        finally:
-            await runner.cleanup()
-
-    def target() -> None:
-        try:
-            asyncio.run(main())
-        except BaseException as exc:  # noqa: BLE001 - report start-up failures to the waiting test
-            started.put(exc)
-
-    thread = threading.Thread(target=target, name="fake-hfjobs", daemon=True)
-    thread.start()
-    item = started.get(timeout=30)
-    if isinstance(item, BaseException):
-        raise RuntimeError("the stand-in Jobs API failed to start") from item  # noqa: TRY004
-    loop, stop, port = item
-    try:
-        yield HfJobsHandle(f"http://127.0.0.1:{port}", state)
-    finally:
-        loop.call_soon_threadsafe(stop.set)
-        thread.join(10)
+    with serve_app_in_thread(state.app(), "the stand-in Jobs API") as url:
+        yield HfJobsHandle(url, state)

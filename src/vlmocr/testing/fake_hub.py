@@ -17,17 +17,16 @@ the repo ``REPO_ID`` at two commits (``SHA_MAIN``, the branch "main"; ``SHA_OLD`
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import json
-import queue
 import random
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from aiohttp import web
+
+from .app_thread import serve_app_in_thread
 
 REPO_ID = "acme/tiny-ocr"
 SHA_MAIN = "3f2a9c1e5b7d4a6f8e0c2b4d6f8a0c1e3b5d7f90"
@@ -183,35 +182,6 @@ def serve_hub_in_thread(hub: FakeHub | None = None) -> Iterator[FakeHub]:
     """Serve ``hub`` (default ``standard_hub()``) on 127.0.0.1 from a thread of this process for
     the ``with`` block; ``hub.url`` is its base URL."""
     state = hub if hub is not None else standard_hub()
-    started: queue.Queue[tuple[asyncio.AbstractEventLoop, asyncio.Event, int] | BaseException] = queue.Queue()
-
-    async def main() -> None:
-        stop = asyncio.Event()
-        runner = web.AppRunner(state.app(), access_log=None, shutdown_timeout=1.0)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        started.put((asyncio.get_running_loop(), stop, int(runner.addresses[0][1])))
-        try:
-            await stop.wait()
-        finally:
-            await runner.cleanup()
-
-    def target() -> None:
-        try:
-            asyncio.run(main())
-        except BaseException as exc:  # noqa: BLE001 - report a start-up failure to the waiting test
-            started.put(exc)
-
-    thread = threading.Thread(target=target, name="fake-hub", daemon=True)
-    thread.start()
-    first = started.get(timeout=10)
-    if isinstance(first, BaseException):
-        raise RuntimeError(f"the stand-in Hub did not start: {first}") from first
-    loop, stop, port = first
-    state.url = f"http://127.0.0.1:{port}"
-    try:
+    with serve_app_in_thread(state.app(), "the stand-in Hub", start_timeout=10) as url:
+        state.url = url
         yield state
-    finally:
-        loop.call_soon_threadsafe(stop.set)
-        thread.join(10)
