@@ -126,3 +126,11 @@ class WorkerPool:
                 except Exception:
                     pass
         self._pool.shutdown(wait=not abandon, cancel_futures=True)
+        if abandon:
+            # Let the executor's manager thread finish closing its wake-up pipe (the workers are
+            # dead: it takes milliseconds) before the interpreter exits: Python 3.11's exit hook
+            # writes to that pipe and, racing the thread's close, printed "Exception ignored …
+            # OSError: [Errno 9] Bad file descriptor" after a run stopped by a full disk.
+            manager = getattr(self._pool, "_executor_manager_thread", None)
+            if manager is not None:
+                manager.join(timeout=5)
