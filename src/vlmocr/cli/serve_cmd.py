@@ -92,6 +92,8 @@ def serve_command(
             console.print(f"warning: {warning}", markup=False)
         if plan.attention is not None:
             console.print(f"{plan.server}: {plan.attention.sentence()}", markup=False)
+        if plan.recipe is not None:
+            console.print(plan.recipe.sentence(), markup=False)
         print(plan.shell_script(), end="", flush=True)
         return 0
 
@@ -102,7 +104,7 @@ def serve_command(
             ready = True
             details = {"url": info.url, "model": info.model_name, "pid": info.pid, "log": str(info.log),
                        "server": info.server, "tensor_parallel": info.tensor_parallel, "versions": info.versions,
-                       "attention": info.attention}
+                       "attention": info.attention, "recipe": info.recipe}
             if json_out:
                 print(json.dumps(details), flush=True)
             else:

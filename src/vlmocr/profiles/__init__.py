@@ -129,6 +129,38 @@ class HfJobsSpec(_Strict):
         return self
 
 
+class VersionRecipe(_Strict):
+    """One range of server versions in a serving recipe (issue 25: the released vLLM 0.34 has no
+    n-gram logits processor, 0.31-0.33 have one only the V1 model runner takes). ``serve`` tells
+    the version that will run before it launches anything (cluster/serve/version.py) and uses
+    the first part whose ``versions`` (a PEP 440 specifier set, "" = any) holds it; its ``args``,
+    ``env`` and ``json_args`` go on top of the spec's own. A part with ``refuse`` stops the
+    start at once with that line (it names the image or version to use): never a server that
+    dies inside the health wait."""
+
+    versions: str = ""
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    json_args: dict[str, Any] = Field(default_factory=dict)
+    # What protects this part's pages against loops, recorded in the run's provenance: the
+    # server's n-gram processor, or only the client's loop defence (text/loops.py and the ladder).
+    loop_guard: str = ""
+    refuse: str = ""
+    # The part used when the version cannot be told (no `vllm --version`, no VLMOCR_SERVE_VERSION):
+    # the one that starts on every version the recipe names.
+    when_unknown: bool = False
+
+    @model_validator(mode="after")
+    def _specifier(self) -> VersionRecipe:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+        try:
+            SpecifierSet(self.versions)
+        except InvalidSpecifier:
+            raise ValueError(f"versions {self.versions!r}: not a PEP 440 specifier set such as '>=0.31,<0.34'") from None
+        return self
+
+
 class ServeSpec(_Strict):
     """Flags `vlmocr serve` adds after the model for one server kind.
 
@@ -143,6 +175,15 @@ class ServeSpec(_Strict):
     # --attention-backend, put before ``args``: "" leaves it to the server, a name pins it,
     # "auto" lets vlmocr choose by the GPU (cluster/serve/attention.py: fa3 on Hopper, else flashinfer).
     attention_backend: str = Field(default="", pattern=r"^[a-z0-9_]*$")
+    # The server versions this recipe is for, by range (VersionRecipe); empty: any version.
+    by_version: list[VersionRecipe] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _one_unknown(self) -> ServeSpec:
+        if self.by_version and sum(r.when_unknown for r in self.by_version) != 1:
+            raise ValueError("by_version: mark exactly one part when_unknown = true (used when the "
+                             "server's version cannot be told)")
+        return self
 
     def argv(self) -> list[str]:
         """The flags as one argv list, JSON values serialized compactly."""
@@ -413,6 +454,7 @@ __all__ = [
     "Sampling",
     "ServeSpec",
     "ServerKind",
+    "VersionRecipe",
     "has_control_characters",
     "list_profiles",
     "load_profile",

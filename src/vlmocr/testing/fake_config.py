@@ -135,6 +135,10 @@ class ServerConfig:
     model_root: str | None = None
     host: str = "127.0.0.1"
     port: int = 0
+    # vLLM >= 0.31 (validate_request_mm_kwargs, vllm/entrypoints/generate/base/protocol.py) answers
+    # 400 to per-request mm_processor_kwargs / media_io_kwargs unless the server was started with
+    # --trust-request-mm-kwargs. False: behave so (the released default); True: accept them.
+    trust_request_mm_kwargs: bool = True
 
     def __post_init__(self) -> None:
         if self.answer not in ANSWER_MODES:

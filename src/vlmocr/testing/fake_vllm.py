@@ -364,6 +364,14 @@ class FakeVLLM:
 
         if body.get("stream"):
             return reject("The test server does not implement streaming.")
+        if not cfg.trust_request_mm_kwargs:
+            # vLLM's own words (0.31-0.34, VLLMValidationError -> 400).
+            for key, what in (("mm_processor_kwargs", "multimodal preprocessing"),
+                              ("media_io_kwargs", "multimodal media loading")):
+                if body.get(key):
+                    return reject(f"Per-request {key} are disabled by default because they can change {what} "
+                                  "resource usage. Start the server with --trust-request-mm-kwargs only when "
+                                  "clients are trusted.")
         raw_max = body.get("max_completion_tokens", body.get("max_tokens"))
         max_tokens = cfg.default_max_tokens if raw_max is None else raw_max
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:

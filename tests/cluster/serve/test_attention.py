@@ -73,7 +73,7 @@ def test_on_a_hopper_sglang_starts_with_fa3(tmp_path, scratch):
     env = smi(gpus=gpus(H100, H100))
     info, rec = launch(tmp_path, scratch, "unlimited-ocr", "sglang", env_extra={**env, "CUDA_VISIBLE_DEVICES": "0,1"})
     tail = rec["argv"][rec["argv"].index("--served-model-name") + 2:]
-    assert tail == [*recipe_with("fa3"), "--tp", "2"]
+    assert tail == [*recipe_with("fa3"), "--tp-size", "2"]
     assert info.attention is not None and info.attention["backend"] == "fa3"
     assert info.attention["why"] == "GPU compute capability 9.0: Hopper"
 

@@ -29,21 +29,27 @@ pytestmark = pytest.mark.timeout(180)
 
 
 def test_unlimited_ocr_vllm_exact_argv_and_env(tmp_path, scratch):
-    info, rec = launch(tmp_path, scratch, "unlimited-ocr", revision="abc123")
-    profile_args = load_profile("unlimited-ocr").serve["vllm"].args
+    # vLLM 0.33 (told by `vllm --version` before the start): the n-gram processor of seed 004's
+    # recipe ("--logits_processors vllm.model_executor.models.unlimited_ocr:NGramPerReqLogitsProcessor
+    # --no-enable-prefix-caching --mm-processor-cache-gb 0") on the V1 model runner.
+    info, rec = launch(tmp_path, scratch, "unlimited-ocr", revision="abc123", env_extra={"FAKE_VLLM_VERSION": "0.33.0"})
+    spec = load_profile("unlimited-ocr").serve["vllm"]
+    profile_args = spec.args
     # What the issue asks of this profile, straight from its TOML:
     for flag in ("--trust-remote-code", "--no-enable-prefix-caching"):
         assert flag in profile_args
-    assert "vllm.model_executor.models.unlimited_ocr:NGramPerReqLogitsProcessor" in profile_args
+    part = next(p for p in spec.by_version if p.versions == ">=0.31,<0.34")
+    assert part.args == ["--logits-processors", "vllm.model_executor.models.unlimited_ocr:NGramPerReqLogitsProcessor"]
     assert profile_args[profile_args.index("--mm-processor-cache-gb") + 1] == "0"
     assert rec["argv"] == [
         "serve", UNLIMITED, "--revision", "abc123", "--host", "127.0.0.1", "--port", str(info.port),
-        "--served-model-name", UNLIMITED, *profile_args,
+        "--served-model-name", UNLIMITED, *profile_args, *part.args,
     ]
+    assert rec["env"]["VLLM_USE_V2_MODEL_RUNNER"] == "0"
     assert info.argv[:bin_len()] == shlex.split(FAKE_BIN) and info.argv[bin_len():] == rec["argv"]
     assert info.url == f"http://127.0.0.1:{info.port}/v1" and info.model_name == UNLIMITED
     assert info.pid == rec["pid"] == rec["pgid"] == rec["sid"]  # its own session and process group
-    assert info.tensor_parallel == 1 and info.versions == {"vlmocr": "0.1.0", "vllm": "0.0.0+fake-vllm"}
+    assert info.tensor_parallel == 1 and info.versions == {"vlmocr": "0.1.0", "vllm": "0.33.0"}
 
     env = rec["env"]
     for key, value in {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_USE_FLASHINFER_SAMPLER": "0",
@@ -100,7 +106,8 @@ def test_tensor_parallel_from_cuda_visible_devices(tmp_path, scratch):
     assert rec["argv"][-2:] == ["--tensor-parallel-size", "2"] and info.tensor_parallel == 2
     (tmp_path / "record.json").unlink()
     info, rec = launch(tmp_path, scratch, "dots-ocr", "sglang", env_extra={"CUDA_VISIBLE_DEVICES": "2,5,7"})
-    assert rec["argv"][-2:] == ["--tp", "3"]
+    # SGLang's full flag name: `--tp` only works as an argparse abbreviation of --tp-size (issue 25).
+    assert rec["argv"][-2:] == ["--tp-size", "3"]
 
     assert tensor_parallel_size({"CUDA_VISIBLE_DEVICES": "0,1"}) == (2, [])
     size, warnings = tensor_parallel_size({})

@@ -26,6 +26,7 @@ from ...exceptions import UsageError
 from ...profiles import Profile
 from .attention import AUTO, AttentionChoice, decide_backend
 from .plan import (
+    TP_FLAG,
     VLLM_ENV,
     check_extra_args,
     choose_model,
@@ -154,7 +155,7 @@ def hf_job_plan(
         for flag, value in spec.json_args.items():
             cmd += [flag, json.dumps(value, separators=(",", ":"), sort_keys=True)]
     if tp > 1 and tp_from_extra(server, extra) is None:
-        cmd += ["--tensor-parallel-size" if server == "vllm" else "--tp", str(tp)]
+        cmd += [TP_FLAG[server], str(tp)]
     if no_p2p:
         cmd.append("--disable-custom-all-reduce")
     cmd += extra

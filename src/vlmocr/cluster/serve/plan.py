@@ -21,6 +21,7 @@ from ...envvars import SGLANG_BIN, VLLM_BIN, env_args
 from ...exceptions import UsageError
 from ...profiles import Profile, has_control_characters, load_profile
 from .attention import AttentionChoice, choose_attention_backend
+from .version import RecipeChoice, ServerVersion, choose_recipe, probe_version
 
 ServerName = Literal["vllm", "sglang"]
 SERVERS: tuple[str, ...] = ("vllm", "sglang")
@@ -49,6 +50,9 @@ _OWNED_FLAGS = {
     "vllm": ("--host", "--port", "--served-model-name", "--model"),
     "sglang": ("--host", "--port", "--served-model-name", "--model-path", "--model"),
 }
+# The tensor parallel flag vlmocr writes: SGLang's full name, never `--tp`, which works only as an
+# argparse abbreviation of --tp-size (issue 25: the day SGLang adds another --tp-… flag, it fails).
+TP_FLAG = {"vllm": "--tensor-parallel-size", "sglang": "--tp-size"}
 _TP_FLAGS = {
     "vllm": ("--tensor-parallel-size", "-tp"),
     "sglang": ("--tp", "--tp-size", "--tensor-parallel-size"),
@@ -230,6 +234,7 @@ class ServePlan:
     # and the args file itself (shell_script), so printing leaves nothing behind.
     written: bool = True
     attention: AttentionChoice | None = None  # the --attention-backend chosen, and why
+    recipe: RecipeChoice | None = None  # the server version told before the start, and the recipe part for it
 
     @property
     def base_url(self) -> str:
@@ -254,6 +259,8 @@ class ServePlan:
             comments += [f"  {line}" for line in self.args_text.splitlines() if not line.startswith("#")]
         if self.attention is not None:
             comments.append(self.attention.sentence())
+        if self.recipe is not None:
+            comments.append(self.recipe.sentence())
         lines = [_comment(text) for text in comments]
         lines += [f"export {k}={q(v)}" for k, v in self.env.items()]
         if not self.written:
@@ -326,6 +333,7 @@ def plan_server(
     workdir: str | os.PathLike[str] | None = None,
     environ: Mapping[str, str] | None = None,
     write: bool = True,
+    version: ServerVersion | None = None,
 ) -> ServePlan:
     """Decide the command line and environment for ``server`` and write the args file.
 
@@ -335,7 +343,11 @@ def plan_server(
     endpoint someone started with the repo id. Creates ``workdir`` (default: a new directory
     under ``$TMPDIR``) holding the args file, the log (unless ``log``) and the private caches.
     With ``write=False`` (``--print``) nothing is created: the plan names a new directory, which
-    its shell script makes."""
+    its shell script makes.
+
+    A profile whose recipe names server versions (``[[serve.<server>.by_version]]``) gets the part
+    for ``version``, else for the version the installation says it is (``probe_version``, asked
+    before anything starts); ServerVersionRefused (exit 3) when none fits."""
     prof, model, rev, name = choose_model(profile, server, model_path, revision, served_name, hint="DIR_OR_REPO")
     env = os.environ if environ is None else environ
     refuse_control_characters({"--model-path" if model_path else f"profile {prof.name}: model": model,
@@ -347,12 +359,22 @@ def plan_server(
 
         check_model_dir(model, rev)
     spec = prof.serve.get(server)  # type: ignore[call-overload]
-    spec_args = list(spec.args) if spec else []
-    json_args = dict(spec.json_args) if spec else {}
+    exe, style, exe_warnings = server_command(server, env)
+    recipe: RecipeChoice | None = None
+    if spec is not None and spec.by_version:
+        told = version if version is not None else probe_version(server, exe, env)
+        recipe = choose_recipe(prof.name, server, spec, told)
+    part = recipe.part if recipe is not None else None
+    spec_args = (list(spec.args) if spec else []) + (list(part.args) if part else [])
+    json_args = {**(spec.json_args if spec else {}), **(part.json_args if part else {})}
     extra = [str(a) for a in extra_args]
     check_extra_args(server, extra, uses_config=bool(json_args))
 
     warnings: list[str] = []
+    if recipe is not None and recipe.version.version is None:
+        warnings.append(f"the {server} version could not be told ({recipe.version.source}): using the recipe "
+                        f"part for {recipe.part.versions if recipe.part else 'any version'}, which starts on every "
+                        f"version the profile names; set VLMOCR_SERVE_VERSION to choose")
     tp, tp_warnings = tensor_parallel_size(env)
     tp_given = tp_from_extra(server, extra)
     if tp_given is not None:
@@ -386,7 +408,6 @@ def plan_server(
         if write:
             args_file.write_text(args_text, encoding="utf-8")
 
-    exe, style, exe_warnings = server_command(server, env)
     warnings += exe_warnings
     if style == "cli":
         argv = [*exe, "serve", model]
@@ -404,16 +425,17 @@ def plan_server(
     if args_file is not None:
         argv += ["--config", str(args_file)]
     if tp > 1 and tp_given is None:
-        argv += ["--tensor-parallel-size" if server == "vllm" else "--tp", str(tp)]
+        argv += [TP_FLAG[server], str(tp)]
     if no_p2p:
         argv.append("--disable-custom-all-reduce")
     argv += extra
 
-    server_env = server_environment(server, cache_root, env, spec.env if spec else None, no_p2p)
+    profile_env = {**(spec.env if spec else {}), **(part.env if part else {})}
+    server_env = server_environment(server, cache_root, env, profile_env, no_p2p)
     log_path = Path(log) if log else wd / "server.log"
     return ServePlan(
         server=server, profile=prof.name, model=model, served_name=name, revision=rev, host=host,
         port=chosen, port_given=port_given, argv=argv, env=server_env, workdir=wd, cache_root=cache_root,
         args_file=args_file, args_text=args_text, log=log_path, tensor_parallel=tp, warnings=warnings,
-        owns_workdir=owns_workdir, written=write, attention=attention,
+        owns_workdir=owns_workdir, written=write, attention=attention, recipe=recipe,
     )

@@ -59,6 +59,9 @@ class ServerInfo:
     gpus: list[dict[str, str]] | None = None  # nvidia-smi once ready: index, name, memory total/used
     # The --attention-backend chosen and why (plan.attention), None when left to the server.
     attention: dict[str, str] | None = None
+    # The version told before the start, the recipe part chosen for it and what guards against
+    # loops (cluster/serve/version.py); None when the profile's recipe names no versions.
+    recipe: dict[str, Any] | None = None
     process: ServerProcess | None = field(default=None, repr=False, compare=False)
 
     def alive(self) -> bool:
@@ -69,7 +72,8 @@ class ServerInfo:
         the time it took to come up, the GPUs it came up on and the attention backend chosen."""
         return {"started_by_vlmocr": True, "version": self.versions.get(self.server),
                 "version_source": self.version_source, "ready_seconds": self.ready_seconds, "gpus": self.gpus,
-                "tensor_parallel": self.tensor_parallel, "log": str(self.log), "attention": self.attention}
+                "tensor_parallel": self.tensor_parallel, "log": str(self.log), "attention": self.attention,
+                "recipe": self.recipe}
 
 
 def _on_the_way_out(signum: int, frame: Any) -> None:
@@ -135,6 +139,8 @@ def running_server(
         note(f"warning: {warning}")
     if plan.attention is not None:
         note(f"{plan.server}: {plan.attention.sentence()}")
+    if plan.recipe is not None:
+        note(plan.recipe.sentence())
     if plan.port_given and port_in_use(plan.host, plan.port):
         raise EndpointUnavailable(f"port {plan.port} on {plan.host} is already in use by another process; "
                                   "choose another --port (or none: vlmocr asks the OS for a free one)")
@@ -172,6 +178,7 @@ def running_server(
                 env=dict(plan.env), versions=versions, process=process, version_source=version_source,
                 ready_seconds=ready_seconds, gpus=[g.as_dict() for g in gpus] if gpus is not None else None,
                 attention=plan.attention.as_dict() if plan.attention is not None else None,
+                recipe=plan.recipe.as_dict() if plan.recipe is not None else None,
             )
             # The job log's two lines (seed 000: "server ready time, the nvidia-smi memory line").
             note(f"{plan.server} {version or '(version unknown)'} ready in {ready_seconds:.0f} s at {info.url} "
