@@ -139,6 +139,10 @@ class VersionRecipe(_Strict):
     dies inside the health wait."""
 
     versions: str = ""
+    # Container images this part is for (`--target hf-jobs`: a pinned image holds a build whose
+    # version number says nothing, e.g. vllm/vllm-openai:unlimited-ocr); a part with images and
+    # no versions is chosen by the image only, never for a local start.
+    images: list[str] = Field(default_factory=list)
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     json_args: dict[str, Any] = Field(default_factory=dict)
@@ -180,7 +184,7 @@ class ServeSpec(_Strict):
 
     @model_validator(mode="after")
     def _one_unknown(self) -> ServeSpec:
-        if self.by_version and sum(r.when_unknown for r in self.by_version) != 1:
+        if self.by_version and sum(r.when_unknown for r in self.by_version if not r.images) != 1:
             raise ValueError("by_version: mark exactly one part when_unknown = true (used when the "
                              "server's version cannot be told)")
         return self

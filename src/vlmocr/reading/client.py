@@ -3,7 +3,11 @@
 One aiohttp connection pool, a per-request timeout, and retries with exponential backoff and full
 jitter for what is transient (429 honouring Retry-After, 5xx, connect/read timeouts, dropped
 connections, malformed JSON). A 400 is final for the request: it carries the server's message
-(e.g. the prompt is over the context), which the caller may answer with a smaller image."""
+(e.g. the prompt is over the context), which the caller may answer with a smaller image. The same
+rejection for several requests in a row is the server's configuration, not the pages (vLLM >= 0.31
+refuses per-request mm_processor_kwargs on every page alike): the run stops as for an unavailable
+endpoint, with the server's own message, instead of writing an `error` for every page and exiting
+1 for SLURM to resubmit forever."""
 
 from __future__ import annotations
 
@@ -167,6 +171,17 @@ class ChatResult:
         return None if self.mean_logprob is None else math.exp(min(0.0, self.mean_logprob))
 
 
+# Rejections (4xx other than a prompt over the context) with the same message, in a row, that stop
+# the run: more than a page or two (a page can be malformed), fewer than a wave of pages.
+SAME_REJECTIONS_STOP = 5
+
+
+def rejection_kind(status: int, message: str) -> str:
+    """A rejection's identity across pages: the status and the message with its numbers out
+    (a page's token count or request id must not make two alike rejections differ)."""
+    return f"{status}:{re.sub(r'[0-9a-f]{8,}|[0-9]+', '#', message)}"
+
+
 class RequestFailed(Exception):
     """A request that failed for good. `overflow` marks a prompt over the context length."""
 
@@ -228,6 +243,8 @@ class OpenAIClient:
         # taken out of anything that reaches a record or a message.
         self._secrets = [v for v in (key, url_password) if v and len(v) >= 4]
         self._timeouts_in_row = 0
+        self._rejection: str | None = None  # the last rejection's kind, and how often in a row
+        self._rejections_in_row = 0
         self.timeout = timeout
         self.max_retries = max_retries
         self.backoff = backoff
@@ -405,6 +422,7 @@ class OpenAIClient:
                     except _Malformed as exc:
                         outcome, last = "malformed", f"malformed answer: {self.redact(str(exc))}"
                     else:
+                        self._rejections_in_row = 0
                         self.stats.count("ok")
                         self.stats.in_flight -= 1
                         self.stats.tokens_in += tin or 0
@@ -424,16 +442,31 @@ class OpenAIClient:
                         # The key is wrong for every page alike: the run stops, not each page.
                         raise EndpointUnavailable(f"endpoint {self.base} refused the request (HTTP {status}): "
                                                   f"{message}")
-                    raise RequestFailed(
-                        f"HTTP {status}: {message}", status=status,
-                        overflow=status == 400 and bool(_OVERFLOW.search(message)), requests=attempt + 1,
-                    )
+                    overflow = status == 400 and bool(_OVERFLOW.search(message))
+                    if not overflow:
+                        self._note_rejection(status, message)
+                    raise RequestFailed(f"HTTP {status}: {message}", status=status, overflow=overflow,
+                                        requests=attempt + 1)
             self.stats.count(outcome)
             self.stats.in_flight -= 1
             if attempt < self.max_retries:
                 await asyncio.sleep(self._delay(attempt, retry_after))
         raise RequestFailed(f"{last} (after {self.max_retries + 1} tries)", requests=self.max_retries + 1,
                             kind=outcome)
+
+
+    def _note_rejection(self, status: int, message: str) -> None:
+        """Count a rejection; the same one SAME_REJECTIONS_STOP times in a row stops the run."""
+        kind = rejection_kind(status, message)
+        if kind == self._rejection:
+            self._rejections_in_row += 1
+        else:
+            self._rejection, self._rejections_in_row = kind, 1
+        if self._rejections_in_row >= SAME_REJECTIONS_STOP:
+            raise EndpointUnavailable(
+                f"endpoint {self.base} rejected {self._rejections_in_row} requests in a row with the same answer "
+                f"(HTTP {status}): {message} — the server's configuration or the profile's request, not the "
+                "pages: fix it, then resubmit")
 
 
 def _error_message(content: bytes) -> str:

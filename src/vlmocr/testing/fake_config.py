@@ -25,7 +25,7 @@ SERVER_KINDS: tuple[str, ...] = ("vllm", "sglang")
 
 # Faults that replace the HTTP exchange, then faults that shape the generated text. At most one
 # fault fires per request: the first in this order whose rule matches.
-HTTP_FAULTS: tuple[str, ...] = ("drop", "timeout", "429", "500", "malformed")
+HTTP_FAULTS: tuple[str, ...] = ("drop", "timeout", "429", "500", "malformed", "400")
 CONTENT_FAULTS: tuple[str, ...] = ("loop", "truncate", "repetition", "empty", "refuse", "garble")
 FAULT_KINDS: tuple[str, ...] = HTTP_FAULTS + CONTENT_FAULTS
 

@@ -427,6 +427,9 @@ class FakeVLLM:
         if kind == "500":
             entry["status"] = 500
             return error(500, "Internal server error (injected).", "InternalServerError")
+        if kind == "400":  # a page the server will not take (an image it cannot decode, say)
+            entry["status"] = 400
+            return error(400, f"Failed to load the image of request {self.seq} (injected).", "BadRequestError")
         if kind == "timeout":
             self.hanging += 1
             try:

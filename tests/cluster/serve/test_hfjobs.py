@@ -45,10 +45,13 @@ def test_print_is_the_seeds_vllm_command(tmp_path, scratch):
     cmd = printed("unlimited-ocr", env=env)
     args = load_profile("unlimited-ocr").serve["vllm"].args
     # seed: hf jobs run --detach --expose 8000 --flavor l4x1 -s HF_TOKEN --timeout 30m vllm/vllm-openai:unlimited-ocr --
+    # … --logits_processors vllm.model_executor.models.unlimited_ocr:NGramPerReqLogitsProcessor: Baidu's image has
+    # the processor (the image's part of the recipe), whatever pip's vLLM has (issue 25).
     assert cmd == [
         "hf", "jobs", "run", "--detach", "--expose", "8000", "--flavor", "l4x1", "--timeout", "30m",
         "-e", "VLLM_USE_FLASHINFER_SAMPLER=0", "-e", "VLLM_NO_USAGE_STATS=1", "-s", "HF_TOKEN", SEED_VLLM_IMAGE, "--",
         "vllm", "serve", UNLIMITED, "--host", "0.0.0.0", "--port", "8000", "--served-model-name", UNLIMITED, *args,
+        "--logits-processors", "vllm.model_executor.models.unlimited_ocr:NGramPerReqLogitsProcessor",
     ]
     # the -cu129 tag on Hopper; tensor parallel from the flavor; given flags after the profile's
     cmd = printed("unlimited-ocr", "--flavor", "h200x2", "--timeout", "3h", "--revision", "abc123",

@@ -33,6 +33,7 @@ from .plan import (
     refuse_control_characters,
     tp_from_extra,
 )
+from .version import recipe_for_image
 
 # The ports seed 004's commands expose (vLLM 8000, SGLang 10000).
 HF_JOBS_PORTS = {"vllm": 8000, "sglang": 10000}
@@ -150,9 +151,12 @@ def hf_job_plan(
     attention = flavor_attention(getattr(spec, "attention_backend", "") if spec else "", the_flavor, extra)
     if attention is not None and attention.source != "command line":
         cmd += ["--attention-backend", attention.backend]
+    recipe = recipe_for_image(server, spec, the_image)
+    part = recipe.part if recipe is not None else None
     if spec:
-        cmd += list(spec.args)
-        for flag, value in spec.json_args.items():
+        cmd += list(spec.args) + (list(part.args) if part else [])
+        json_args = {**spec.json_args, **(part.json_args if part else {})}
+        for flag, value in json_args.items():
             cmd += [flag, json.dumps(value, separators=(",", ":"), sort_keys=True)]
     if tp > 1 and tp_from_extra(server, extra) is None:
         cmd += [TP_FLAG[server], str(tp)]
@@ -167,6 +171,7 @@ def hf_job_plan(
 
     env: dict[str, str] = dict(VLLM_ENV) if server == "vllm" else {}
     env.update({str(k): str(v) for k, v in (spec.env if spec else {}).items()})
+    env.update({str(k): str(v) for k, v in (part.env if part else {}).items()})
     if no_p2p:
         env["NCCL_P2P_DISABLE"] = "1"
     return HfJobPlan(profile=prof.name, server=server, model=model, served_name=name, image=the_image,

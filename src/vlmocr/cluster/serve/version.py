@@ -135,9 +135,9 @@ def _ranges(parts: Sequence[VersionRecipe]) -> str:
 def choose_recipe(profile: str, server: str, spec: ServeSpec | None, version: ServerVersion) -> RecipeChoice:
     """The recipe part for ``version``; ServerVersionRefused when no part admits it or the part
     that does refuses (its line names the image or version to use)."""
-    parts = spec.by_version if spec is not None else []
-    if not parts:
+    if spec is None or not spec.by_version:
         return RecipeChoice(server, version, None)
+    parts = [p for p in spec.by_version if p.versions or not p.images]  # an image-only part: hf-jobs
     if version.version is None:
         part = next(p for p in parts if p.when_unknown)
         return RecipeChoice(server, version, part)
@@ -151,3 +151,15 @@ def choose_recipe(profile: str, server: str, spec: ServeSpec | None, version: Se
         f"profile {profile} has no {server} recipe for version {version.version} ({version.source}); "
         f"its recipes are for {server} {_ranges(parts)}: install one of those or set {ENV_SERVE_VERSION} "
         "if the version was told wrong")
+
+
+def recipe_for_image(server: str, spec: ServeSpec | None, image: str) -> RecipeChoice | None:
+    """The part for a container image (`--target hf-jobs`): the one naming it, else the part that
+    starts on every version; None when the recipe names no versions."""
+    if spec is None or not spec.by_version:
+        return None
+    told = ServerVersion(None, f"image {image}")
+    for part in spec.by_version:
+        if image in part.images:
+            return RecipeChoice(server, told, part)
+    return RecipeChoice(server, told, next(p for p in spec.by_version if p.when_unknown and not p.images))
