@@ -251,7 +251,7 @@ def test_plan_end_to_end_writes_the_split_and_the_commands(tmp_path):
         "--serve gemma-4",
         f"vlmocr slurm submit --manifest {tmp_path}/split/gemma-4-gpu_lucdh.csv --out runs/pl --part gpu_lucdh "
         f"--partition gpu_lucdh --shards {by['gpu_lucdh']['split_shards']} --gpus-per-task 2 --time 14-00:00:00 "
-        "--serve gemma-4"]
+        "--no-p2p --serve gemma-4"]  # seed 001: tensor parallel on the PCIe A40 pair needs P2P off
     # the text form says the same
     res = run_cli("plan", "--triage", str(triage), "--rate", "400", "--partitions", str(DATA / "alice.toml"),
                   "--profile", "gemma-4")
@@ -323,3 +323,23 @@ def test_a_part_has_no_more_shards_than_documents(tmp_path):
     assert fitting[0]["partition"] == "gpu-a100-80g" and fitting[0]["shards"] == 16
     assert sum(p["split_docs"] for p in fitting) == 3
     assert all(p["split_shards"] <= p["split_docs"] for p in fitting)
+
+
+def test_plan_warns_of_fp8_on_ampere_partitions(tmp_path):
+    """Seed 001: "`cutlass_scaled_mm_sm80` error with `--quantization fp8` — vLLM's FP8 path fails on
+    Ampere cards"; seed 000 ran FP8 on A40s and A100s. A proposal of FP8 weights there says both."""
+    prof = tmp_path / "profiles"
+    prof.mkdir()
+    text = load_profile("gemma-4").source.read_text()
+    text = text.replace('name = "gemma-4"', 'name = "gemma-4-fp8"').replace('dtype = "bf16"', 'dtype = "fp8"')
+    text = text.replace("weights_gb = 62", "weights_gb = 31").replace("min_gpu_gb = 78", "min_gpu_gb = 44")
+    (prof / "gemma-4-fp8.toml").write_text(text)
+    triage = _triage_csv(tmp_path / "triage.csv", DOCS)
+    res = run_cli("plan", "--triage", str(triage), "--rate", "400", "--partitions", str(DATA / "alice.toml"),
+                  "--profile", "gemma-4-fp8", env={"VLMOCR_PROFILE_PATH": str(prof)})
+    assert res.returncode == 0, res.stderr
+    warned = [line for line in (res.stdout + res.stderr).splitlines() if "gemma-4-fp8 on" in line]
+    assert warned and "gpu_lucdh" in warned[0] and "cutlass_scaled_mm_sm80" in warned[0]
+    res = run_cli("plan", "--triage", str(triage), "--rate", "400", "--partitions", str(DATA / "alice.toml"),
+                  "--profile", "gemma-4")
+    assert "cutlass" not in res.stdout + res.stderr  # bf16: nothing to warn of

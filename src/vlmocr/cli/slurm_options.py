@@ -66,6 +66,9 @@ _SPECS = (
                                                     CPU_JOB: None}, absent=0),
     _Spec("max_running", Optional[int], None, {ARRAY: "At most this many array tasks at once (--array=1-N%M).",
                                                GATE: "At most this many bulk tasks at once."}),
+    _Spec("no_p2p", bool, False, {_ANY: "The GPUs have no working peer-to-peer (PCIe pairs without NVLink): "
+                                        "the server starts with NCCL_P2P_DISABLE=1 and --disable-custom-all-reduce.",
+                                  CPU_JOB: None}, decls=("--no-p2p",), absent=False),
     _Spec("sbatch_arg", Optional[List[str]], None, {_ANY: "Another #SBATCH option (repeatable).",
                                                     ARRAY: "Another #SBATCH option, e.g. --exclusive (repeatable)."}),
     _Spec("python", Optional[str], None, {_ANY: "Python that runs vlmocr on the node (default: this one).",

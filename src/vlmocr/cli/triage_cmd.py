@@ -118,7 +118,8 @@ def plan_command(
         chosen = [load_profile(name) for name in profiles] if profiles else list_profiles()
         placed = plan_partitions(parts, [(p.name, p.memory.min_gpu_gb if p.memory else None) for p in chosen],
                                  triage_csv, corpus.ocr_pages, rate, retry_overhead, manifest=manifest,
-                                 split_out=split_out, run=run)
+                                 split_out=split_out, run=run,
+                                 fp8=frozenset(p.name for p in chosen if p.memory and p.memory.dtype.startswith("fp8")))
     if json_out:
         data = plan.as_dict() if plan is not None else {}
         if placed is not None:

@@ -30,6 +30,28 @@ GPU_MEMORY_GB: dict[str, float | tuple[float, ...]] = {
     "titanrtx": 24, "rtx6000": 24,
 }
 _VENDOR_WORDS = ("nvidia", "tesla", "geforce", "quadro")
+# Cards whose multi-GPU nodes are PCIe pairs without a working NVLink (seed 001: two A40s hang at
+# NCCL start-up until NCCL_P2P_DISABLE=1 and --disable-custom-all-reduce). SXM cards (H100, H200,
+# an A100 named SXM) have NVLink; a card sold both ways (A100, V100) is told by the job itself
+# (`nvidia-smi topo -m`, cluster/serve/gpus.py).
+PCIE_CARDS = frozenset({"a40", "l40", "l40s", "a6000", "rtxa6000", "rtx8000", "a30", "a10", "a10g", "l4", "a5000",
+                        "rtxa5000", "a4000", "rtxa4000", "t4", "rtx2080ti", "2080ti", "rtx3090", "3090", "rtx4090",
+                        "4090", "titanrtx", "rtx6000"})
+INTERCONNECTS = ("pcie", "nvlink")
+# Ampere cards (compute capability 8.x): vLLM's FP8 path failed there for seed 001
+# (`cutlass_scaled_mm_sm80`) while seed 000 ran FP8 on A40s and A100s through the weight-only kernels.
+AMPERE_CARDS = frozenset({"a40", "a100", "a30", "a10", "a10g", "a6000", "rtxa6000", "a5000", "rtxa5000", "a4000",
+                          "rtxa4000", "a16", "a2", "rtx3090", "3090", "rtx3080", "3080"})
+FP8_ON_AMPERE = ("FP8 on Ampere (compute capability 8.x): seed 000 ran --quantization fp8 on A40s and A100s through "
+                 "vLLM's weight-only kernels, seed 001 saw it fail there (cutlass_scaled_mm_sm80); if the server "
+                 "does not start, serve bf16 on more GPUs (docs/troubleshooting.md)")
+
+
+def is_ampere(name: str) -> bool:
+    key = re.sub(r"[^a-z0-9]", "", _SIZE_SUFFIX.sub("", name.strip().lower()))
+    for word in _VENDOR_WORDS:
+        key = key.replace(word, "")
+    return key in AMPERE_CARDS
 # A size in the name: a100_80g, a100-80gb, v100_32g, or a MIG slice 3g.40gb.
 _SIZE_SUFFIX = re.compile(r"[_\-.](\d{2,3})g(?:b)?$")
 _GRES_GPU = re.compile(r"^gpu(?::([^:()]+))?(?::(\d+))?(?:\(.*\))?$")
@@ -53,6 +75,18 @@ def gpu_memory(name: str) -> tuple[float | None, str]:
         return float(min(known)), (f"GPU {name!r} comes with {sizes} GB and its name does not say which: "
                                    f"assumed {min(known):g} GB; give gpu_memory_gb in a partitions TOML")
     return float(known), ""
+
+
+def gpu_interconnect(name: str) -> str:
+    """"pcie" for a card whose nodes have no NVLink between GPUs, "nvlink" for an SXM card,
+    "" when the name does not tell."""
+    low = name.strip().lower()
+    if "sxm" in low or "nvl" in low or low.startswith(("h100", "h200", "gh200", "nvidia-h100", "nvidia-h200")):
+        return "nvlink"
+    key = re.sub(r"[^a-z0-9]", "", _SIZE_SUFFIX.sub("", low))
+    for word in _VENDOR_WORDS:
+        key = key.replace(word, "")
+    return "pcie" if key in PCIE_CARDS or "pcie" in low else ""
 
 
 def parse_time_limit(text: str, where: str = "time limit") -> float | None:
@@ -91,6 +125,7 @@ class Partition:
     cpus_per_node: int | None = None
     memory_mb: int | None = None
     detail: str = ""  # sinfo's GRES text when it names no GPU
+    interconnect: str = ""  # between a node's GPUs: "pcie", "nvlink", "" unknown (TOML key, else the card)
 
     @property
     def gpus(self) -> int:
@@ -151,6 +186,7 @@ def parse_sinfo(text: str, source: str = "sinfo") -> Partitions:
                 warning = f"GPU of unnamed type (GRES {gres}): memory unknown; use a partitions TOML"
             if warning:
                 out.warnings.append(f"{name}: {warning}")
+        p.interconnect = gpu_interconnect(gpu)
         merged[key] = p
         out.partitions.append(p)
     if not out.partitions:
@@ -166,12 +202,13 @@ def _int(text: str) -> int | None:
 
 
 _TOML_KEYS = {"gpu", "gpu_memory_gb", "gpus_per_node", "nodes", "time_limit", "max_gpus_per_user",
-              "pages_per_hour_per_gpu", "gres"}
+              "pages_per_hour_per_gpu", "gres", "interconnect"}
 
 
 def parse_partitions_toml(text: str, source: str) -> Partitions:
     """``[partition.NAME]`` tables: gpu, gpu_memory_gb (else from the GPU table), gpus_per_node,
-    nodes (1), time_limit ("7-00:00:00"), max_gpus_per_user, pages_per_hour_per_gpu, gres."""
+    nodes (1), time_limit ("7-00:00:00"), max_gpus_per_user, pages_per_hour_per_gpu, gres,
+    interconnect ("pcie" or "nvlink" between a node's GPUs; else told by the card's name)."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -199,13 +236,16 @@ def parse_partitions_toml(text: str, source: str) -> Partitions:
                           max_gpus_per_user=int(cap) if cap is not None else None,
                           pages_per_hour_per_gpu=float(rate) if rate is not None else None,
                           gpu_memory_gb=float(memory) if memory is not None else None,
-                          gres=str(spec.get("gres", "")))
+                          gres=str(spec.get("gres", "")),
+                          interconnect=str(spec.get("interconnect", "")) or gpu_interconnect(gpu))
         except (TypeError, ValueError) as e:
             raise UsageError(f"{where}: {e}") from None
         if min(per_node, nodes) < 0 or nodes < 1 or (p.max_gpus_per_user is not None and p.max_gpus_per_user < 1) \
                 or (p.pages_per_hour_per_gpu is not None and p.pages_per_hour_per_gpu <= 0) \
                 or (p.gpu_memory_gb is not None and p.gpu_memory_gb <= 0):
             raise UsageError(f"{where}: counts, memory and rates must be positive")
+        if p.interconnect not in ("", *INTERCONNECTS):
+            raise UsageError(f"{where}: interconnect {p.interconnect!r}: use one of {', '.join(INTERCONNECTS)}")
         p.time_limit_hours = parse_time_limit(p.time_limit, f"{where} time_limit")
         if not per_node:
             p.detail = "no GPUs (gpus_per_node = 0)"

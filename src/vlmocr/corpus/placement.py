@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..exceptions import UsageError
-from .partitions import Partition, Partitions
+from .partitions import FP8_ON_AMPERE, Partition, Partitions, is_ampere
 
 TP_SIZES = (1, 2, 4, 8)  # tensor parallel sizes vLLM accepts for the usual head counts
 # Hours of a shard's time limit kept for the server start: the job template waits up to 20 min
@@ -248,7 +248,8 @@ def write_split(parts: dict[str, list[SplitDoc]], out_dir: Path, profile: str) -
 
 def submit_command(profile: str, f: Fit, manifest: str, run: str) -> str:
     """The `vlmocr slurm submit` for one part: its own --part, the partition, shards, GPUs per
-    task (the tensor parallel size), the time limit, and --max-running under a per-user cap."""
+    task (the tensor parallel size), the time limit, --max-running under a per-user cap, and
+    --no-p2p for tensor parallel on PCIe GPUs."""
     p = f.partition
     gpus = f"{p.gres}:{f.tp}" if p.gres else str(f.tp)
     argv = ["vlmocr", "slurm", "submit", "--manifest", manifest, "--out", run, "--part", p.name,
@@ -257,6 +258,9 @@ def submit_command(profile: str, f: Fit, manifest: str, run: str) -> str:
         argv += ["--time", p.time_limit]
     if f.capped and (f.part_shards or f.shards) > f.instances:
         argv += ["--max-running", str(f.instances)]
+    if f.tp > 1 and p.interconnect == "pcie":
+        # Seed 001: a two-GPU vLLM on PCIe cards hangs at NCCL start-up, then in CUDA graph capture.
+        argv.append("--no-p2p")
     argv += ["--serve", profile]
     return shlex.join(argv)
 
@@ -323,7 +327,7 @@ class PartitionPlan:
 def plan_partitions(partitions: Partitions, profiles: list[tuple[str, float | None]], triage_csv: Path,
                     ocr_pages: int, pages_per_hour: float | None, retry_overhead: float,
                     manifest: Path | None = None, split_out: Path | None = None,
-                    run: str = "RUN") -> PartitionPlan:
+                    run: str = "RUN", fp8: frozenset[str] = frozenset()) -> PartitionPlan:
     """Place each (profile, min_gpu_gb); where more than one partition fits, split the documents
     over them by throughput, write the parts under `split_out` and propose a submit per part."""
     plan = PartitionPlan(partitions, ocr_pages, retry_overhead, [])
@@ -334,6 +338,9 @@ def plan_partitions(partitions: Partitions, profiles: list[tuple[str, float | No
         fitting = placement.fitting
         if not fitting:
             continue
+        ampere = [f.partition.name for f in fitting if is_ampere(f.partition.gpu)]
+        if name in fp8 and ampere:
+            plan.warnings.append(f"{name} on {', '.join(ampere)}: {FP8_ON_AMPERE}")
         if docs is None:
             docs, warnings = documents_to_split(triage_csv, manifest)
             plan.warnings += warnings

@@ -1,5 +1,6 @@
 """What ``nvidia-smi`` says about this job's GPUs: name and memory for run.json and the job log
-(``gpu_memory``), or any other field (``query_gpus``, e.g. ``compute_cap``).
+(``gpu_memory``), or any other field (``query_gpus``, e.g. ``compute_cap``), and whether the
+job's GPUs are joined by NVLink (``missing_nvlink``: ``nvidia-smi topo -m``).
 
 Asked only where vlmocr starts a server. Only the GPUs ``CUDA_VISIBLE_DEVICES`` names are asked
 for (``-i``): ``nvidia-smi`` alone lists every GPU of the node, not the ones SLURM gave this job.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -78,3 +80,51 @@ def memory_line(gpus: list[Gpu] | None) -> str:
         return "nvidia-smi memory: no GPU listed"
     return "nvidia-smi memory: " + "; ".join(
         f"GPU {g.index} {g.name} {g.memory_used} used of {g.memory_total}" for g in gpus)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def parse_topology(text: str) -> dict[tuple[str, str], str]:
+    """``nvidia-smi topo -m``'s matrix: {(GPU index, GPU index): link} for every pair of GPUs
+    (``NV12``, ``PIX``, ``PXB``, ``PHB``, ``NODE``, ``SYS``); NIC columns and the legend left out."""
+    rows = [_ANSI.sub("", line).rstrip() for line in text.splitlines() if line.strip()]
+    header = next((r.split() for r in rows if r.split()[:1] == ["GPU0"]), None)
+    if header is None:
+        return {}
+    gpus = [h for h in header if re.fullmatch(r"GPU\d+", h)]
+    links: dict[tuple[str, str], str] = {}
+    for row in rows:
+        cells = row.split()
+        if not cells or not re.fullmatch(r"GPU\d+", cells[0]) or len(cells) < len(gpus) + 1:
+            continue
+        for other, link in zip(gpus, cells[1:1 + len(gpus)]):
+            if other != cells[0]:
+                links[(cells[0][3:], other[3:])] = link
+    return links
+
+
+def missing_nvlink(environ: Mapping[str, str] | None = None,
+                   timeout: float = QUERY_TIMEOUT) -> tuple[bool | None, str]:
+    """Whether some pair of this job's GPUs has no NVLink between them (``nvidia-smi topo -m``):
+    (True, "GPU0-GPU1 PHB"), (False, "NV12 …"), or (None, why it cannot be told)."""
+    env = os.environ if environ is None else environ
+    exe = shutil.which("nvidia-smi", path=env.get("PATH"))
+    if exe is None:
+        return None, "no nvidia-smi"
+    try:
+        out = subprocess.run([exe, "topo", "-m"], capture_output=True, text=True, timeout=timeout, check=False,
+                             env=dict(env))
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, f"nvidia-smi topo -m failed: {exc}"
+    links = parse_topology(out.stdout) if out.returncode == 0 else {}
+    if not links:
+        return None, "nvidia-smi topo -m gave no GPU matrix"
+    visible = [v for v in visible_devices(env) if v.isdigit()] or sorted({a for a, _ in links}, key=int)
+    pairs = [(a, b) for i, a in enumerate(visible) for b in visible[i + 1:] if (a, b) in links]
+    if not pairs:
+        return None, "nvidia-smi topo -m does not list this job's GPUs"
+    slow = [f"GPU{a}-GPU{b} {links[(a, b)]}" for a, b in pairs if not links[(a, b)].startswith("NV")]
+    if slow:
+        return True, ", ".join(slow)
+    return False, ", ".join(f"GPU{a}-GPU{b} {links[(a, b)]}" for a, b in pairs)

@@ -293,6 +293,15 @@ def _comment(text: str) -> str:
                           for c in text)
 
 
+def _fp8(argv: Sequence[str]) -> bool:
+    """Does the command line ask for FP8 weights (``--quantization fp8``, ``--quantization=fp8``)?"""
+    for i, arg in enumerate(argv):
+        name, eq, value = arg.partition("=")
+        if name == "--quantization" and (value if eq else (argv[i + 1] if i + 1 < len(argv) else "")).startswith("fp8"):
+            return True
+    return False
+
+
 def refuse_control_characters(named: Mapping[str, object]) -> None:
     """Names and paths go into command lines, logs and the ``--print`` script: one with a
     newline or another control character is refused (exit 3) before anything is written."""
@@ -426,6 +435,26 @@ def plan_server(
         argv += ["--config", str(args_file)]
     if tp > 1 and tp_given is None:
         argv += [TP_FLAG[server], str(tp)]
+    if _fp8(argv + extra):
+        from ...corpus.partitions import FP8_ON_AMPERE
+        from .gpus import query_gpus
+
+        caps = [r.get("compute_cap", "") for r in query_gpus(("compute_cap",), env) or ()]
+        if any(c.startswith("8.") for c in caps):
+            warnings.append(f"--quantization fp8 on compute capability {', '.join(sorted(set(caps)))}: {FP8_ON_AMPERE}")
+    if tp > 1 and not no_p2p:
+        # Seed 001: two-GPU servers on PCIe cards hang at NCCL start-up (NCCL_P2P_DISABLE=1), then
+        # in CUDA graph capture (--disable-custom-all-reduce). The job's own GPUs tell.
+        from .gpus import missing_nvlink
+
+        slow, links = missing_nvlink(env)
+        if slow:
+            no_p2p = True
+            warnings.append(f"no NVLink between this job's GPUs (nvidia-smi topo -m: {links}): peer-to-peer off "
+                            "(NCCL_P2P_DISABLE=1, --disable-custom-all-reduce)")
+        elif slow is None:
+            warnings.append(f"tensor parallel {tp}: whether the GPUs have NVLink cannot be told ({links}); on PCIe "
+                            "GPUs give --no-p2p (VLMOCR_SERVE_NO_P2P=1) if the start hangs")
     if no_p2p:
         argv.append("--disable-custom-all-reduce")
     argv += extra

@@ -38,6 +38,9 @@ class SlurmOptions:
     signal_lead: int = DEFAULT_SIGNAL_LEAD
     max_running: int | None = None  # array throttle: --array=1-N%M
     extra: list[str] = field(default_factory=list)  # more sbatch options, e.g. "--exclusive"
+    # GPUs without working peer-to-peer (PCIe pairs, seed 001): the job exports
+    # VLMOCR_SERVE_NO_P2P=1, so its server starts with NCCL_P2P_DISABLE=1 --disable-custom-all-reduce.
+    no_p2p: bool = False
 
     def directives(self) -> list[str]:
         pairs: list[tuple[str, Any]] = [
@@ -163,7 +166,9 @@ export TRITON_CACHE_DIR="$JOB_TMP/triton" TORCHINDUCTOR_CACHE_DIR="$JOB_TMP/indu
 export CUDA_CACHE_PATH="$JOB_TMP/nv" OUTLINES_CACHE_DIR="$JOB_TMP/outlines" FLASHINFER_WORKSPACE_BASE="$JOB_TMP"
 mkdir -p "$XDG_CACHE_HOME"
 trap 'rm -rf -- "$JOB_TMP"' EXIT
-
+""" + ("""# GPUs without working peer-to-peer (--no-p2p): NCCL hangs at start-up otherwise (seed 001).
+export VLMOCR_SERVE_NO_P2P=1
+""" if options.no_p2p else "") + r"""
 mkdir -p "$RUN_DIR/slurm/tasks"
 task_state() {  # $1 state, $2 exit code (or null): RUN/slurm/tasks/$TASK.json, read by `vlmocr slurm status`
   local f="$RUN_DIR/slurm/tasks/$TASK.json"
