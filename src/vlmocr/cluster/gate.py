@@ -228,8 +228,21 @@ def _jobs_phrase(bulk: str | None, parts: list[dict[str, Any]]) -> str:
     return (f"bulk job {bulk} and held part(s) {named}" if bulk else f"held part(s) {named}")
 
 
+# Seed 000: "run squeue -u $USER and sacct -j <id> in one SSH call, at most once a minute. Never
+# loop watch against a login node." While --wait runs, the scheduler is asked once a minute; the
+# gate task's own file (RUN/slurm/tasks/gate.json, written by its job script) is read meanwhile.
+SQUEUE_EVERY = 60.0
+TASK_FILE_EVERY = 2.0
+
+
+def gate_task_finished(run_dir: Path, gate_job: str) -> bool:
+    """The gate job's script says its task has finished (its vlmocr exited: the records are final)."""
+    told = task_file(run_dir, "gate")
+    return str(told.get("job_id") or "") == str(gate_job) and told.get("state") == "FINISHED"
+
+
 def release(run_dir: Path, *, max_cer: float | None = None, wait: float = 0.0, dry_run: bool = False,
-            poll: float = 2.0) -> GateDecision:
+            poll: float = TASK_FILE_EVERY, squeue_every: float = SQUEUE_EVERY) -> GateDecision:
     """Score the gate run and release the held bulk jobs (``scontrol release``) when its CER is at
     most the threshold, else cancel them (``scancel``). Saying why, either way. The held bulk jobs
     are the gate's own and every part of the run still held (`held_part_jobs`)."""
@@ -240,15 +253,19 @@ def release(run_dir: Path, *, max_cer: float | None = None, wait: float = 0.0, d
     threshold = float(gate["max_cer"] if max_cer is None else max_cer)
     gate_job = gate.get("gate_job")
     deadline = time.monotonic() + wait
-    while gate_job:
-        live = active_tasks(gate_job)
-        if not live:
-            break
-        if time.monotonic() >= deadline:
+    asked_at = -squeue_every
+    live: list[dict[str, str]] = []
+    while gate_job and not gate_task_finished(run_dir, gate_job):
+        now = time.monotonic()
+        if now - asked_at >= squeue_every:
+            live, asked_at = active_tasks(gate_job), now
+            if not live:
+                break
+        if now >= deadline:
             raise VlmocrError(
-                f"the gate job {gate_job} is still {live[0]['state']}: release scores it once it has ended "
-                "(or pass --wait SECONDS)", ExitCode.incomplete)
-        time.sleep(poll)
+                f"the gate job {gate_job} is still {live[0]['state'] if live else 'running'}: release scores it "
+                "once it has ended (or pass --wait SECONDS)", ExitCode.incomplete)
+        time.sleep(min(poll, max(0.0, deadline - now)))
     matched, _ = gate_truth(load_truth(gate["truth"]), gate_docs(run_dir))
     if not matched:
         raise UsageError(f"no truth page in {gate['truth']} matches a gate document")

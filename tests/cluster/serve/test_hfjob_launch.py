@@ -9,6 +9,7 @@ OpenAI base URL is that plus `/v1`", "`hf jobs cancel <id>` stops it earlier".""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -218,3 +219,55 @@ def test_run_target_hf_jobs_refuses_mistakes_before_any_job(tmp_path, scratch, c
         res = run_cli(*run, "--serve", "qwen3-vl", "--target", "hf-jobs", env={**env, "VLMOCR_HF_JOBS_TIMEOUT": "forever"})
         assert res.returncode == ExitCode.usage and "VLMOCR_HF_JOBS_TIMEOUT" in res.stderr
         assert jobs.state.jobs == {} and "Traceback" not in res.stderr
+
+
+def hub_venv(version: str) -> Path:
+    """A virtual environment holding huggingface_hub==VERSION and what that release requires (pip
+    from PyPI), beside this machine's packages (--system-site-packages) for the rest; kept under
+    /tmp for the next run. vlmocr itself comes from this checkout (PYTHONPATH)."""
+    import shutil
+    import venv
+
+    where = Path(os.environ.get("VLMOCR_WHEEL_CACHE", "/tmp/vlmocr-wheels")) / f"hub-{version}"
+    python = where / "bin" / "python"
+    done = where / ".installed"
+    if not done.exists():
+        shutil.rmtree(where, ignore_errors=True)
+        venv.EnvBuilder(system_site_packages=True, with_pip=True).create(where)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", f"huggingface_hub=={version}"], check=True,
+                       timeout=600)
+        done.touch()
+    return python
+
+
+@pytest.mark.parametrize("below_floor", [False, True])
+def test_the_oldest_huggingface_hub_pyproject_allows_launches_the_job(tmp_path, scratch, below_floor):
+    """Issue 25: `run_job(name=…)` needs huggingface_hub >= 1.24 while pyproject allowed >= 1.19 (a
+    TypeError at launch). A real launch against the stand-in Jobs API, with the floor pyproject names
+    installed in a venv of its own; the release before the floor fails that launch, so the floor is
+    the true one."""
+    import re as _re
+
+    from vlmocr.cluster.serve.hfjob_launch import HUB_FLOOR
+
+    floor = _re.search(r'"huggingface_hub>=([0-9.]+)"', (REPO / "pyproject.toml").read_text()).group(1)
+    assert floor == HUB_FLOOR
+    major, minor = (int(x) for x in floor.split(".")[:2])
+    version = f"{major}.{minor - 1 if below_floor else minor}.0"
+    python = hub_venv(version)
+    script = JobScript(stages=((0.2, "RUNNING", None),), logs=SGLANG_UP)
+    with serve_hfjobs_in_thread(TOKEN, script) as jobs:
+        env = hf_env(tmp_path, scratch, jobs.url, PYTHONPATH=str(REPO / "src"))
+        seen = subprocess.run([str(python), "-c", "import huggingface_hub as h; print(h.__version__)"], env=env,
+                              capture_output=True, text=True, check=True).stdout.strip()
+        assert seen == version
+        res = subprocess.run([str(python), "-m", "vlmocr", "serve", "unlimited-ocr", "--server", "sglang", "--target",
+                              "hf-jobs", "--json"], env=env, capture_output=True, text=True, timeout=120)
+        if below_floor:
+            # said before any job, in one line, rather than a TypeError from inside run_job
+            assert res.returncode == ExitCode.usage and f"needs huggingface_hub >= {floor}" in res.stderr, res.stderr
+            assert "Traceback" not in res.stderr and not jobs.state.requests
+            return
+        assert res.returncode == 0, res.stderr
+        assert json.loads(res.stdout)["job_id"] == jobs.only_job().id
+        run_cli("serve", "--target", "hf-jobs", "--stop", jobs.only_job().id, env=env)

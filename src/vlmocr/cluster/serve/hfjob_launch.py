@@ -77,13 +77,22 @@ def hf_token(environ: Mapping[str, str] | None = None) -> str:
     return token
 
 
+HUB_FLOOR = "1.24"  # pyproject's floor: the first release whose run_job takes name=
+
+
 class JobsApi:
     """huggingface_hub's Jobs calls with the token in memory, the namespace asked once, and the
     Hub's errors as ours (a refused token: usage, exit 3; an unreachable or failing API: 5)."""
 
     def __init__(self, token: str) -> None:
+        import huggingface_hub
         from huggingface_hub import HfApi, constants
+        from packaging.version import Version
 
+        # run_job(name=…) came in 1.24 (read from the released wheels): an older one fails at launch.
+        if Version(huggingface_hub.__version__) < Version(HUB_FLOOR):
+            raise UsageError(f"--target hf-jobs needs huggingface_hub >= {HUB_FLOOR} (installed "
+                             f"{huggingface_hub.__version__}): pip install -U 'huggingface_hub>={HUB_FLOOR}'")
         self.endpoint = constants.ENDPOINT
         self.token = token
         self.api = HfApi(endpoint=self.endpoint, token=token, library_name="vlmocr")
