@@ -8,5 +8,6 @@ if command -v chromium >/dev/null 2>&1 && [[ -x /usr/bin/chromium ]]; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
+# Both are in scripts/system-packages.txt, which scripts/test.sh installs from.
 apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null
 chromium --version

@@ -69,7 +69,9 @@ if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! comm
   # system; this script starts its own daemons, with its own config.
   had_policy=0; [ -e /usr/sbin/policy-rc.d ] && had_policy=1
   [ $had_policy = 1 ] || { printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d; }
-  apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null || {
+  # Their names: the [slurm] entries of scripts/system-packages.txt, the one list of the tests' packages.
+  mapfile -t slurm_pkgs < <(sed -e 's/#.*//' "$(dirname "$0")/system-packages.txt" | awk '$2 == "[slurm]" {print $1}')
+  apt-get install -y -qq --no-install-recommends "${slurm_pkgs[@]}" >/dev/null || {
     [ $had_policy = 1 ] || rm -f /usr/sbin/policy-rc.d; die "apt-get install failed"; }
   [ $had_policy = 1 ] || rm -f /usr/sbin/policy-rc.d
 fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's second Quick start command; CI runs it (.ci/run). As root on a fresh Debian machine:
-# installs what the test suite needs (Debian packages: Tesseract and its language data, Chromium,
-# DjVuLibre (djvulibre-bin), slurm-wlm and munge; the Python test extras with pip), starts a
+# installs what the test suite needs (the Debian packages of scripts/system-packages.txt: Tesseract
+# and its language data, Chromium, DjVuLibre, slurm-wlm and munge; the Python test extras with pip), starts a
 # private single-node SLURM cluster under /tmp/vlmocr-slurm (scripts/slurm-up.sh: its own
 # slurm.conf, ports 16817/16818, state and logs; /etc/slurm and any running cluster are left
 # alone), runs the tests against it, and stops that cluster again at the end if this command
@@ -13,18 +13,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-apt_pkgs=(tesseract-ocr tesseract-ocr-eng tesseract-ocr-deu tesseract-ocr-fra tesseract-ocr-frk tesseract-ocr-grc tesseract-ocr-ces tesseract-ocr-dan
-          djvulibre-bin  # DjVu: ddjvu renders, djvused counts; c44 and djvm make the tests' files
-          fonts-dejavu-core)  # Greek letters in the tests' text-layer PDFs (tests/corpus/test_triage_language.py)
+# The Debian packages: scripts/system-packages.txt, the one list (the strict-mode checks read it
+# too). Those tagged [slurm] are installed by scripts/slurm-up.sh below.
+mapfile -t apt_pkgs < <(sed -e 's/#.*//' scripts/system-packages.txt | awk 'NF && $2 != "[slurm]" {print $1}')
 missing=()
 for p in "${apt_pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
+  echo "test.sh: installing ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-
-bash scripts/install-browser.sh
 
 python -m pip install -q -e '.[test]'
 

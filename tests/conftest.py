@@ -20,5 +20,5 @@ def gt() -> Path:
 @pytest.fixture
 def tesseract() -> str:
     exe = shutil.which("tesseract")
-    need(exe is not None, "tesseract binary (apt-get install tesseract-ocr)")
+    need(exe is not None, "tesseract binary", "tesseract-ocr")
     return exe  # type: ignore[return-value]

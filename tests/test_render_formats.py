@@ -35,8 +35,7 @@ def _lines(word: str) -> list[str]:
 
 
 def need_djvulibre() -> None:
-    need(all(shutil.which(t) for t in ("c44", "djvm", "djvused", "ddjvu")),
-         "DjVuLibre's tools (Debian package djvulibre-bin)")
+    need(all(shutil.which(t) for t in ("c44", "djvm", "djvused", "ddjvu")), "DjVuLibre's tools", "djvulibre-bin")
 
 
 def make_djvu(path: Path, pages: list[Image.Image], dpi: int = 150) -> Path:
@@ -74,7 +73,7 @@ def make_formats(folder: Path) -> None:
 
 @pytest.mark.tesseract
 def test_every_delivered_format_is_read_by_vlmocr_run(tmp_path):
-    need(shutil.which("tesseract") is not None, "tesseract binary")
+    need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
     need_djvulibre()
     corpus = tmp_path / "corpus"
     make_formats(corpus)

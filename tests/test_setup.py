@@ -25,7 +25,7 @@ def git(where: Path, *args: str) -> str:
 
 
 def test_a_built_vlmocr_records_its_commit_in_run_json(tmp_path):
-    need(shutil.which("git") is not None, "git")
+    need(shutil.which("git") is not None, "git", "git")
     # A checkout of its own (the tests may run from a copy that is no repository).
     checkout = tmp_path / "checkout"
     checkout.mkdir()

@@ -6,14 +6,13 @@ retry ladder. Pages: tests/data/gt (real scans with human transcriptions; README
 from __future__ import annotations
 
 import math
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from support.cli import run_cli
-from support.components import need
+from support.tessdata import need_tesseract
 from support.records import finals, read_records
 from vlmocr.evaluation.score import cer
 from vlmocr.record import STATUS_CODE, Status
@@ -27,11 +26,6 @@ GREEK = DATA / "zonaras" / "zonaras_0054.png"
 FRAKTUR = DATA / "goethe" / "goethe_0014.png"
 
 
-def need_tesseract(*langs: str) -> None:
-    need(shutil.which("tesseract") is not None, "tesseract binary (apt-get install tesseract-ocr)")
-    out = subprocess.run(["tesseract", "--list-langs"], capture_output=True, text=True).stdout.split()
-    for lang in langs:
-        need(lang in out, f"tesseract language data {lang} (apt-get install tesseract-ocr-{lang})")
 
 
 def truth(image: Path) -> str:

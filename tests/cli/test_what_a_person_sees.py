@@ -29,7 +29,7 @@ def test_nothing_to_do_shows_no_rate(tmp_path):
 def test_an_image_file_is_not_flagged_for_its_text_layer(tmp_path):
     """An image has no text layer: `textlayer_unusable:only 0 characters` on its pages (and in the
     report) said nothing. A scanned PDF's pages keep the flag: their layer was judged."""
-    need(shutil.which("tesseract") is not None, "tesseract binary (apt-get install tesseract-ocr)")
+    need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
     src = tmp_path / "src"
     src.mkdir()
     lines = ["The harbour council met in winter.", "The ledger was kept by the teacher."]

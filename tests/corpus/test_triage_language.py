@@ -50,7 +50,7 @@ def text_pdf(path: Path, lines: list[str]) -> Path:
 
 @pytest.mark.parametrize("page", PAGES)
 def test_triage_lang_is_the_signals_page_language(page, tmp_path):
-    need(FONT.exists(), "fonts-dejavu-core (DejaVuSans.ttf)")
+    need(FONT.exists(), "DejaVuSans.ttf", "fonts-dejavu-core")
     truth = (GT / f"{page}.txt").read_text(encoding="utf-8")
     pdf = text_pdf(tmp_path / "page.pdf", [line for line in truth.splitlines() if line.strip()])
     row = triage_document("page", str(pdf), TriageOptions())
@@ -63,7 +63,7 @@ def test_triage_lang_is_the_signals_page_language(page, tmp_path):
 
 def test_greek_the_guesser_cannot_name_is_told_by_its_letters(tmp_path):
     """Too few stopwords to guess a language: monotonic letters suggest ell, polytonic grc."""
-    need(FONT.exists(), "fonts-dejavu-core (DejaVuSans.ttf)")
+    need(FONT.exists(), "DejaVuSans.ttf", "fonts-dejavu-core")
     words = {"mono": "Ελλάδα Ευρώπη πρωτεύουσα Αθήνα ιστορία θάλασσα νησιά βουνά",
              "poly": "Ῥωμαίων βασιλεὺς στρατιῶται νίκην ἔργα ἡμέρᾳ πόλεμον ἄρχοντες"}
     got = {}

@@ -78,7 +78,7 @@ def test_without_osd_a_scan_is_unknown_and_a_text_layer_says_its_script(corpus, 
 
 @pytest.mark.tesseract
 def test_osd_tells_fraktur_and_greek_scans_apart(corpus, tmp_path, tesseract):
-    need("osd" in languages.installed_languages(), "tesseract-ocr-osd")
+    need("osd" in languages.installed_languages(), "tesseract OSD data", "tesseract-ocr-osd")
     res = run_cli("triage", str(corpus), "--out", str(tmp_path / "t.csv"), "--workers", "1", "--osd", "1", "--json")
     assert res.returncode == 0, res.stderr
     got = rows(tmp_path / "t.csv")

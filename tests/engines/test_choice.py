@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,20 +16,15 @@ from pathlib import Path
 import pytest
 
 from support.cli import run_cli
-from support.components import need
+from support.tessdata import need_tesseract
 from support.documents import make_scan_pdf
 from support.records import finals, read_records
-from vlmocr.engines.choice import Candidate, choose_ocr_engine, pick, tesseract_languages
+from vlmocr.engines.choice import Candidate, choose_ocr_engine, pick
 from vlmocr.evaluation.score import cer
 
 pytestmark = pytest.mark.tesseract
 
 
-def need_tesseract(*langs: str) -> None:
-    need(shutil.which("tesseract") is not None, "tesseract binary (apt-get install tesseract-ocr)")
-    have = tesseract_languages() or frozenset()
-    for lang in langs:
-        need(lang in have, f"tesseract language data {lang} (apt-get install tesseract-ocr-{lang})")
 
 
 def no_data(tmp_path: Path) -> dict[str, str]:

@@ -77,14 +77,15 @@ def test_the_package_named_is_the_one_that_ships_the_installed_data(tesseract):
         assert debian_package(name) == owner.stdout.split(":")[0], name
         checked += 1
     assert checked >= 3
-    need({"frk", "grc", "ces", "dan", "slk"} <= installed_languages(), "tesseract-ocr-{frk,grc,ces,dan,slk}")
+    need({"frk", "grc", "ces", "dan", "slk"} <= installed_languages(), "tesseract language data frk grc ces dan slk",
+         tuple(f"tesseract-ocr-{x}" for x in ("frk", "grc", "ces", "dan", "slk")))
     assert all(tesseract_has_language(x) for x in ("frk", "grc", "cs", "da", "sk", "deu+eng"))
 
 
 @pytest.mark.tesseract
 def test_a_script_model_is_found_under_either_spelling(tesseract):
     need("Fraktur" in installed_languages() or "script/Fraktur" in installed_languages(),
-         "tesseract-ocr-script-frak")
+         "Tesseract's Fraktur script model", "tesseract-ocr-script-frak")
     installed = "Fraktur" if "Fraktur" in installed_languages() else "script/Fraktur"
     assert resolve_lang("script/Fraktur+de") == f"{installed}+deu"
     assert resolve_lang("Fraktur") == installed
@@ -94,7 +95,7 @@ def test_a_script_model_is_found_under_either_spelling(tesseract):
 def eng_only(tmp_path, tesseract) -> dict[str, str]:
     """A tessdata folder holding English alone (TESSDATA_PREFIX): every other pack is missing."""
     folder = Path(languages.tessdata_folder())
-    need((folder / "eng.traineddata").is_file(), "tesseract-ocr-eng")
+    need((folder / "eng.traineddata").is_file(), "English data", "tesseract-ocr-eng")
     data = tmp_path / "tessdata"
     data.mkdir()
     (data / "eng.traineddata").symlink_to(folder / "eng.traineddata")
@@ -126,7 +127,7 @@ def test_fraktur_script_model_reads_a_fraktur_page_through_a_run(tmp_path, tesse
     """`--lang script/Fraktur` (tessdata's spelling) reads with Debian's Fraktur.traineddata: the
     check resolves the name once and the workers read with it."""
     need("Fraktur" in installed_languages() or "script/Fraktur" in installed_languages(),
-         "tesseract-ocr-script-frak")
+         "Tesseract's Fraktur script model", "tesseract-ocr-script-frak")
     page = gt_page("goethe_0014.png")
     res = run_cli("run", str(page), "--out", str(tmp_path / "r"), "--engine", "tesseract",
                   "--lang", "script/Fraktur", "--workers", "1")
@@ -141,7 +142,7 @@ def test_fraktur_script_model_reads_a_fraktur_page_through_a_run(tmp_path, tesse
 @pytest.mark.tesseract
 def test_slovak_data_reads_through_its_iso_code(tmp_path, tesseract):
     """`--lang sk` is Tesseract's slk (tesseract-ocr-slk): the top of a real page, read with it."""
-    need("slk" in installed_languages(), "tesseract-ocr-slk")
+    need("slk" in installed_languages(), "Slovak data", "tesseract-ocr-slk")
     top = tmp_path / "top.png"
     with Image.open(gt_page("goethe_0014.png")) as im:
         im.crop((0, 0, im.width, im.height // 4)).save(top)

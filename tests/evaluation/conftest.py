@@ -15,7 +15,7 @@ GT_PAGES = ["ehri_en/EHRI-DR-19390519-US_03.jpg", "ehri_en/EHRI-BF-19380509b_EN_
 
 @pytest.fixture(scope="package")
 def real_run(tmp_path_factory):
-    need(shutil.which("tesseract") is not None, "tesseract binary")
+    need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
     run = tmp_path_factory.mktemp("real") / "run"
     res = run_cli("run", *[str(GT / p) for p in GT_PAGES], "--out", str(run), "--engine", "tesseract",
                   "--lang", "eng", "--workers", "2")

@@ -97,7 +97,7 @@ def test_the_samples_truth_scores_every_page_of_a_samples_run(tmp_path):
     """`vlmocr run samples/` then `vlmocr evaluate RUN --truth samples/`, as the README says: 7
     pages in 4 documents, each scored against its own page of truth. Measured: 13.1 % CER
     (micro) with Tesseract (eng); scored as 4 pages before, the same run gave 41.3 %."""
-    need(shutil.which("tesseract") is not None, "tesseract binary")
+    need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
     run = tmp_path / "run"
     res = run_cli("run", str(REPO / "samples"), "--out", str(run), "--ocr-engine", "tesseract", "--lang", "eng",
                   "--workers", "2", env={"OMP_THREAD_LIMIT": "1"})

@@ -36,7 +36,7 @@ def test_a_manifest_language_makes_the_signal_judge_the_page_in_it(tmp_path, tes
     judges Latin-letter garbage as English; the row that says `grc` has it judged as Greek.
     Tesseract has English data only here: with grc it would read the stated page with that
     (engines/choice.for_document; tests/engines/test_document_language.py)."""
-    need(shutil.which("tesseract") is not None, "tesseract")
+    need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
     eng_only = only_data(tmp_path / "tessdata", "eng")
     page = gt_file("zonaras_0054.png")
     shutil.copy(page, tmp_path / "a.png")

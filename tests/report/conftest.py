@@ -20,7 +20,7 @@ from support.components import need
 @pytest.fixture(scope="session")
 def chromium() -> Iterator[Chromium]:
     exe = find_chromium()
-    need(exe is not None, "chromium (bash scripts/install-browser.sh)")
+    need(exe is not None, "chromium", "chromium")
     tmp = Path(tempfile.mkdtemp(prefix="vlmocr-chromium-"))
     browser = Chromium(exe, tmp / "profile")
     try:

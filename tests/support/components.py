@@ -16,9 +16,31 @@ GT_PAGE_COUNT = 34  # rows of tests/data/gt/pages.csv: every page has its truth,
 STRICT = os.environ.get("VLMOCR_TEST_STRICT") == "1"
 
 
-def need(condition: bool, what: str) -> None:
-    """Skip when a component is missing — but fail in CI (VLMOCR_TEST_STRICT=1)."""
+SYSTEM_PACKAGES_FILE = REPO / "scripts" / "system-packages.txt"
+
+
+def system_packages() -> dict[str, str]:
+    """scripts/system-packages.txt: the Debian packages the tests need (name → tag), the one list
+    scripts/test.sh installs from."""
+    out = {}
+    for line in SYSTEM_PACKAGES_FILE.read_text(encoding="utf-8").splitlines():
+        fields = line.split("#", 1)[0].split()
+        if fields:
+            out[fields[0]] = fields[1] if len(fields) > 1 else ""
+    return out
+
+
+def need(condition: bool, what: str, packages: tuple[str, ...] | str = ()) -> None:
+    """Skip when a component is missing — but fail in CI (VLMOCR_TEST_STRICT=1). ``packages``:
+    the Debian packages that provide it, each of which must be in scripts/system-packages.txt
+    (a check naming another fails at once, present or not: test.sh would never install it)."""
+    named = (packages,) if isinstance(packages, str) else tuple(packages)
+    unlisted = [p for p in named if p not in system_packages()]
+    if unlisted:
+        pytest.fail(f"{', '.join(unlisted)}: not in {SYSTEM_PACKAGES_FILE.name}, so scripts/test.sh does not "
+                    "install it; add it there")
     if not condition:
+        install = f" (apt-get install {' '.join(named)}; scripts/test.sh does)" if named else ""
         if STRICT:
-            pytest.fail(f"missing component in strict mode: {what}")
-        pytest.skip(f"missing: {what}")
+            pytest.fail(f"missing component in strict mode: {what}{install}")
+        pytest.skip(f"missing: {what}{install}")

@@ -25,10 +25,12 @@ def need_tesseract(*langs: str) -> None:
     from support.components import need
     from vlmocr.engines.choice import tesseract_languages
 
-    need(shutil.which("tesseract") is not None, "tesseract binary (apt-get install tesseract-ocr)")
+    from vlmocr.engines.languages import debian_package
+
+    need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
     have = tesseract_languages() or frozenset()
     for lang in langs:
-        need(lang in have, f"tesseract language data {lang} (apt-get install tesseract-ocr-{lang})")
+        need(lang in have, f"tesseract language data {lang}", debian_package(lang) or f"tesseract-ocr-{lang}")
 
 
 def write_manifest(path: Path, rows: dict[str, tuple[Path, str]]) -> Path:

@@ -144,7 +144,7 @@ def test_greek_page_read_as_english_is_suspicious(gt, tmp_path):
     if shutil.which("tesseract") is None:
         from support.components import need
 
-        need(False, "tesseract binary")
+        need(False, "tesseract binary", "tesseract-ocr")
     pages = [gt / "zonaras" / "zonaras_0054.png", gt / "ehri_en" / "EHRI-BF-19380509b_EN_02.jpg"]
     res = run_cli("run", *map(str, pages), "--out", str(tmp_path / "run"), "--engine", "tesseract", "--lang", "eng",
                   "--workers", "2", "--longest-side", "1400")

@@ -11,7 +11,7 @@ import time
 
 import pytest
 from support.cli import run_cli
-from support.serve_standin import fake_env, launch, read_record
+from support.serve_standin import fake_env, read_record
 
 from vlmocr.cluster.serve.plan import plan_server
 from vlmocr.cluster.serve.process import ServerFailed
