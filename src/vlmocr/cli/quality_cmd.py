@@ -7,7 +7,7 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Sequence
 
 import typer
 from rich.console import Console
@@ -60,7 +60,9 @@ def evaluate_command(
     rules: Optional[Path] = typer.Option(None, "--rules", help="Cleaning rules (TOML) for --clean."),
     fold: Optional[List[str]] = typer.Option(None, "--fold", help="Normalise both texts further: long_s, r_rotunda, superscript_e, "
                                              "ligatures, or an OCR-D level (ocrd1, ocrd2); diacritics, case, punct (repeatable)."),
-    gate: Optional[List[str]] = typer.Option(None, "--gate", help="e.g. 'cer<=0.03', 'wer<=0.1', 'set:ehri_en:cer<=0.05' (repeatable)."),
+    gate: Optional[List[str]] = typer.Option(None, "--gate", help="e.g. 'cer<=0.03', 'wer<=0.1', 'set:ehri_en:cer<=0.05', "
+                                             "'unknown_words<=0.08' (the share of words not in their language's word "
+                                             "list: also with --no-truth) (repeatable)."),
     allow_missing: bool = typer.Option(False, "--allow-missing", help="Let a gate pass although truth pages have no record."),
     worst: int = typer.Option(10, "--worst", help="List this many worst pages."),
     docs: bool = typer.Option(False, "--docs", help="Also print the per-document table."),
@@ -71,9 +73,16 @@ def evaluate_command(
 ) -> int:
     """CER/WER per page, document, set and corpus against ground truth; gates as exit codes."""
     if no_truth:
-        if truth is not None or gate:
-            raise UsageError("--no-truth takes no --truth and no --gate")
-        return _suspicious(run, clean=clean, rules=rules, lang=lang, json_out=json_out, limit=worst)
+        if truth is not None:
+            raise UsageError("--no-truth takes no --truth")
+        from ..evaluation import parse_gate
+        from ..evaluation.spelling import NO_TRUTH_METRICS
+
+        gates = [parse_gate(g) for g in gate or []]
+        if needs_truth := [g.spec for g in gates if g.metric not in NO_TRUTH_METRICS]:
+            raise UsageError(f"--no-truth: gate {needs_truth[0]!r} needs ground truth; without it only "
+                             f"{', '.join(NO_TRUTH_METRICS)} can gate")
+        return _suspicious(run, clean=clean, rules=rules, lang=lang, json_out=json_out, limit=worst, gates=gates)
     if truth is None:
         raise UsageError("give --truth DIR|CSV (or --no-truth for quality without ground truth)")
     from ..evaluation import check_gates, evaluate_run, parse_gate
@@ -258,7 +267,7 @@ def suspicious_command(
 def _suspicious(run: Path, *, clean: bool = False, rules: Optional[Path] = None, lang: Optional[str] = None,
                 min_known: float = 0.6, max_implausible: float = 0.02, min_words: int = 20,
                 max_suspicious: Optional[int] = None, all_pages: bool = False, limit: int = 50,
-                json_out: bool = False) -> int:
+                json_out: bool = False, gates: Sequence[Any] = ()) -> int:
     from ..evaluation import run_records
     from ..text.signal import record_verdict, signal_reason
     from ..text.textquality import assess_records, summary, suspicion_rank
@@ -277,6 +286,10 @@ def _suspicious(run: Path, *, clean: bool = False, rules: Optional[Path] = None,
             q.reasons.append(signal_reason(quality))
     summ = summary(pages)
     flagged = sorted((q for q in pages if q.suspicious), key=suspicion_rank)
+    from ..evaluation.spelling import check_spelling_gate, measure_spelling
+
+    spelling = measure_spelling(records, lang=lang)
+    results = [check_spelling_gate(spelling, g) for g in gates]
 
     def with_signal(q: Any) -> dict[str, Any]:
         return {**q.as_dict(), "signal": signals.get((q.doc_id, q.page))}
@@ -284,6 +297,7 @@ def _suspicious(run: Path, *, clean: bool = False, rules: Optional[Path] = None,
     if json_out:
         _dump({"run": str(run), "layer": layer, **summ,
                "thresholds": {"min_known": min_known, "max_implausible": max_implausible, "min_words": min_words},
+               "spelling": spelling["corpus"].as_dict(), "gates": [r.as_dict() for r in results],
                "suspicious_pages": [with_signal(q) for q in flagged],
                **({"pages": [with_signal(q) for q in pages]} if all_pages else {})})
     else:
@@ -308,10 +322,16 @@ def _suspicious(run: Path, *, clean: bool = False, rules: Optional[Path] = None,
         out.print(f"Suspicious: {summ['suspicious']} of {summ['pages']} pages "
                   f"(known words {_pct(summ['known_share'])} %, implausible characters "
                   f"{_pct(summ['implausible_share'])} %)")
+        for r in results:
+            out.print(("PASS " if r.passed else "FAIL ") + r.message, style=None if r.passed else "bold red")
     if max_suspicious is not None and summ["suspicious"] > max_suspicious:
         console.print(f"[red]{summ['suspicious']} suspicious pages, more than --max-suspicious {max_suspicious}")
         return int(ExitCode.gate_failed)
-    return int(ExitCode.ok)
+    if json_out:
+        for r in results:
+            if not r.passed:
+                console.print(r.message, style="red", markup=False, highlight=False)
+    return int(ExitCode.gate_failed if any(not r.passed for r in results) else ExitCode.ok)
 
 
 # --- grid ----------------------------------------------------------------------------------

@@ -221,20 +221,28 @@ def submit_command(
     return ExitCode.ok
 
 
+def _truth_said(res: dict[str, Any]) -> str:
+    return f"{res['truth_pages']} truth pages matched" if res["truth_pages"] else "no truth: its --require gates decide"
+
+
 @slurm_app.command("gate", context_settings=PASS_THROUGH)
 @slurm_options(GATE)
 def gate_command(
     ctx: typer.Context,
     out: Path = typer.Option(..., "--out", "-o", help="Run directory (gate run in RUN/gate, bulk in RUN/shards/K)."),
     shards: int = typer.Option(..., help="Array tasks of the bulk job."),
-    truth: Path = typer.Option(..., help="Truth: a folder (name.txt beside name.png; name.pN.txt for page N) "
-                                         "or a CSV (doc_id|image,page,truth_path|text)."),
-    max_cer: float = typer.Option(..., help="Release the bulk only if the gate's CER is at most this."),
+    truth: Optional[Path] = typer.Option(None, help="Truth: a folder (name.txt beside name.png; name.pN.txt for "
+                                                   "page N) or a CSV (doc_id|image,page,truth_path|text). Without it, "
+                                                   "--require gates that need no truth decide alone."),
+    max_cer: Optional[float] = typer.Option(None, help="With --truth: release the bulk only if the gate's CER is at "
+                                                       "most this."),
     manifest: Optional[Path] = typer.Option(None, help="Gate documents: a manifest (doc_id,path[,pages,dpi])."),
     gate: Optional[List[str]] = typer.Option(None, help="Gate documents: a file or folder (repeatable)."),
     bulk_manifest: Optional[Path] = typer.Option(None, help="Bulk documents (plus any PATHS given)."),
     require: Optional[List[str]] = typer.Option(None, help="Another gate in `vlmocr evaluate --gate` syntax, "
-                                                      "e.g. 'cer_hi<=0.05' (repeatable)."),
+                                                      "e.g. 'cer_hi<=0.05', or without truth 'unknown_words<=0.08' "
+                                                      "(the share of words not in their language's word list) "
+                                                      "(repeatable)."),
     after_gate: bool = typer.Option(False, "--after-gate", help="Also make the bulk depend on the gate (afterany)."),
     release_by_hand: bool = typer.Option(False, "--release-by-hand",
                                          help="Submit no release job: decide with `vlmocr slurm release RUN`."),
@@ -243,7 +251,8 @@ def gate_command(
 ) -> int:
     """Submit a gate run and the bulk array held.
 
-    vlmocr slurm gate --manifest gate.csv --truth T --max-cer X [PATHS]... | --bulk-manifest M --out RUN --shards N
+    vlmocr slurm gate --manifest gate.csv --truth T --max-cer X | --require 'unknown_words<=0.08'
+    [PATHS]... | --bulk-manifest M --out RUN --shards N
 
     A small release job, queued after the gate (afterany), then scores the gate and releases or
     cancels the bulk: nothing waits on the login node. `vlmocr slurm release RUN` does the same
@@ -267,11 +276,11 @@ def gate_command(
         print(json.dumps(res), flush=True)
     elif slurm.dry_run:
         print(f"dry run: wrote {res['gate_script']} and {res['bulk_script']}; nothing submitted "
-              f"({res['truth_pages']} truth pages matched)", flush=True)
+              f"({_truth_said(res)})", flush=True)
     else:
         then = (f"release job {res['release_job']} releases or cancels it when the gate has ended"
                 if res.get("release_job") else f"when the gate has ended: vlmocr slurm release {Path(out)}")
-        print(f"Submitted gate job {res['gate_job']} ({res['truth_pages']} truth pages) and bulk job "
+        print(f"Submitted gate job {res['gate_job']} ({_truth_said(res)}) and bulk job "
               f"{res['bulk_job']} (array {res['bulk_array']}, held); {then}", flush=True)
     return ExitCode.ok
 

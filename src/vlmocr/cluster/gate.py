@@ -54,7 +54,7 @@ def gate_truth(truth: list[TruthPage], docs: list[dict[str, str]]) -> tuple[list
 
 @dataclass
 class GateScore:
-    cer: float  # micro CER over every truth page, a missing page counting as entirely wrong (CER 1)
+    cer: float | None  # micro CER over every truth page, a missing page counting as CER 1; None: no truth
     pages: int  # truth pages
     missing: int  # … without a record in the gate run
     failed: int  # … whose record failed (error, refused, bad_input: scored on its text, usually empty)
@@ -109,8 +109,49 @@ def score_gate(run_dir: Path, truth: list[TruthPage], checks: Sequence[str] = ()
                      None if corpus.cer_macro is None else round(corpus.cer_macro, 5), statuses, worst, results)
 
 
+def check_gate_request(truth: str | Path | None, max_cer: float | None, checks: Sequence[str]) -> None:
+    """A gate is scored against truth (--truth and --max-cer), or, for a pilot nobody has typed
+    truth for, only by gates that need none (--require 'unknown_words<=X', evaluation/spelling.py)."""
+    from ..evaluation.spelling import NO_TRUTH_METRICS
+
+    gates = [parse_gate(spec) for spec in checks]  # a typo fails now, not when the gate is scored
+    if truth is not None and max_cer is None:
+        raise UsageError("--truth needs --max-cer (the CER the gate must reach)")
+    if truth is None:
+        if max_cer is not None:
+            raise UsageError("--max-cer needs --truth to score the gate against")
+        if not gates:
+            raise UsageError("give --truth T --max-cer X, or, without truth, a --require gate that needs none "
+                             f"({', '.join(NO_TRUTH_METRICS)}), e.g. --require 'unknown_words<=0.08'")
+        if needs := [g.spec for g in gates if g.metric not in NO_TRUTH_METRICS]:
+            raise UsageError(f"--require {needs[0]!r} needs --truth; without truth only {', '.join(NO_TRUTH_METRICS)} "
+                             "can gate")
+    if max_cer is not None and max_cer < 0:
+        raise UsageError("--max-cer must be ≥ 0")
+
+
+def score_gate_without_truth(run_dir: Path, checks: Sequence[str]) -> GateScore:
+    """A gate run scored by the gates that need no truth (the spelling count) over its records."""
+    from ..evaluation.spelling import check_spelling_gate, measure_spelling
+    from ..record import FAILED
+    from ..store import final_records
+
+    run = RunDir(run_dir)
+    finals = final_records(run.pages, keys=run_keys(run.info())) if run.pages.is_file() else {}
+    statuses: dict[str, int] = {}
+    for rec in finals.values():
+        statuses[str(rec.get("status"))] = statuses.get(str(rec.get("status")), 0) + 1
+    failed = sum(n for s, n in statuses.items() if s in {str(x.value) for x in FAILED})
+    spelling = measure_spelling(finals)
+    results = []
+    for spec in checks:
+        r = check_spelling_gate(spelling, parse_gate(spec))
+        results.append({"gate": spec, "passed": r.passed, "measured": r.measured, "message": r.message})
+    return GateScore(None, len([k for k in finals if k[1] > 0]), 0, failed, 0, 0, statuses=statuses, checks=results)
+
+
 def submit_gate(run_dir: Path, *, gate_paths: Sequence[str] = (), gate_manifest: str | Path | None = None,
-                truth: str | Path, max_cer: float, bulk_paths: Sequence[str] = (),
+                truth: str | Path | None, max_cer: float | None, bulk_paths: Sequence[str] = (),
                 bulk_manifest: str | Path | None = None, shards: int, run_args: Sequence[str] = (),
                 options: SlurmOptions | None = None, after_gate: bool = False, dry_run: bool = False,
                 python: str | None = None, argv: Sequence[str] | None = None, checks: Sequence[str] = (),
@@ -122,26 +163,25 @@ def submit_gate(run_dir: Path, *, gate_paths: Sequence[str] = (), gate_manifest:
     the bulk. With
     ``after_gate`` the bulk also depends on the gate (``afterany``), so even a manual
     ``scontrol release`` cannot start it before the gate ended."""
-    if not 0 <= max_cer:
-        raise UsageError("--max-cer must be ≥ 0")
-    for spec in checks:
-        parse_gate(spec)  # a typo fails now, not when the gate is scored
+    check_gate_request(truth, max_cer, checks)
     options = options or SlurmOptions()
     run_dir = Path(run_dir).resolve()
-    truth_pages = load_truth(truth)
+    truth_pages = load_truth(truth) if truth is not None else None
     if not dry_run:
         check_not_active(run_dir, "gate")
         check_not_active(run_dir, "bulk")
     gate_script, _ = prepare_job(run_dir, "gate", paths=gate_paths, manifest=gate_manifest, shards=None,
                                  run_args=run_args, options=options, python=python, warn=warn)
-    matched, unmatched = gate_truth(truth_pages, gate_docs(run_dir))
-    if not matched:
-        raise UsageError(f"no truth page in {truth} matches a gate document (by image path, doc_id or file stem)")
-    if unmatched:
-        warn(f"note: {len(unmatched)} truth file(s) match no gate document, e.g. {unmatched[0]}")
-    no_truth = sorted({d["doc_id"] for d in gate_docs(run_dir)} - {t.doc_id for t in matched})
-    if no_truth:
-        warn(f"note: {len(no_truth)} gate document(s) have no truth and are not scored, e.g. {no_truth[0]!r}")
+    matched: list[TruthPage] = []
+    if truth_pages is not None:
+        matched, unmatched = gate_truth(truth_pages, gate_docs(run_dir))
+        if not matched:
+            raise UsageError(f"no truth page in {truth} matches a gate document (by image path, doc_id or file stem)")
+        if unmatched:
+            warn(f"note: {len(unmatched)} truth file(s) match no gate document, e.g. {unmatched[0]}")
+        no_truth = sorted({d["doc_id"] for d in gate_docs(run_dir)} - {t.doc_id for t in matched})
+        if no_truth:
+            warn(f"note: {len(no_truth)} gate document(s) have no truth and are not scored, e.g. {no_truth[0]!r}")
     result: dict[str, Any] = {"gate_script": str(gate_script), "truth_pages": len(matched)}
     gate_id = None
     if not dry_run:
@@ -157,7 +197,7 @@ def submit_gate(run_dir: Path, *, gate_paths: Sequence[str] = (), gate_manifest:
     result.update(gate_job=gate_id, bulk_job=bulk.job_id, bulk_script=str(bulk.script), bulk_array=bulk.array)
     if not dry_run:
         write_json(run_dir / SLURM_DIR / GATE_FILE, {
-            "truth": os.path.abspath(truth), "max_cer": max_cer, "checks": list(checks),
+            "truth": os.path.abspath(truth) if truth is not None else None, "max_cer": max_cer, "checks": list(checks),
             "gate_job": gate_id, "bulk_job": bulk.job_id,
             "truth_pages": len(matched), "submitted_at": now_iso("seconds"), "decision": None,
         })
@@ -191,7 +231,7 @@ def _submit_release_job(run_dir: Path, gate_id: str, options: SlurmOptions, pyth
 class GateDecision:
     passed: bool
     score: GateScore
-    max_cer: float
+    max_cer: float | None  # None: a gate without truth (its --require gates decide alone)
     action: str  # released | cancelled | none
     bulk_job: str | None
     message: str
@@ -250,7 +290,10 @@ def release(run_dir: Path, *, max_cer: float | None = None, wait: float = 0.0, d
     gate = read_json(run_dir / SLURM_DIR / GATE_FILE)
     if not isinstance(gate, dict):
         raise UsageError(f"{run_dir} has no gate (RUN/slurm/gate.json): submit one with `vlmocr slurm gate`")
-    threshold = float(gate["max_cer"] if max_cer is None else max_cer)
+    has_truth = bool(gate.get("truth"))
+    if max_cer is not None and not has_truth:
+        raise UsageError("--max-cer: this gate has no truth (it was submitted with --require gates only)")
+    threshold = float(gate["max_cer"] if max_cer is None else max_cer) if has_truth else None
     gate_job = gate.get("gate_job")
     deadline = time.monotonic() + wait
     asked_at = -squeue_every
@@ -266,15 +309,21 @@ def release(run_dir: Path, *, max_cer: float | None = None, wait: float = 0.0, d
                 f"the gate job {gate_job} is still {live[0]['state'] if live else 'running'}: release scores it "
                 "once it has ended (or pass --wait SECONDS)", ExitCode.incomplete)
         time.sleep(min(poll, max(0.0, deadline - now)))
-    matched, _ = gate_truth(load_truth(gate["truth"]), gate_docs(run_dir))
-    if not matched:
-        raise UsageError(f"no truth page in {gate['truth']} matches a gate document")
-    score = score_gate(run_dir / GATE_RUN, matched, gate.get("checks") or [])
-    cer_ok = score.cer <= threshold
+    if threshold is not None:
+        matched, _ = gate_truth(load_truth(gate["truth"]), gate_docs(run_dir))
+        if not matched:
+            raise UsageError(f"no truth page in {gate['truth']} matches a gate document")
+        score = score_gate(run_dir / GATE_RUN, matched, gate.get("checks") or [])
+        cer_ok = score.cer is not None and score.cer <= threshold
+        detail = (f"CER {score.cer:.4f} {'≤' if cer_ok else '>'} {threshold:g} over {score.pages} page(s), "
+                  f"{score.missing} missing and {score.failed} failed (counted as CER 1)")
+    else:
+        score = score_gate_without_truth(run_dir / GATE_RUN, gate.get("checks") or [])
+        cer_ok = score.pages > 0  # a gate that read nothing passes nothing
+        detail = (f"no truth: {score.pages} page(s) read, {score.failed} failed" if cer_ok
+                  else "no truth, and the gate run has no page read")
     passed = cer_ok and all(c["passed"] for c in score.checks)
     bulk = gate.get("bulk_job")
-    detail = (f"CER {score.cer:.4f} {'≤' if cer_ok else '>'} {threshold:g} over {score.pages} page(s), "
-              f"{score.missing} missing and {score.failed} failed (counted as CER 1)")
     failing = [c["message"] for c in score.checks if not c["passed"]]
     if failing:
         detail += "; " + "; ".join(failing)

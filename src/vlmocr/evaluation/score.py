@@ -247,6 +247,9 @@ class Evaluation:
     layer: str = "raw"
     meta: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # what a person should know about the truth's fit
+    # The spelling count over every final record, truth or not (evaluation/spelling.py): the
+    # `unknown_words` gate metric; {} when not measured.
+    spelling: dict[str, Any] = field(default_factory=dict)
 
     def worst(self, n: int) -> list[PageScore]:
         scored = [p for p in self.pages if not p.missing]
@@ -280,6 +283,7 @@ class Evaluation:
             "missing": [{"doc_id": p.doc_id, "page": p.page, "set": p.set} for p in self.missing],
             "unscored_records": self.unscored_records,
             "notes": self.notes,
+            "spelling": self.spelling["corpus"].as_dict() if "corpus" in self.spelling else None,
             "pages": [p.as_dict() for p in self.pages],
         }
 
@@ -350,6 +354,9 @@ def evaluate_run(run_dir: Path, truth_path: Path, *, clean: bool = False, rules:
     ev = score(records, load_truth(truth_path), folds, resamples, seed)
     ev.layer = layer
     ev.meta = {"run": str(run_dir), "truth": str(truth_path), "bootstrap": {"resamples": resamples, "seed": seed}}
+    from .spelling import measure_spelling
+
+    ev.spelling = measure_spelling(records)
     if clean and rules is not None:
         ev.meta["rules_hash"] = rules.hash
         if rules.fold.names():
@@ -383,10 +390,12 @@ class Gate:
 
 def parse_gate(spec: str) -> Gate:
     """'cer<=0.03', 'wer<10%', 'set:ehri_en:cer<=0.05', 'doc:X:cer_macro<0.1', 'missing<=0'."""
+    from .spelling import NO_TRUTH_METRICS
+
     m = _GATE.match(spec)
-    if not m or m.group("metric") not in METRICS:
+    if not m or m.group("metric") not in (*METRICS, *NO_TRUTH_METRICS):
         raise UsageError(f"bad gate {spec!r}: expected [set:NAME:|doc:NAME:]METRIC OP VALUE with METRIC one of "
-                         f"{', '.join(METRICS)} and OP one of <= < >= > ==, e.g. 'cer<=0.03'")
+                         f"{', '.join((*METRICS, *NO_TRUTH_METRICS))} and OP one of <= < >= > ==, e.g. 'cer<=0.03'")
     value = float(m.group("value")) / (100 if m.group("pct") else 1)
     return Gate(spec.strip(), m.group("kind") or "corpus", m.group("name") or "", m.group("metric"), m.group("op"), value)
 
@@ -408,6 +417,10 @@ def _fmt(metric: str, v: float) -> str:
 
 
 def check_gate(ev: Evaluation, gate: Gate, allow_missing: bool = False) -> GateResult:
+    from .spelling import NO_TRUTH_METRICS, check_spelling_gate
+
+    if gate.metric in NO_TRUTH_METRICS:
+        return check_spelling_gate(ev.spelling, gate)
     agg = ev.scope(gate.kind, gate.name)
     if agg is None:
         known = sorted(ev.sets if gate.kind == "set" else ev.docs)[:20]

@@ -1,0 +1,85 @@
+"""A spelling count without ground truth: the share of a run's words that are not in a real word
+list of their page's language (issue 25, point 6).
+
+Seed 000's gate "knows nothing about CER thresholds or spelling counts": a pilot where nobody has
+typed truth still has to be gated. The word lists are the `wordfreq` package's (text/textquality.py:
+shipped inside the wheel, so it works offline; inflected forms included), the language is each
+page's own (its record, the manifest's, --lang, else guessed from its stopwords), and a page whose
+language has no word list is counted apart, never as all-unknown. As a gate metric it is
+``unknown_words`` (`evaluate --gate 'unknown_words<=0.08'`, with or without --truth; `slurm gate
+--require 'unknown_words<=0.08'`, with or without --truth): corpus or ``doc:NAME:`` scope."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+NO_TRUTH_METRICS = ("unknown_words",)
+
+
+@dataclass
+class Spelling:
+    """Words and unknown words over the pages that have a word list for their language."""
+
+    pages: int = 0
+    judged: int = 0  # pages whose language has a word list and that have words
+    words: int = 0
+    unknown: int = 0
+    languages: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def unknown_words(self) -> float | None:
+        return self.unknown / self.words if self.words else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"pages": self.pages, "judged": self.judged, "words": self.words, "unknown": self.unknown,
+                "unknown_words": self.unknown_words, "languages": dict(sorted(self.languages.items()))}
+
+
+def measure_spelling(records: Mapping[tuple[str, int], Mapping[str, Any]],
+                     lang: str | None = None) -> dict[str, Spelling]:
+    """{"corpus": …, "doc:NAME": …} over the final records (page 0, a document that never opened,
+    has no words). ``lang``: the language of pages whose record names none."""
+    from ..text.textquality import assess_page
+
+    out: dict[str, Spelling] = {"corpus": Spelling()}
+    for (doc_id, page), rec in sorted(records.items()):
+        if page <= 0:
+            continue
+        # The language the page was judged in when it was read (its quality signal's), unless given.
+        judged_in = (rec.get("quality") or {}).get("language") if isinstance(rec.get("quality"), Mapping) else None
+        q = assess_page(dict(rec), lang=lang or judged_in)
+        for key in ("corpus", f"doc:{doc_id}"):
+            s = out.setdefault(key, Spelling())
+            s.pages += 1
+            s.languages[q.language or "none"] += 1
+            if q.known_share is not None:
+                s.judged += 1
+                s.words += q.words
+                s.unknown += q.words - q.known
+    return out
+
+
+def check_spelling_gate(spelling: Mapping[str, Spelling], gate: Any) -> Any:
+    """A gate on a no-truth metric (``gate.metric`` in NO_TRUTH_METRICS) → GateResult."""
+    from .score import _OPS, GateResult
+
+    if gate.kind == "set":
+        return GateResult(gate, False, None, f"gate {gate.spec} failed: {gate.metric} has no set scope (sets come "
+                                             "from the truth); use the corpus or doc:NAME:")
+    s = spelling.get("corpus" if gate.kind == "corpus" else f"doc:{gate.name}")
+    if s is None:
+        return GateResult(gate, False, None, f"gate {gate.spec} failed: no document named {gate.name!r} in the run")
+    measured = s.unknown_words
+    if measured is None:
+        return GateResult(gate, False, None,
+                          f"gate {gate.spec} failed: no words to count in {gate.scope} ({s.pages} page(s); languages "
+                          f"{', '.join(f'{k} {v}' for k, v in sorted(s.languages.items())) or 'none'}: a word list "
+                          "exists for none of them, or the pages are empty)")
+    ok = _OPS[gate.op](measured, gate.value)
+    said = (f"{gate.metric} = {measured:.4f} ({measured * 100:.2f} %: {s.unknown} of {s.words} words on {s.judged} "
+            f"of {s.pages} page(s) not in the word list of their language) in {gate.scope}")
+    return GateResult(gate, ok, measured, f"gate {gate.spec} {'passed' if ok else 'failed'}: {said}"
+                      + ("" if ok else f", over the limit {gate.value:g}"))
