@@ -24,6 +24,7 @@ from PIL import ExifTags, Image, ImageOps
 
 from .envvars import MAX_DOC_PAGES, env_int
 from .exceptions import BadInput
+from .pixels import dark_on_light, engine_mode
 from .record import DEFAULT_DPI, DEFAULT_MAX_PIXELS, Sizing  # noqa: F401  (the renderer's settings)
 from .sources import DJVU_EXTS, IMAGE_EXTS, PDF_EXTS, printable
 
@@ -285,7 +286,16 @@ def page_pixel_size(path: Path, page: int, sizing: Sizing) -> tuple[int, int]:
 
 
 def render_page(path: Path, page: int, sizing: Sizing) -> Rendered:
-    """Render 1-based `page` of a PDF or image file to an RGB or L image within the pixel cap."""
+    """Render 1-based `page` of a PDF or image file to an RGB or L image within the pixel cap,
+    dark marks on a light ground (pixels.py: a negative is inverted, and named in the flags)."""
+    rendered = _render(path, page, sizing)
+    image, flags = dark_on_light(rendered.image)
+    if not flags:
+        return rendered
+    return Rendered(image, rendered.dpi, rendered.flags + flags)  # no longer the file's own pixels
+
+
+def _render(path: Path, page: int, sizing: Sizing) -> Rendered:
     kind = kind_of(path)
     if kind == "pdf":
         with pdfium_lock:
@@ -324,8 +334,8 @@ def _render_djvu(path: Path, page: int, sizing: Sizing) -> Rendered:
     with _large_decode(size[0] * size[1] * 4):
         img = djvu.render(path, page, size)
     src_dpi = image_dpi(img) or (info.dpi * target if info.dpi else None)
-    frame = _shrink(img, img.size)
-    return Rendered(frame, round(src_dpi, 2) if src_dpi else None, flags)
+    frame, changed = _shrink(img, img.size)
+    return Rendered(frame, round(src_dpi, 2) if src_dpi else None, flags + changed)
 
 
 def _render_image(path: Path, page: int, sizing: Sizing) -> Rendered:
@@ -419,7 +429,7 @@ def _render_frame(img: Image.Image, path: Path, page: int, sizing: Sizing) -> Re
         with _large_decode(cost):
             img.load()
             orientation = img.getexif().get(ExifTags.Base.Orientation, 1)  # after load: PNG keeps EXIF late
-            frame = _shrink(img, size)
+            frame, changed = _shrink(img, size)
     except MemoryError:
         raise
     except Exception as exc:  # truncated data, a hostile header: the same on every attempt
@@ -431,9 +441,9 @@ def _render_frame(img: Image.Image, path: Path, page: int, sizing: Sizing) -> Re
         ImageOps.exif_transpose(frame, in_place=True)  # turned after shrinking: a quarter of the work
     src_dpi = image_dpi(img)
     dpi = round(src_dpi * target, 2) if src_dpi else None
-    untouched = (not getattr(img, "is_animated", False) and size == (w, h) and not turned
+    untouched = (not getattr(img, "is_animated", False) and size == (w, h) and not turned and not changed
                  and img.format in ENGINE_READABLE_FORMATS)
-    return Rendered(frame, dpi, flags, same_as_file=path if untouched else None)
+    return Rendered(frame, dpi, flags + changed, same_as_file=path if untouched else None)
 
 
 def _jp2_reduce(img: Image.Image, w: int, h: int, page: int, path: Path, target: float) -> int:
@@ -457,15 +467,15 @@ def _jp2_reduce(img: Image.Image, w: int, h: int, page: int, path: Path, target:
     return k
 
 
-def _shrink(img: Image.Image, size: tuple[int, int]) -> Image.Image:
+def _shrink(img: Image.Image, size: tuple[int, int]) -> tuple[Image.Image, list[str]]:
     """The loaded `img` at `size` as L or RGB, always a new image (`img` may stay open for the
-    file's next frame). L and RGB are resized before anything else, so no second full-size
-    copy is made; palette, 1-bit, 16-bit and alpha images are converted first, as before."""
-    mode = "L" if img.mode in ("1", "L", "I;16", "I", "F", "LA") else "RGB"
-    out = img if img.mode in ("L", "RGB") else img.convert(mode)
+    file's next frame), and what its conversion changed (pixels.engine_mode: 16-bit stretched,
+    alpha on white). L and RGB are resized before anything else, so no second full-size copy is
+    made; palette, 1-bit, 16-bit and alpha images are converted first."""
+    out, changed = engine_mode(img)
     if out.size != size:
         out = out.resize(size, Image.Resampling.LANCZOS, reducing_gap=REDUCING_GAP)
-    return out.copy() if out is img else out
+    return (out.copy() if out is img else out), changed
 
 
 def image_dpi(img: Image.Image) -> float | None:
@@ -543,18 +553,22 @@ def blank_and_ink(img: Image.Image) -> tuple[bool, float]:
         return True, 0.0
     mean = sum(i * n for i, n in enumerate(hist)) / total
     var = sum((i - mean) ** 2 * n for i, n in enumerate(hist)) / total
-    ink = _ink_of(hist, total)
-    return var < 4.0 or ink < 0.0003, ink
+    ink, light = _ink_of(hist, total)
+    # Blank means uniform: marks lighter than the ground count as much as darker ones (a negative
+    # that reached here, light text on a dark ground, is not an empty page: issue 32).
+    return var < 4.0 or (ink < 0.0003 and light < 0.0003), ink
 
 
-def _ink_of(hist: list[int], total: int) -> float:
+def _ink_of(hist: list[int], total: int) -> tuple[float, float]:
+    """(share darker than the ground by a clear margin, share lighter than it by one)."""
     half, seen, background = total / 2, 0, 255
     for i, n in enumerate(hist):
         seen += n
         if seen >= half:
             background = i
             break
-    return sum(hist[: max(0, min(128, background - 60))]) / total
+    return (sum(hist[: max(0, min(128, background - 60))]) / total,
+            sum(hist[max(128, background + 60) + 1:]) / total if background + 60 < 255 else 0.0)
 
 
 def grey_if_neutral(img: Image.Image) -> Image.Image:
