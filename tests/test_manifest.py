@@ -126,8 +126,9 @@ def test_priority_column(triaged, tmp_path):
 
 def test_stage_ascii_links_and_run_accepts_the_manifest(triaged, tmp_path):
     stage, out = tmp_path / "stage", tmp_path / "m.csv"
-    for _ in range(2):  # staging again is a no-op, not an error
-        res = run_cli("manifest", "--triage", str(triaged), "--out", str(out), "--stage", str(stage))
+    for again in (False, True):  # staging again is a no-op, not an error (the manifest: --overwrite)
+        res = run_cli("manifest", "--triage", str(triaged), "--out", str(out), "--stage", str(stage),
+                      *(["--overwrite"] if again else []))
         assert res.returncode == 0, res.stderr
     rows = manifest_rows(out)
     originals = {r["doc_id"]: r for r in manifest_rows(tmp_path / "m.originals.csv")}

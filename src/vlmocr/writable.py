@@ -41,3 +41,37 @@ def check_output_path(path: str | os.PathLike[str], option: str = "--out", *, fo
         raise UsageError(f"{option} {given}: cannot create it, {parent} is not a folder")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise UsageError(f"{option} {given}: cannot create it, the folder {parent} is not writable")
+
+
+# What marks a folder that only its own command writes: a run (its raw layer and settings) and a
+# library (its catalogue). Another command writing there could replace RUN/pages.jsonl itself.
+RUN_MARKERS = ("pages.jsonl", "run.json")
+LIBRARY_MARKERS = ("catalog.sqlite",)
+
+
+def owning_folder(path: str | os.PathLike[str]) -> tuple[Path, str] | None:
+    """The run or library folder ``path`` lies in (itself or a parent), and which it is."""
+    target = Path(os.path.abspath(path))
+    for folder in (target, *target.parents):
+        if any((folder / m).is_file() for m in RUN_MARKERS):
+            return folder, "run"
+        if any((folder / m).is_file() for m in LIBRARY_MARKERS):
+            return folder, "library"
+    return None
+
+
+def check_new_output(path: str | os.PathLike[str], option: str, *, folder: bool = False,
+                     overwrite: bool = False) -> None:
+    """The one rule of every command that writes a file or a folder of its own (issue 32): a file
+    that exists is refused unless ``overwrite``; nothing is written inside a run or a library
+    folder, whatever is asked (only the run, and publish, write there); then `check_output_path`."""
+    owner = owning_folder(Path(path) if folder else Path(path).parent)
+    if owner is None and not folder:
+        owner = owning_folder(path) if os.path.isdir(path) else None
+    if owner is not None:
+        where, kind = owner
+        raise UsageError(f"{option} {path}: {where} is a {kind} folder, which only "
+                         f"{'the run' if kind == 'run' else 'publish'} writes; write elsewhere")
+    if not folder and os.path.lexists(path) and not os.path.isdir(path) and not overwrite:
+        raise UsageError(f"{option} {path} exists; give a new name, or --overwrite to replace it")
+    check_output_path(path, option, folder=folder)

@@ -27,12 +27,18 @@ def triage_command(
     workers: Optional[int] = typer.Option(None, min=1, help="Worker processes (default: all cores; 1 for small corpora)."),
     osd: int = typer.Option(0, "--osd", min=0, help="Scanned pages per document whose script Tesseract detects "
                             "(Fraktur, Greek…; ~1-2.5 s a page; 0: a scan's script stays unknown)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out if it exists (never inside a run or library folder)."),
     json_out: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
 ) -> int:
     """One CSV row per document: pages, text layer, scans, sizes, resolution, duplicates, language,
     script and the --lang to read it with."""
     from ..corpus.triage import TriageOptions, triage
 
+    from ..writable import check_new_output
+
+    check_new_output(out, "--out", overwrite=overwrite)
+    if sheets is not None:
+        check_new_output(sheets, "--sheets", folder=True)
     opts = TriageOptions(check_pages=check_pages, sheets_dir=str(sheets) if sheets else None, sheet_block=sheet_block,
                          osd_pages=osd)
     summary = triage(list(paths or []), out, manifest=manifest, opts=opts, workers=workers, progress=True)
@@ -77,6 +83,10 @@ def plan_command(
     from ..corpus.plan import load_corpus, make_plan, measure as measure_rate, parse_gpus, render_plan
 
     profiles = list(profile or [])
+    if split_out is not None:
+        from ..writable import check_new_output
+
+        check_new_output(split_out, "--split-out", folder=True)
     if (manifest or split_out) and partitions is None:
         raise UsageError("--manifest and --split-out go with --partitions FILE")
     counts = parse_gpus(gpus)
@@ -144,11 +154,18 @@ def manifest_command(
     order: str = typer.Option("fewest-pages", help="Then: fewest-pages | most-pages | path | triage."),
     stage: Optional[Path] = typer.Option(None, "--stage", help="Make ASCII-named symlinks here and point the manifest at them."),
     skipped: Optional[Path] = typer.Option(None, "--skipped", help="Also write the skipped documents to this CSV."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out and --skipped if it exists (never inside a run or library folder)."),
     json_out: bool = typer.Option(False, "--json", help="Print a machine-readable report on stdout."),
 ) -> int:
     """A run manifest in priority order, without duplicates and unreadable files."""
     from ..corpus.manifest import build_manifest
+    from ..writable import check_new_output
 
+    check_new_output(out, "--out", overwrite=overwrite)
+    if skipped is not None:
+        check_new_output(skipped, "--skipped", overwrite=overwrite)
+    if stage is not None:
+        check_new_output(stage, "--stage", folder=True)
     report = build_manifest(triage_csv, out, priority_file=priority_file, priority_column=priority_column,
                             order=order, stage=stage, skipped_out=skipped)
     shown = 20
