@@ -286,7 +286,8 @@ def _suspicious(run: Path, *, clean: bool = False, rules: Optional[Path] = None,
             q.reasons.append(signal_reason(quality))
     summ = summary(pages)
     flagged = sorted((q for q in pages if q.suspicious), key=suspicion_rank)
-    from ..evaluation.spelling import check_spelling_gate, measure_spelling
+    from ..evaluation.score import check_spelling_gate
+    from ..evaluation.spelling import measure_spelling
 
     spelling = measure_spelling(records, lang=lang)
     results = [check_spelling_gate(spelling, g) for g in gates]

@@ -28,9 +28,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..credentials import url_credentials
 from ..exceptions import UsageError
 from ..models import MANIFEST_NAME, check_fetch_request, is_commit
 from ..record import now_iso
+from ..redact import public_argv, public_url
 from ..writable import check_output_path
 from .slurm.jobs import active_tasks, load_jobs, record_job, sbatch
 from .slurm.layout import SLURM_DIR
@@ -179,6 +181,11 @@ def submit_fetch(target: str, dest: str | os.PathLike[str], *, revision: str | N
     options = options or SlurmOptions()
     if options.gpus_per_task:
         raise UsageError("--gpus-per-task: a fetch is a CPU job (no GPU)")
+    if endpoint and url_credentials(endpoint) is not None:
+        # The Hub client takes a token (HF_TOKEN), not a password in a URL: one in --endpoint would
+        # only land in the job script, on shared storage (issue 32).
+        raise UsageError(f"--endpoint {public_url(endpoint)}: a user and password in the URL would be written into "
+                         "the job script; give the Hub token through HF_TOKEN in the job's environment instead")
     goal = resolve_target(target, revision)
     req = check_fetch_request(goal.repo, goal.revision, dest, endpoint=endpoint, allow_branch=allow_branch)
     check_output_path(req.dest, "--to", folder=True)
@@ -207,6 +214,6 @@ def submit_fetch(target: str, dest: str | os.PathLike[str], *, revision: str | N
         "profile": job.profile, "dir": str(job.dest), "endpoint": endpoint and req.endpoint,
         "include": list(include) or None, "script": str(job.script.relative_to(parent)),
         "log": str(job.log.relative_to(parent)), "submitted_at": now_iso("seconds"), "sbatch": job.sbatch,
-        "argv": list(argv if argv is not None else sys.argv[1:]), "cwd": str(Path.cwd()),
+        "argv": public_argv(list(argv if argv is not None else sys.argv[1:])), "cwd": str(Path.cwd()),
     })
     return job

@@ -20,7 +20,9 @@ from typing import Any, Sequence
 
 from ..evaluation import TruthPage, check_gate, load_truth, match_truth, parse_gate, score
 from ..exceptions import ExitCode, UsageError, VlmocrError
+from ..credentials import secrets_out_of_job
 from ..record import now_iso
+from ..redact import public_argv
 from ..rundir import RunDir, run_keys
 from .slurm.jobs import (
     active_tasks,
@@ -132,7 +134,8 @@ def check_gate_request(truth: str | Path | None, max_cer: float | None, checks: 
 
 def score_gate_without_truth(run_dir: Path, checks: Sequence[str]) -> GateScore:
     """A gate run scored by the gates that need no truth (the spelling count) over its records."""
-    from ..evaluation.spelling import check_spelling_gate, measure_spelling
+    from ..evaluation.score import check_spelling_gate
+    from ..evaluation.spelling import measure_spelling
     from ..record import FAILED
     from ..store import final_records
 
@@ -166,12 +169,13 @@ def submit_gate(run_dir: Path, *, gate_paths: Sequence[str] = (), gate_manifest:
     check_gate_request(truth, max_cer, checks)
     options = options or SlurmOptions()
     run_dir = Path(run_dir).resolve()
+    run_args, exports = secrets_out_of_job(run_dir / SLURM_DIR, run_args)  # no password in a script
     truth_pages = load_truth(truth) if truth is not None else None
     if not dry_run:
         check_not_active(run_dir, "gate")
         check_not_active(run_dir, "bulk")
     gate_script, _ = prepare_job(run_dir, "gate", paths=gate_paths, manifest=gate_manifest, shards=None,
-                                 run_args=run_args, options=options, python=python, warn=warn)
+                                 run_args=run_args, options=options, python=python, warn=warn, exports=exports)
     matched: list[TruthPage] = []
     if truth_pages is not None:
         matched, unmatched = gate_truth(truth_pages, gate_docs(run_dir))
@@ -189,11 +193,12 @@ def submit_gate(run_dir: Path, *, gate_paths: Sequence[str] = (), gate_manifest:
         record_job(run_dir, {"kind": "gate", "job_id": gate_id, "array": None, "shards": None, "held": False,
                              "dependency": None, "script": str(gate_script.relative_to(run_dir)),
                              "submitted_at": now_iso("seconds"), "sbatch": ["sbatch", "--parsable", gate_script.name],
-                             "run_args": list(run_args), "argv": list(argv or sys.argv[1:]), "cwd": str(Path.cwd())})
+                             "run_args": list(run_args), "argv": public_argv(list(argv or sys.argv[1:])),
+                             "cwd": str(Path.cwd())})
     dependency = f"afterany:{gate_id}" if (after_gate and gate_id) else None
     bulk = submit(run_dir, paths=bulk_paths, manifest=bulk_manifest, shards=shards, run_args=run_args,
                   options=options, hold=True, dependency=dependency, dry_run=dry_run, python=python,
-                  argv=argv, warn=warn, all_shards=True)
+                  argv=argv, warn=warn, all_shards=True, exports=exports)
     result.update(gate_job=gate_id, bulk_job=bulk.job_id, bulk_script=str(bulk.script), bulk_array=bulk.array)
     if not dry_run:
         write_json(run_dir / SLURM_DIR / GATE_FILE, {

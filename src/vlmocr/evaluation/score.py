@@ -23,6 +23,7 @@ import unicodedata
 import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Iterable
 
 from rapidfuzz.distance import Levenshtein
@@ -417,7 +418,7 @@ def _fmt(metric: str, v: float) -> str:
 
 
 def check_gate(ev: Evaluation, gate: Gate, allow_missing: bool = False) -> GateResult:
-    from .spelling import NO_TRUTH_METRICS, check_spelling_gate
+    from .spelling import NO_TRUTH_METRICS
 
     if gate.metric in NO_TRUTH_METRICS:
         return check_spelling_gate(ev.spelling, gate)
@@ -442,6 +443,27 @@ def check_gate(ev: Evaluation, gate: Gate, allow_missing: bool = False) -> GateR
     return GateResult(gate, False, measured,
                       f"gate {gate.spec} failed: {gate.metric} = {_fmt(gate.metric, measured)} in {gate.scope}, "
                       f"{'over' if gate.op in ('<=', '<') else 'off'} the limit {gate.value:g} by {by_text}")
+
+
+def check_spelling_gate(spelling: Mapping[str, Any], gate: Gate) -> GateResult:
+    """A gate on a no-truth metric (``gate.metric`` in spelling.NO_TRUTH_METRICS) → GateResult."""
+    if gate.kind == "set":
+        return GateResult(gate, False, None, f"gate {gate.spec} failed: {gate.metric} has no set scope (sets come "
+                                             "from the truth); use the corpus or doc:NAME:")
+    s = spelling.get("corpus" if gate.kind == "corpus" else f"doc:{gate.name}")
+    if s is None:
+        return GateResult(gate, False, None, f"gate {gate.spec} failed: no document named {gate.name!r} in the run")
+    measured = s.unknown_words
+    if measured is None:
+        return GateResult(gate, False, None,
+                          f"gate {gate.spec} failed: no words to count in {gate.scope} ({s.pages} page(s); languages "
+                          f"{', '.join(f'{k} {v}' for k, v in sorted(s.languages.items())) or 'none'}: a word list "
+                          "exists for none of them, or the pages are empty)")
+    ok = _OPS[gate.op](measured, gate.value)
+    said = (f"{gate.metric} = {measured:.4f} ({measured * 100:.2f} %: {s.unknown} of {s.words} words on {s.judged} "
+            f"of {s.pages} page(s) not in the word list of their language) in {gate.scope}")
+    return GateResult(gate, ok, measured, f"gate {gate.spec} {'passed' if ok else 'failed'}: {said}"
+                      + ("" if ok else f", over the limit {gate.value:g}"))
 
 
 def check_gates(ev: Evaluation, gates: Iterable[Gate], allow_missing: bool = False) -> list[GateResult]:

@@ -60,26 +60,3 @@ def measure_spelling(records: Mapping[tuple[str, int], Mapping[str, Any]],
                 s.words += q.words
                 s.unknown += q.words - q.known
     return out
-
-
-def check_spelling_gate(spelling: Mapping[str, Spelling], gate: Any) -> Any:
-    """A gate on a no-truth metric (``gate.metric`` in NO_TRUTH_METRICS) → GateResult."""
-    from .score import _OPS, GateResult
-
-    if gate.kind == "set":
-        return GateResult(gate, False, None, f"gate {gate.spec} failed: {gate.metric} has no set scope (sets come "
-                                             "from the truth); use the corpus or doc:NAME:")
-    s = spelling.get("corpus" if gate.kind == "corpus" else f"doc:{gate.name}")
-    if s is None:
-        return GateResult(gate, False, None, f"gate {gate.spec} failed: no document named {gate.name!r} in the run")
-    measured = s.unknown_words
-    if measured is None:
-        return GateResult(gate, False, None,
-                          f"gate {gate.spec} failed: no words to count in {gate.scope} ({s.pages} page(s); languages "
-                          f"{', '.join(f'{k} {v}' for k, v in sorted(s.languages.items())) or 'none'}: a word list "
-                          "exists for none of them, or the pages are empty)")
-    ok = _OPS[gate.op](measured, gate.value)
-    said = (f"{gate.metric} = {measured:.4f} ({measured * 100:.2f} %: {s.unknown} of {s.words} words on {s.judged} "
-            f"of {s.pages} page(s) not in the word list of their language) in {gate.scope}")
-    return GateResult(gate, ok, measured, f"gate {gate.spec} {'passed' if ok else 'failed'}: {said}"
-                      + ("" if ok else f", over the limit {gate.value:g}"))

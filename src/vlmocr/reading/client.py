@@ -221,17 +221,27 @@ class OpenAIClient:
         backoff: float = 0.5,
         backoff_cap: float = 30.0,
     ) -> None:
+        from ..credentials import ENV_CREDENTIALS_FILE, read_credentials
+
         parsed = URL(endpoint.rstrip("/"))
         key = api_key or api_key_from_env()
         headers = {"Content-Type": "application/json"}
-        url_password = parsed.password
-        if parsed.user is not None or parsed.password is not None:
+        user, url_password = parsed.user, parsed.password
+        from_file = read_credentials()  # VLMOCR_CREDENTIALS_FILE: out of argv and the environment
+        if from_file is not None:
+            if key or user is not None or url_password is not None:
+                raise UsageError(f"{ENV_CREDENTIALS_FILE} is set and so is VLMOCR_API_KEY/OPENAI_API_KEY or a user "
+                                 "and password in the endpoint URL: give the credentials one way")
+            key, user, url_password = from_file.api_key, from_file.user, from_file.password
+        basic = None
+        if user is not None or url_password is not None:
             # Credentials in the URL (a proxy with basic auth) go into the header, never into
             # messages or run.json; aiohttp refuses them beside an Authorization header.
             if key:
                 raise UsageError("the endpoint URL carries a user and password and VLMOCR_API_KEY/OPENAI_API_KEY "
                                  "is set: give the credentials one way")
-            headers["Authorization"] = aiohttp.BasicAuth(parsed.user or "", parsed.password or "").encode()
+            basic = aiohttp.BasicAuth(user or "", url_password or "").encode()
+            headers["Authorization"] = basic
             parsed = parsed.with_user(None)
         self.base = str(parsed)
         if not self.base.endswith("/v1"):
@@ -241,7 +251,9 @@ class OpenAIClient:
             headers["Authorization"] = f"Bearer {key}"  # never logged: only in this header
         # Secrets a server might echo back (an error page quoting the header, a "debug" answer):
         # taken out of anything that reaches a record or a message.
-        self._secrets = [v for v in (key, url_password) if v and len(v) >= 4]
+        # A server echoing the Basic header shows its base64 token, not the password: both go.
+        token = basic.split(" ", 1)[1] if basic else None
+        self._secrets = [v for v in (key, url_password, token) if v and len(v) >= 4]
         self._timeouts_in_row = 0
         self._rejection: str | None = None  # the last rejection's kind, and how often in a row
         self._rejections_in_row = 0

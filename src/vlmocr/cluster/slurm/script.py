@@ -8,7 +8,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from ...exceptions import SETTLED, UsageError
 from ...record import now_iso
@@ -94,13 +94,14 @@ EXIT_MEANINGS = {
 def render_script(*, kind: str, run_dir: Path, python: str, shards: int | None, run_args: Sequence[str],
                   options: SlurmOptions, submit_dir: Path, commit: str | None, job_name: str,
                   generated_at: str | None = None, command: Sequence[str] | None = None, pass_out: bool = True,
-                  part: str | None = None) -> str:
+                  part: str | None = None, exports: Mapping[str, str] | None = None) -> str:
     """The text of a self-contained sbatch script.
 
     ``kind`` "bulk" is an array (one task per shard, ``--shard $SLURM_ARRAY_TASK_ID/N`` into
     RUN/shards/K; of ``part`` NAME: staged/bulk-NAME.csv into RUN/shards/NAME-K); "gate" is a
     single task into RUN/gate. The batch shell runs vlmocr in the
-    background and forwards SIGTERM to it (bash runs traps only between commands)."""
+    background and forwards SIGTERM to it (bash runs traps only between commands). ``exports``:
+    variables the job sets (a path to its credentials file, never a secret: credentials.py)."""
     q = shlex.quote
     verb = command[0] if command else "run"
     # Both go into the script unquoted (names of files, a comment, an echo): plain words only.
@@ -168,7 +169,9 @@ mkdir -p "$XDG_CACHE_HOME"
 trap 'rm -rf -- "$JOB_TMP"' EXIT
 """ + ("""# GPUs without working peer-to-peer (--no-p2p): NCCL hangs at start-up otherwise (seed 001).
 export VLMOCR_SERVE_NO_P2P=1
-""" if options.no_p2p else "") + r"""
+""" if options.no_p2p else "") + "".join(
+        f"export {name}={q(value)}\n" for name, value in (exports or {}).items()
+        if re.fullmatch(r"[A-Z][A-Z0-9_]*", name)) + r"""
 mkdir -p "$RUN_DIR/slurm/tasks"
 task_state() {  # $1 state, $2 exit code (or null): RUN/slurm/tasks/$TASK.json, read by `vlmocr slurm status`
   local f="$RUN_DIR/slurm/tasks/$TASK.json"

@@ -12,8 +12,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from ...credentials import secrets_out_of_job
 from ...exceptions import SETTLED, UsageError
 from ...record import now_iso
+from ...redact import public_argv
 from ...rundir import RunDir
 from ...skipped import SkippedFiles
 from ...sources import SUPPORTED_EXTS, Document, discover, from_manifest, shard_of
@@ -231,7 +233,8 @@ def complete_shards(run_dir: Path, n: int, run_args: Sequence[str], part: str | 
 def prepare_job(run_dir: Path, kind: str, *, paths: Sequence[str] = (), manifest: str | Path | None = None,
                 shards: int | None, run_args: Sequence[str], options: SlurmOptions, python: str | None = None,
                 warn=print, part: str | None = None,
-                check: Callable[[list[Document]], None] | None = None) -> tuple[Path, list[StagedDoc]]:
+                check: Callable[[list[Document]], None] | None = None,
+                exports: dict[str, str] | None = None) -> tuple[Path, list[StagedDoc]]:
     """Stage the inputs and write RUN/slurm/<kind>.sbatch (bulk-NAME.sbatch for part NAME);
     return the script and the staged docs."""
     run_dir = Path(run_dir).resolve()
@@ -242,7 +245,7 @@ def prepare_job(run_dir: Path, kind: str, *, paths: Sequence[str] = (), manifest
     text = render_script(
         kind=kind, run_dir=run_dir, python=python or sys.executable, shards=shards, run_args=run_args,
         options=options, submit_dir=Path.cwd(), commit=vlmocr_commit(), job_name=job_name_for(run_dir, files),
-        part=part)
+        part=part, exports=exports)
     script = slurm_dir / f"{files}.sbatch"
     script.write_text(text, encoding="utf-8")
     script.chmod(0o755)
@@ -253,7 +256,7 @@ def submit(run_dir: Path, *, paths: Sequence[str] = (), manifest: str | Path | N
            run_args: Sequence[str] = (), options: SlurmOptions | None = None, hold: bool = False,
            dependency: str | None = None, dry_run: bool = False, all_shards: bool = False,
            python: str | None = None, kind: str = "bulk", argv: Sequence[str] | None = None,
-           warn=print, part: str | None = None) -> Submission:
+           warn=print, part: str | None = None, exports: dict[str, str] | None = None) -> Submission:
     """Stage, write the array script and submit it (``sbatch --parsable``); record it in jobs.json.
 
     Resubmitting the same command resumes: same staged names, same shard directories. Shards
@@ -269,11 +272,14 @@ def submit(run_dir: Path, *, paths: Sequence[str] = (), manifest: str | Path | N
         check_part_name(part)
     options = options or SlurmOptions()
     run_dir = Path(run_dir).resolve()
+    # A password in an endpoint URL goes to RUN/slurm/credentials (600), not into the script.
+    run_args, found = secrets_out_of_job(run_dir / SLURM_DIR, run_args)
+    exports = {**(exports or {}), **found}
     if not dry_run:
         check_not_active(run_dir, kind, part)
     script, staged = prepare_job(run_dir, kind, paths=paths, manifest=manifest, shards=shards, run_args=run_args,
                                  options=options, python=python, warn=warn, part=part,
-                                 check=lambda docs: check_one_part(run_dir, part, docs))
+                                 check=lambda docs: check_one_part(run_dir, part, docs), exports=exports)
     empty = [k for k in range(1, shards + 1) if not any(shard_of(s.doc_id, shards) == k for s in staged)]
     if empty:
         warn(f"note: shard(s) {compress_ranges(empty)} of {shards} hold no document (they finish at once)")
@@ -305,7 +311,7 @@ def submit(run_dir: Path, *, paths: Sequence[str] = (), manifest: str | Path | N
         "kind": kind, **({"part": part} if part else {}), "job_id": sub.job_id, "partition": options.partition, "array": sub.array, "shards": shards, "held": hold,
         "dependency": dependency, "script": str(script.relative_to(run_dir)), "submitted_at": now_iso("seconds"),
         "sbatch": ["sbatch", "--parsable", *args, script.name], "run_args": list(run_args),
-        "documents": len(staged), "skipped_shards": sub.skipped_shards, "argv": list(argv or sys.argv[1:]),
+        "documents": len(staged), "skipped_shards": sub.skipped_shards, "argv": public_argv(list(argv or sys.argv[1:])),
         "cwd": str(Path.cwd()),
     })
     return sub
@@ -369,9 +375,11 @@ def submit_single(home: Path, kind: str, command: Sequence[str], *, options: Slu
     home = Path(home).resolve()
     (home / SLURM_DIR / "logs").mkdir(parents=True, exist_ok=True)
     script = home / SLURM_DIR / f"{kind}.sbatch"
+    command, exports = secrets_out_of_job(home / SLURM_DIR, command)
+    run_args = public_argv(list(run_args))
     text = render_script(kind=kind, run_dir=home, python=python or sys.executable, shards=None, run_args=(),
                          options=options, submit_dir=Path.cwd(), commit=vlmocr_commit(),
-                         job_name=job_name_for(home, kind), command=command, pass_out=pass_out)
+                         job_name=job_name_for(home, kind), command=command, pass_out=pass_out, exports=exports)
     script.write_text(text, encoding="utf-8")
     script.chmod(0o755)
     result: dict[str, Any] = {"script": str(script), "job_id": None,
@@ -381,5 +389,5 @@ def submit_single(home: Path, kind: str, command: Sequence[str], *, options: Slu
         record_job(home, {"kind": kind, "job_id": result["job_id"], "array": None, "shards": None,
                           "held": False, "dependency": None, "script": str(script.relative_to(home)),
                           "submitted_at": now_iso("seconds"), "sbatch": result["sbatch"],
-                          "run_args": list(run_args), "argv": sys.argv[1:], "cwd": str(Path.cwd())})
+                          "run_args": list(run_args), "argv": public_argv(sys.argv[1:]), "cwd": str(Path.cwd())})
     return result
