@@ -201,3 +201,22 @@ def read_records_tolerant(run: Path) -> list[dict]:
         except json.JSONDecodeError:
             pass
     return out
+
+
+def test_a_hung_endpoint_ends_even_a_small_run_within_its_silence(tmp_path):
+    """Issue 32, point 6: 3 pages never made 8 timeouts in a row, and the default timeout's retries
+    ran ~35 minutes. Now no answer to any chat request for hung_silence(timeout) ends the run
+    (450 s with the default 300 s, under 10 minutes), its /health answering or not."""
+    from vlmocr.reading.client import hung_silence
+
+    assert hung_silence(300.0) == 450.0 and hung_silence(300.0) < 600
+    pdf = make_coded_pdf(tmp_path / "three.pdf", [1, 2, 3], size=(300, 400))
+    with hostile_endpoint("hang_health_ok") as (url, server):
+        t0 = time.monotonic()
+        res, _ = vlm(pdf, tmp_path / "r", url, "--request-timeout", "3", "--concurrency", "1", "--max-retries", "6")
+        took = time.monotonic() - t0
+    assert res.returncode == 5, res.stderr
+    assert "no chat request answered for" in res.stderr
+    # one page's first try (3 s) and part of its retry: the silence of 6 s, not 3 pages x 7 tries x 3 s
+    assert took < 30, took
+    assert not (tmp_path / "r" / "pages.jsonl").exists() or not read_records(tmp_path / "r")

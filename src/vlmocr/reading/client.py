@@ -47,6 +47,15 @@ HUNG_AFTER_TIMEOUTS = 8
 PROBE_TIMEOUT_S = 10.0
 
 
+def hung_silence(timeout: float) -> float:
+    """Seconds without any answer to any chat request, requests out all the while, after which the
+    endpoint is hung whatever the page count (issue 32: a 3-page run never reached 8 timeouts in a
+    row and spent ~35 minutes on retries). Longer than one request may take, so a slow page is
+    never taken for it: 450 s with the default 300 s timeout, so a hung endpoint ends a run with
+    the defaults in under 10 minutes, its /health answering or not."""
+    return max(1.5 * timeout, timeout + min(60.0, timeout))
+
+
 def api_key_from_env() -> str | None:
     for name in API_KEY_ENV:
         value = os.environ.get(name)
@@ -255,6 +264,7 @@ class OpenAIClient:
         token = basic.split(" ", 1)[1] if basic else None
         self._secrets = [v for v in (key, url_password, token) if v and len(v) >= 4]
         self._timeouts_in_row = 0
+        self._last_heard = time.monotonic()  # the last answer to a chat request, or going busy
         self._rejection: str | None = None  # the last rejection's kind, and how often in a row
         self._rejections_in_row = 0
         self.timeout = timeout
@@ -393,16 +403,24 @@ class OpenAIClient:
         last = ""
         outcome = "none"
         timed_out_before = False  # a retry of the same request counts once toward "in a row"
+        silence = hung_silence(self.timeout)
         for attempt in range(self.max_retries + 1):
             self.stats.requests += 1
             if attempt:
                 self.stats.retries += 1
+            elif self.stats.in_flight == 0:
+                self._last_heard = time.monotonic()  # silence counts while requests are out
             self.stats.in_flight += 1
             retry_after = None
+            # No attempt waits past the silence that makes the endpoint hung.
+            wait = min(self.timeout, max(1.0, self._last_heard + silence - time.monotonic()))
             try:
-                async with self.session.post(f"{self.base}/chat/completions", data=payload) as r:
+                async with self.session.post(f"{self.base}/chat/completions", data=payload,
+                                             timeout=aiohttp.ClientTimeout(total=wait,
+                                                                           connect=min(30.0, wait))) as r:
                     status, retry_after = r.status, r.headers.get("retry-after")
                     self._timeouts_in_row = 0  # the server answers
+                    self._last_heard = time.monotonic()
                     content = await read_bounded(r, limit, cut=status != 200)
             except BodyTooLarge as exc:
                 # Final for this request: a server that sends this much once will again.
@@ -411,17 +429,19 @@ class OpenAIClient:
                 raise RequestFailed(f"answer too large: {exc} (limit from max_tokens)", requests=attempt + 1,
                                     kind="oversized") from None
             except asyncio.TimeoutError as exc:
-                outcome, last = "timeout", f"request timed out after {self.timeout:g} s ({type(exc).__name__})"
+                outcome, last = "timeout", f"request timed out after {wait:g} s ({type(exc).__name__})"
                 if not timed_out_before:
                     self._timeouts_in_row += 1
                     timed_out_before = True
-                if await self._hung():
+                silent = time.monotonic() - self._last_heard
+                if silent >= silence - 0.5 or await self._hung():
                     self.stats.count(outcome)
                     self.stats.in_flight -= 1
                     raise EndpointUnavailable(
-                        f"endpoint {self.base} accepts requests but does not answer ({self._timeouts_in_row} "
-                        f"request(s) in a row timed out after {self.timeout:g} s and no health probe answered, "
-                        f"or too many in a row); raise --request-timeout if its pages are only slow"
+                        f"endpoint {self.base} accepts requests but does not answer (no chat request answered for "
+                        f"{silent:.0f} s; {self._timeouts_in_row} request(s) in a row timed out after "
+                        f"{self.timeout:g} s, a health probe not answering or too many in a row end it sooner); "
+                        "raise --request-timeout if its pages are only slow"
                     ) from None
             except aiohttp.ClientConnectorError as exc:
                 outcome, last = "connect", f"cannot connect ({exc})"
