@@ -101,7 +101,9 @@ class Summary:
 
 async def make_reader(cfg: RunConfig) -> PageReader:
     reader = cfg.reader()
-    options: dict[str, Any] = {"lang": cfg.lang, "threads": 1}
+    options: dict[str, Any] = {"lang": cfg.lang, "threads": 1,
+                               # a language a person gave, not the default: wrong_language judges by it
+                               "lang_given": "lang" in cfg.model_fields_set}
     if cfg.uses_ocr_choice():
         options["engine_choice"] = str(cfg.ocr_choice())  # on every record `auto` reads by OCR
     # Engines whose libraries the forkserver imports once for every worker. The VLM reader's

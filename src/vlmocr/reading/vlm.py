@@ -300,7 +300,13 @@ class VlmReader(PageReader):
         ink = None if any(is_figure_block(b) for b in blocks or ()) else prep.ink
         return judge_reading(status, Reading(text=text, confidence=confidence), "openai", ink=ink,
                              lang=self.run_language, stated_lang=str(stated) if stated else None,
-                             page_lang=task.language)
+                             page_lang=task.language, known_lang=self.known_language)
+
+    @property
+    def known_language(self) -> str | None:
+        """The run's language when a person gave it (--lang), None otherwise: a profile's language
+        says how its model's pages are judged, not what this collection is written in."""
+        return self.cfg.lang if "lang" in self.cfg.model_fields_set else None
 
     @property
     def run_language(self) -> str:

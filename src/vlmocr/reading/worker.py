@@ -111,16 +111,22 @@ def classify(text: str, finish_reason: str | None, blank_image: bool) -> tuple[S
 
 def judge_reading(status: Status, reading: Reading, engine: str, *, ink: float | None = None,
                   lang: str | None = None, stated_lang: str | None = None,
-                  page_lang: str | None = None) -> tuple[Status, dict[str, Any]]:
+                  page_lang: str | None = None, known_lang: str | None = None) -> tuple[Status, dict[str, Any]]:
     """The reading's quality signal, and its status under the calibrated rule: a reading
     classified ok whose signal says it is probably bad is `suspect` (text/signal.py). `lang`:
     the run's language (--lang, or the profile's; in a worker, from the pool's options);
     `stated_lang`: one the reading states itself; `page_lang`: the page's own (its manifest
-    row, PageTask.language), which a person stated: it wins over both, and over a guess."""
+    row, PageTask.language), which a person stated: it wins over both, and over a guess.
+    `known_lang`: the run's language when a person gave it (an explicit --lang), not the default; with the page's own, an answer clearly in another language is suspect
+    (`wrong_language`)."""
+    if known_lang is None:
+        known_lang = _engine_options.get("lang") if _engine_options.get("lang_given") else None
+    expected = page_lang or known_lang
     lang = page_lang or (lang if lang is not None else _engine_options.get("lang"))
     stated_lang = page_lang or stated_lang
     quality, suspect = judge(reading.text, engine, lang=lang, stated_lang=stated_lang,
-                             confidence=reading.confidence, line_confidences=reading.line_confidences, ink=ink)
+                             confidence=reading.confidence, line_confidences=reading.line_confidences, ink=ink,
+                             expected=expected)
     return (Status.suspect if suspect and status is Status.ok else status), quality
 
 

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 
-from .textquality import MIN_WORDS, assess_text, guess_language, lexicon, wordfreq_code
+from .textquality import MIN_WORDS, assess_text, guess_language, lexicon, other_language, wordfreq_code
 
 THRESHOLDS_FILE = Path(__file__).with_name("signal_thresholds.toml")
 
@@ -74,6 +74,9 @@ class Signal:
     language: str | None
     script: str
     words: int
+    # The language the text is in when it is clearly not the page's known one (a translation,
+    # not a transcription: suspect whatever the score); None otherwise.
+    wrong_language: str | None = None
 
     def as_dict(self, threshold: float | None = None) -> dict[str, Any]:
         """What the page record stores as `quality` (rounded: four digits say enough)."""
@@ -181,10 +184,11 @@ def score_of(components: dict[str, float | None], weights: dict[str, float]) -> 
 
 def measure(text: str, *, engine: str = "", lang: str | None = None, stated_lang: str | None = None,
             confidence: float | None = None, line_confidences: list[float] | None = None,
-            ink: float | None = None, rule: Rule | None = None) -> Signal:
+            ink: float | None = None, rule: Rule | None = None, expected: str | None = None) -> Signal:
     """The signal of one reading. `lang` is the language the run was given (`--lang`, a
     Tesseract name or a code); `stated_lang` one the reading states itself; `ink` the page
-    image's `ink_share` (None without an image)."""
+    image's `ink_share` (None without an image); `expected` the page's language when a person
+    said it (manifest, an explicit --lang: "deu+eng" allows both)."""
     rule = rule or load_thresholds()
     code = page_language(text, stated_lang, lang)
     chars, n_words, known, bad = assess_text(text, code, MIN_WORDS)
@@ -203,7 +207,14 @@ def measure(text: str, *, engine: str = "", lang: str | None = None, stated_lang
     return Signal(score=score_of(components, rule.weights), confidence=components["confidence"],
                   known_words=known_share, implausible=components["implausible"] or 0.0,
                   garbage_lines=components["garbage_lines"] or 0.0, text_vs_ink=text_vs_ink,
-                  language=code, script=script_of(code, lang or stated_lang), words=n_words)
+                  language=code, script=script_of(code, lang or stated_lang), words=n_words,
+                  wrong_language=_wrong_language(text, expected, n_words))
+
+
+def _wrong_language(text: str, expected: str | None, n_words: int) -> str | None:
+    if not expected or n_words < MIN_WORDS:
+        return None
+    return other_language(text, [wordfreq_code(part) for part in expected.split("+")])
 
 
 def is_suspect(signal: Signal, engine: str, rule: Rule | None = None) -> bool:
@@ -216,7 +227,7 @@ def judge(text: str, engine: str, **kwargs: Any) -> tuple[dict[str, Any], bool]:
     rule = load_thresholds()
     sig = measure(text, engine=engine, rule=rule, **kwargs)
     threshold = rule.threshold(engine, sig.script)
-    return sig.as_dict(threshold), threshold is not None and sig.score < threshold
+    return sig.as_dict(threshold), (threshold is not None and sig.score < threshold) or sig.wrong_language is not None
 
 
 def write_thresholds(fitted: dict[str, dict[str, float]], path: Path = THRESHOLDS_FILE,
@@ -271,6 +282,9 @@ def record_verdict(record: dict[str, Any], *, remeasure: bool = False, lang: str
 
 def signal_reason(quality: dict[str, Any]) -> str:
     """One line saying why the signal calls a page suspect, for a person."""
+    if quality.get("wrong_language"):
+        return (f"wrong_language: the text is in {quality['wrong_language']}, not the page's language "
+                f"(a translation, not a transcription?)")
     return (f"signal {quality.get('score', 0):.2f} < {quality.get('threshold')} "
             f"({quality.get('script') or '?'}: conf={quality.get('confidence')}, known={quality.get('known_words')}, "
             f"garbage lines={quality.get('garbage_lines')})")
