@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 
@@ -57,16 +57,7 @@ def run_command(
     config: Optional[Path] = typer.Option(None, "--config", help="TOML file with settings."),
 ) -> int:
     """Read every page of every document; resumable, one record per finished page."""
-    cli = dict(
-        inputs=list(paths or []) or None, out=out, manifest=manifest, engine=engine, ocr_engine=ocr_engine,
-        endpoint=endpoint, model=model, profile=profile, dpi=dpi, longest_side=longest_side,
-        max_pixels=max_pixels, lang=lang, workers=workers, concurrency=concurrency, shard=shard,
-        force=force or None, force_bad=force_bad or None, json_summary=json_out or None, serve=serve, stop_grace=stop_grace,
-        server_kind=server_kind, request_timeout=request_timeout, max_retries=max_retries,
-        no_retry=no_retry or None, retry_only=retry_only or None, max_fallback=max_fallback, adaptive=adaptive,
-        pages_per_request=pages_per_request, library=library,
-    )
-    cfg = load_config(cli, config)
+    cfg = load_config(run_settings(locals()), config)
     check_run(cfg)  # inputs, --out, --profile: refused before a folder is made or a server started
     if target not in ("local", "hf-jobs"):
         raise UsageError(f"--target {target!r}: use local or hf-jobs")
@@ -112,3 +103,34 @@ def _held_by(library: Path | None) -> DocumentFilter | None:
         return kept, f"{len(held)} document(s) already in library {library}: skipped" if held else ""
 
     return skip
+
+
+def run_settings(params: dict[str, Any]) -> dict[str, Any]:
+    """The settings `run`'s parsed options give (None: not given, so the config file, the
+    environment or the default decides): what `vlmocr run` loads, and what `vlmocr slurm` checks on
+    the login node before it stages anything."""
+    p = params.get
+    return dict(
+        inputs=list(p("paths") or []) or None, out=p("out"), manifest=p("manifest"), engine=p("engine"),
+        ocr_engine=p("ocr_engine"), endpoint=p("endpoint"), model=p("model"), profile=p("profile"), dpi=p("dpi"),
+        longest_side=p("longest_side"), max_pixels=p("max_pixels"), lang=p("lang"), workers=p("workers"),
+        concurrency=p("concurrency"), shard=p("shard"), force=p("force") or None, force_bad=p("force_bad") or None,
+        json_summary=p("json_out") or None, serve=p("serve"), stop_grace=p("stop_grace"),
+        server_kind=p("server_kind"), request_timeout=p("request_timeout"), max_retries=p("max_retries"),
+        no_retry=p("no_retry") or None, retry_only=p("retry_only") or None, max_fallback=p("max_fallback"),
+        adaptive=p("adaptive"), pages_per_request=p("pages_per_request"), library=p("library"),
+    )
+
+
+def check_job_options(params: dict[str, Any]) -> None:
+    """What a SLURM job's `vlmocr run` would refuse, refused on the login node before anything is
+    staged or written (issue 32: an unknown --serve profile used to die on the node): the settings
+    as `run` loads them, the profiles named, --serve beside --endpoint."""
+    from ..cluster.serve.running import check_serve_options
+    from ..profiles import load_profile
+
+    cfg = load_config({**run_settings(params), "out": Path("RUN")}, params.get("config"))
+    for name in dict.fromkeys(n for n in (cfg.profile, cfg.serve) if n):
+        load_profile(name)
+    if cfg.serve:
+        check_serve_options(cfg)

@@ -46,6 +46,9 @@ def split_run_args(tokens: List[str]) -> tuple[list[str], list[str]]:
         name: f"{opt} is set by `vlmocr slurm` itself" + (" (each array task reads its own shard)"
                                                           if name == "shard" else "")
         for name, opt in _OWN.items()})
+    from .run_cmd import check_job_options
+
+    check_job_options(params)  # before anything is staged: the job would refuse it hours later
     return [str(p) for p in (params.get("paths") or [])], args
 
 

@@ -168,6 +168,7 @@ def submit_gate(run_dir: Path, *, gate_paths: Sequence[str] = (), gate_manifest:
     ``scontrol release`` cannot start it before the gate ended."""
     check_gate_request(truth, max_cer, checks)
     options = options or SlurmOptions()
+    options.directives()  # every #SBATCH value checked before anything is staged
     run_dir = Path(run_dir).resolve()
     run_args, exports = secrets_out_of_job(run_dir / SLURM_DIR, run_args)  # no password in a script
     truth_pages = load_truth(truth) if truth is not None else None

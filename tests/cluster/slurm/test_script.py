@@ -82,9 +82,13 @@ def test_dry_run_writes_safe_scripts_and_submits_nothing(tmp_path):
     res = cli("slurm", "submit", str(inputs), "--out", str(run), "--shards", "3", "--partition", "gpu",
               "--gpus-per-task", "1", "--cpus-per-task", "4", "--time", "4:00:00", "--mem", "32G",
               "--mail-user", "me@example.org", "--max-running", "2", "--dry-run",
-              "--", "--profile", "generic", "--endpoint", "http://127.0.0.1:9/v1", "--lang", "$(touch PWNED_lang)",
+              "--", "--profile", "generic", "--endpoint", "http://127.0.0.1:9/v1", "--model", "$(touch PWNED_model)",
               cwd=tmp_path, env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})
     assert res.returncode == 0, res.stderr
+    # A value the job's run would refuse is refused here, before anything is staged (issue 32).
+    bad = cli("slurm", "submit", str(inputs), "--out", str(tmp_path / "other"), "--shards", "1", "--dry-run",
+              "--", "--lang", "$(touch PWNED_lang)", cwd=tmp_path)
+    assert bad.returncode == 3 and "not a Tesseract language list" in bad.stderr and not (tmp_path / "other").exists()
     assert "dry run" in res.stdout and not called.exists()
     assert not (run / "slurm" / "jobs.json").exists()
     script = (run / "slurm" / "bulk.sbatch").read_text()
@@ -105,7 +109,7 @@ def test_dry_run_writes_safe_scripts_and_submits_nothing(tmp_path):
     ]
     assert '--shard "$K/$N"' in script and 'N=3' in script
     assert '"$PYTHON" -m vlmocr run --manifest "$MANIFEST" --out "$OUT"' in script
-    assert "--lang '$(touch PWNED_lang)'" in script and "--stop-grace 60" in script
+    assert "--model '$(touch PWNED_model)'" in script and "--stop-grace 60" in script
     assert "HF_HUB_OFFLINE=1" in script and 'VLLM_CACHE_ROOT="$JOB_TMP/vllm"' in script
     assert "trap on_term TERM" in script and '& \npid=$!' not in script and "wait \"$pid\"" in script
     # No document name reaches the script: only the staged manifest does.

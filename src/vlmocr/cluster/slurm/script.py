@@ -69,8 +69,19 @@ class SlurmOptions:
         return lines
 
 
+# SLURM's feature expressions: names joined by & (and) and | (or), counts [a*2&b*1], brackets and
+# parentheses (`sbatch --constraint`). An #SBATCH line is read by sbatch, not by a shell.
+_CONSTRAINT = re.compile(r"[A-Za-z0-9_.,:@%+=/\[\]()&|*-]+")
+
+
 def safe_sbatch_value(opt: str, value: str) -> str:
     """``value`` if it is made only of the characters allowed in an ``#SBATCH`` value."""
+    if opt == "--constraint":
+        if not _CONSTRAINT.fullmatch(value) or value.count("(") != value.count(")") \
+                or value.count("[") != value.count("]") or re.search(r"[&|]{2}|^[&|]|[&|]$", value):
+            raise UsageError(f"--constraint {value!r}: expected SLURM features joined by & and |, with [ ] ( ) "
+                             "and *N counts (e.g. 'a100&nvlink|h100')")
+        return value
     if not _SAFE_SBATCH.fullmatch(value):
         raise UsageError(f"{opt} {value!r}: only letters, digits and _.,:@%+=/[]- are allowed in #SBATCH values")
     return value
