@@ -67,6 +67,25 @@ def test_a_non_utf8_file_name_is_read_and_named_not_fatal(tmp_path):
     assert {r["doc_id"]: r["status"] for r in read_records(run2)} == {"Gr%FC%DFe": "ok", "good": "ok"}
 
 
+@pytest.mark.parametrize("suffix", ["csv", "jsonl"])
+def test_dedup_writes_a_manifest_of_non_utf8_names_that_run_reads_back(tmp_path, suffix):
+    """Issue 32, point 8: `dedup --manifest-out` died with a traceback (UnicodeEncodeError) on a tree
+    with a non-UTF-8 file name. The name is written as its bytes (surrogateescape) and the run finds
+    the very file again, in both manifest formats."""
+    corpus = tmp_path / "corpus"
+    pdf(corpus / "good.pdf")
+    non_utf8(corpus, b"Gr\xfc\xdfe.pdf")
+    m = tmp_path / f"m.{suffix}"
+    res = cli_in_process("dedup", str(corpus), "--manifest-out", str(m), "--report", str(tmp_path / "rep.csv"))
+    assert res.returncode == 0, res.stderr
+    assert b"Gr\xfc\xdfe.pdf" in m.read_bytes()  # the name's own bytes
+    run = tmp_path / "run"
+    res = cli_in_process("run", "--manifest", str(m), "--out", str(run), "--engine", "textlayer", "--workers", "1")
+    assert res.returncode == 0, res.stderr
+    recs = {r["doc_id"]: r for r in read_records(run)}
+    assert set(recs) == {"Gr%FC%DFe", "good"} and all(r["status"] == "ok" for r in recs.values())
+
+
 @pytest.mark.parametrize("first,second", [("same", "SAME"), ("Caf\u00e9", "cafe\u0301")])
 def test_ids_that_one_file_system_folds_together_are_refused_before_any_work(tmp_path, first, second):
     pdf(tmp_path / "corpus" / f"{first}.pdf")

@@ -237,7 +237,8 @@ def from_manifest(manifest: str | Path) -> list[Document]:
     base = m.parent
     rows: list[tuple[int, dict]] = []
     if m.suffix.lower() in (".jsonl", ".ndjson"):
-        with m.open(encoding="utf-8") as fh:
+        # surrogateescape: a path that is not UTF-8 comes back as the bytes dedup/manifest wrote
+        with m.open(encoding="utf-8", errors="surrogateescape") as fh:
             for n, line in enumerate(fh, 1):
                 if not line.strip():
                     continue
@@ -249,7 +250,7 @@ def from_manifest(manifest: str | Path) -> list[Document]:
                     raise UsageError(f"{m}:{n}: expected a JSON object")
                 rows.append((n, row))
     else:
-        with m.open(encoding="utf-8-sig", newline="") as fh:
+        with m.open(encoding="utf-8-sig", errors="surrogateescape", newline="") as fh:
             reader = csv.DictReader(fh)
             if not reader.fieldnames or "path" not in reader.fieldnames:
                 raise UsageError(f"{m}: a manifest needs a 'path' column (doc_id,path[,pages,dpi])")

@@ -387,9 +387,11 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
         tmp.write_bytes(data)
 
 
-def write_text_atomic(path: Path, text: str) -> None:
+def write_text_atomic(path: Path, text: str, errors: str = "strict") -> None:
+    """``errors="surrogateescape"`` for a file of paths (a manifest): a file name that is not UTF-8
+    is written as the bytes it is, and read back the same way (sources.from_manifest)."""
     with atomic_file(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_text(text, encoding="utf-8", errors=errors)
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

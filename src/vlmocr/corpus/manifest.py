@@ -209,7 +209,7 @@ def build_manifest(triage_csv: Path, out: Path, priority_file: Path | None = Non
         w.writerow(_cells(e.doc_id, paths[e.doc_id], rank))
         report.pages += e.pages
     report.docs = len(entries)
-    write_text_atomic(Path(out), buf.getvalue())
+    write_text_atomic(Path(out), buf.getvalue(), errors="surrogateescape")  # file names as their bytes
     if stage is not None:
         originals = Path(out).with_name(Path(out).stem + ".originals.csv")
         buf = io.StringIO()
@@ -217,12 +217,12 @@ def build_manifest(triage_csv: Path, out: Path, priority_file: Path | None = Non
         w.writerow(["doc_id", "path", "original_path"])
         for e in entries:
             w.writerow(_cells(e.doc_id, paths[e.doc_id], e.path))
-        write_text_atomic(originals, buf.getvalue())
+        write_text_atomic(originals, buf.getvalue(), errors="surrogateescape")
         report.originals = str(originals)
     if skipped_out is not None:
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=["doc_id", "path", "why", "detail"], lineterminator="\n")
         w.writeheader()
         w.writerows({k: neutralise_cell(v) for k, v in s.items()} for s in report.skipped)
-        write_text_atomic(Path(skipped_out), buf.getvalue())
+        write_text_atomic(Path(skipped_out), buf.getvalue(), errors="surrogateescape")
     return report

@@ -241,7 +241,7 @@ def write_manifest(rows: Iterable[DedupRow], path: Path) -> Path:
             writer.writerow(["" if entry[c] is None else (repr(entry[c]) if c == "dpi" else entry[c]) for c in columns])
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, buf.getvalue())
+    write_text_atomic(path, buf.getvalue(), errors="surrogateescape")  # file names as their bytes
     return path
 
 
@@ -249,12 +249,12 @@ def write_report(result: DedupResult, path: Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix.lower() == ".json":
-        write_text_atomic(path, json.dumps(result.as_dict(), ensure_ascii=False, indent=2) + "\n")
+        write_text_atomic(path, json.dumps(result.as_dict(), ensure_ascii=False, indent=2) + "\n", errors="surrogateescape")
         return path
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=REPORT_COLUMNS, lineterminator="\n")
     writer.writeheader()
     for r in result.rows:
         writer.writerow(r.as_dict())
-    write_text_atomic(path, buf.getvalue())
+    write_text_atomic(path, buf.getvalue(), errors="surrogateescape")
     return path
