@@ -343,3 +343,41 @@ def test_plan_warns_of_fp8_on_ampere_partitions(tmp_path):
     res = run_cli("plan", "--triage", str(triage), "--rate", "400", "--partitions", str(DATA / "alice.toml"),
                   "--profile", "gemma-4")
     assert "cutlass" not in res.stdout + res.stderr  # bf16: nothing to warn of
+
+
+def test_a_partition_with_two_gpu_types_is_two_parts_with_their_own_share(tmp_path):
+    """Issue 32, point 4: two sinfo lines of one partition (a100 and h100 nodes) gave both halves
+    every document, one shared split file and two `slurm submit --part g` commands: every page read
+    twice, or two submits that collide. Each GPU type is now a part of its own (g-a100, g-h100):
+    its own share of the documents, its own file, and its type in --gpus-per-task."""
+    sinfo = tmp_path / "sinfo.txt"
+    sinfo.write_text("g|gpu:a100:4|7-00:00:00|2|64|500000\ng|gpu:h100:4|7-00:00:00|2|64|500000\n")
+    triage = _triage_csv(tmp_path / "triage.csv", DOCS)
+    res = run_cli("plan", "--triage", str(triage), "--rate", "400", "--partitions", str(sinfo), "--profile",
+                  "olmocr-2", "--split-out", str(tmp_path / "split"), "--run", "runs/pl", "--json")
+    assert res.returncode == 0, res.stderr
+    (pl,) = json.loads(res.stdout)["partitions"]["profiles"]
+    parts = {p["part"]: p for p in pl["partitions"] if p["fits"]}
+    assert set(parts) == {"g-a100", "g-h100"} and {p["partition"] for p in parts.values()} == {"g"}
+    assert parts["g-a100"]["manifest"] != parts["g-h100"]["manifest"]
+    seen: list[str] = []
+    for p in parts.values():
+        seen += [row["doc_id"] for row in csv.DictReader(open(p["manifest"]))]
+    assert sorted(seen) == sorted(d for d, _, _ in DOCS)  # every document once
+    commands = pl["commands"]
+    assert len(commands) == 2 and len({c.split("--part ")[1].split()[0] for c in commands}) == 2
+    assert any("--gpus-per-task a100:1" in c for c in commands) and any("--gpus-per-task h100:1" in c for c in commands)
+
+
+@pytest.mark.parametrize("text, said", [
+    ("g|gpu:a100:4|1:00:00|-20|64|500000\n", "no negative number of nodes"),
+    ("g|gpu:a100:4|1:00:00|2|64|500000\x1b[31m\n", "control character"),
+])
+def test_sinfo_that_cannot_be_sinfo_is_said_so(text, said):
+    with pytest.raises(UsageError, match=said):
+        parse_sinfo(text, "s.txt")
+
+
+def test_a_bom_is_not_a_partition_name():
+    parts = parse_sinfo("\ufeffPARTITION|GRES|TIMELIMIT|NODES|CPUS|MEMORY\ng|gpu:a40:2|1:00:00|1|8|1000\n", "s.txt")
+    assert [p.name for p in parts.partitions] == ["g"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -126,10 +127,17 @@ class Partition:
     memory_mb: int | None = None
     detail: str = ""  # sinfo's GRES text when it names no GPU
     interconnect: str = ""  # between a node's GPUs: "pcie", "nvlink", "" unknown (TOML key, else the card)
+    # The part of a split this entry gets (`slurm submit --part`): the partition's name, or, for a
+    # partition with several GPU types, NAME-TYPE, so each type has its own share, file and --gres.
+    part: str = ""
 
     @property
     def gpus(self) -> int:
         return self.gpus_per_node * self.nodes
+
+    @property
+    def part_name(self) -> str:
+        return self.part or self.name
 
 
 @dataclass
@@ -145,9 +153,13 @@ def parse_sinfo(text: str, source: str = "sinfo") -> Partitions:
     kinds of GPU node is two entries of the same name."""
     out = Partitions(source)
     merged: dict[tuple[str, str], Partition] = {}
+    text = text.removeprefix("\ufeff")  # a file saved by an editor that writes a BOM
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
+        if bad := [c for c in line if unicodedata.category(c) in ("Cc", "Cf") and c != "\t"]:
+            raise UsageError(f"{source}:{n}: a control character ({ascii(bad[0])}) in the line: not the output of "
+                             f"`{SINFO_COMMAND}`")
         cells = line.strip().split("|")
         if len(cells) != 6:
             raise UsageError(f"{source}:{n}: expected 6 '|'-separated fields as `{SINFO_COMMAND}` prints, "
@@ -169,6 +181,8 @@ def parse_sinfo(text: str, source: str = "sinfo") -> Partitions:
             node_count = int(nodes)
         except ValueError:
             raise UsageError(f"{source}:{n}: nodes {nodes!r} is not a number") from None
+        if node_count < 0:
+            raise UsageError(f"{source}:{n}: nodes {nodes!r}: a partition has no negative number of nodes")
         hours = parse_time_limit(limit, f"{source}:{n}")
         key = (name, gpu)
         if key in merged:
@@ -191,7 +205,20 @@ def parse_sinfo(text: str, source: str = "sinfo") -> Partitions:
         out.partitions.append(p)
     if not out.partitions:
         raise UsageError(f"{source}: no partitions in it (run `{SINFO_COMMAND}` and save its output)")
+    name_parts(out.partitions)
     return out
+
+
+def name_parts(partitions: list[Partition]) -> None:
+    """A partition with several GPU types is several parts: NAME-TYPE each (issue 32: both halves
+    got every document and one shared split file)."""
+    counts: dict[str, int] = {}
+    for p in partitions:
+        counts[p.name] = counts.get(p.name, 0) + 1
+    for p in partitions:
+        if counts[p.name] > 1:
+            kind = re.sub(r"[^A-Za-z0-9_.-]+", "_", p.gres or p.gpu or "nogpu")
+            p.part = f"{p.name}-{kind}"
 
 
 def _int(text: str) -> int | None:

@@ -112,13 +112,13 @@ class Placement:
 
     def as_dict(self) -> dict[str, Any]:
         return {"profile": self.profile, "min_gpu_gb": self.min_gpu_gb, "note": self.note,
-                "partitions": [{"partition": f.partition.name, "gpu": f.partition.gpu,
+                "partitions": [{"partition": f.partition.name, "part": f.partition.part_name, "gpu": f.partition.gpu,
                                 "gpu_memory_gb": f.partition.gpu_memory_gb, "fits": f.fits, "reason": f.reason,
                                 "tp": f.tp, "instances": f.instances, "gpus": f.gpus, "capped": f.capped,
                                 "rate_per_gpu": f.rate_per_gpu, "hours": round(f.hours, 2), "shards": f.shards,
                                 "time_limit": f.partition.time_limit, "split_pages": f.pages, "split_docs": f.docs,
                                 "split_hours": round(f.part_hours, 2), "split_shards": f.part_shards,
-                                "manifest": self.split_files.get(f.partition.name)}
+                                "manifest": self.split_files.get(f.partition.part_name)}
                                for f in self.fits]}
 
 
@@ -147,11 +147,11 @@ def place(profile: str, min_gpu_gb: float | None, partitions: Iterable[Partition
     # Seed 000: "gpu-a100-80g used only when smaller GPUs cannot hold the model": one GPU before
     # tensor parallel, then the smallest GPU that holds it.
     # Those that do not fit follow in the order given.
-    fits.sort(key=lambda f: (0, f.tp, f.partition.gpu_memory_gb or 0.0, f.partition.name) if f.fits else (1,))
+    fits.sort(key=lambda f: (0, f.tp, f.partition.gpu_memory_gb or 0.0, f.partition.part_name) if f.fits else (1,))
     note = ""
     if not any(f.fits for f in fits):
         note = f"{profile} (needs {min_gpu_gb:g} GB) fits no partition: " + "; ".join(
-            f"{f.partition.name}: {f.reason}" for f in fits)
+            f"{f.partition.part_name}: {f.reason}" for f in fits)
     return Placement(profile, min_gpu_gb, fits, note=note)
 
 
@@ -172,10 +172,10 @@ def split_documents(docs: list[SplitDoc], fits: list[Fit]) -> dict[str, list[Spl
     Documents are taken in priority order and each goes to the partition that would finish its
     share soonest with it, so every part starts on the most important documents and keeps their
     order."""
-    parts: dict[str, list[SplitDoc]] = {f.partition.name: [] for f in fits}
-    load = {f.partition.name: 0.0 for f in fits}
-    speed = {f.partition.name: f.throughput for f in fits}
-    order = [f.partition.name for f in fits]  # preference order breaks ties
+    parts: dict[str, list[SplitDoc]] = {f.partition.part_name: [] for f in fits}
+    load = {f.partition.part_name: 0.0 for f in fits}
+    speed = {f.partition.part_name: f.throughput for f in fits}
+    order = [f.partition.part_name for f in fits]  # preference order breaks ties
     for d in docs:
         best = min(order, key=lambda n: ((load[n] + max(d.weight, 1e-9)) / speed[n], order.index(n)))
         parts[best].append(d)
@@ -188,7 +188,7 @@ def apply_split(placement: Placement, docs: list[SplitDoc], retry_overhead: floa
     fitting = placement.fitting
     parts = split_documents(docs, fitting)
     for f in fitting:
-        mine = parts[f.partition.name]
+        mine = parts[f.partition.part_name]
         pages = sum(d.weight for d in mine)
         f.docs, f.pages = len(mine), round(pages)
         work = pages * (1 + retry_overhead)
@@ -208,11 +208,11 @@ def too_long(placement: Placement, parts: dict[str, list[SplitDoc]], retry_overh
         if limit is None or not f.rate_per_gpu:
             continue
         budget = max(limit - STARTUP_HOURS, limit / 2)
-        long = [(d.doc_id, hours) for d in parts.get(f.partition.name, [])
+        long = [(d.doc_id, hours) for d in parts.get(f.partition.part_name, [])
                 if (hours := d.weight * (1 + retry_overhead) / (f.rate_per_gpu * f.tp)) > budget]
         if long:
             named = ", ".join(f"{doc} ({_hours(h)})" for doc, h in long[:3]) + (" …" if len(long) > 3 else "")
-            out.append(f"{placement.profile} on {f.partition.name}: {len(long)} document(s) alone outrun the "
+            out.append(f"{placement.profile} on {f.partition.part_name}: {len(long)} document(s) alone outrun the "
                        f"{f.partition.time_limit} limit on one instance: {named}; they finish over resubmits")
     return out
 
@@ -252,7 +252,7 @@ def submit_command(profile: str, f: Fit, manifest: str, run: str) -> str:
     --no-p2p for tensor parallel on PCIe GPUs."""
     p = f.partition
     gpus = f"{p.gres}:{f.tp}" if p.gres else str(f.tp)
-    argv = ["vlmocr", "slurm", "submit", "--manifest", manifest, "--out", run, "--part", p.name,
+    argv = ["vlmocr", "slurm", "submit", "--manifest", manifest, "--out", run, "--part", p.part_name,
             "--partition", p.name, "--shards", str(f.part_shards or f.shards), "--gpus-per-task", gpus]
     if p.time_limit_hours is not None:
         argv += ["--time", p.time_limit]
@@ -338,7 +338,7 @@ def plan_partitions(partitions: Partitions, profiles: list[tuple[str, float | No
         fitting = placement.fitting
         if not fitting:
             continue
-        ampere = [f.partition.name for f in fitting if is_ampere(f.partition.gpu)]
+        ampere = [f.partition.part_name for f in fitting if is_ampere(f.partition.gpu)]
         if name in fp8 and ampere:
             plan.warnings.append(f"{name} on {', '.join(ampere)}: {FP8_ON_AMPERE}")
         if docs is None:
@@ -350,7 +350,7 @@ def plan_partitions(partitions: Partitions, profiles: list[tuple[str, float | No
             if split_out is not None:
                 placement.split_files = write_split(parts, Path(split_out), name)
             plan.commands[name] = [
-                submit_command(name, f, placement.split_files.get(f.partition.name, f"{name}-{f.partition.name}.csv"),
+                submit_command(name, f, placement.split_files.get(f.partition.part_name, f"{name}-{f.partition.part_name}.csv"),
                                run)
                 for f in fitting if f.docs]
         else:
@@ -407,9 +407,9 @@ def render_partition_plan(plan: PartitionPlan) -> str:
             out.write(f"  Split over the {len(fitting)} partitions that fit (pages by throughput, whole documents; "
                       f"all parts done in about {_hours(finish)}):\n")
             for f in fitting:
-                out.write(f"    {f.partition.name}: {f.docs:,} documents, {f.pages:,} pages, {_hours(f.part_hours)}, "
-                          f"{_n(f.part_shards, 'shard')}" + (f" -> {pl.split_files[f.partition.name]}"
-                                                       if f.partition.name in pl.split_files else "") + "\n")
+                out.write(f"    {f.partition.part_name}: {f.docs:,} documents, {f.pages:,} pages, {_hours(f.part_hours)}, "
+                          f"{_n(f.part_shards, 'shard')}" + (f" -> {pl.split_files[f.partition.part_name]}"
+                                                       if f.partition.part_name in pl.split_files else "") + "\n")
         for cmd in plan.commands.get(pl.profile, []):
             out.write(f"  $ {cmd}\n")
     return out.getvalue()
