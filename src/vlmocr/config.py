@@ -36,7 +36,7 @@ class RunConfig(BaseModel):
     manifest: Path | None = None
     engine: str = "auto"  # engines.registry.ENGINE_CHOICES
     # What `auto` (and a VLM's fallback) reads scans with: engines.registry.OCR_ENGINES, or `auto`:
-    # Tesseract when installed with --lang's data, else RapidOCR (engines/choice.py).
+    # By --lang's script (engines/choice.AUTO_RULE): RapidOCR for Latin, Tesseract for Greek, Cyrillic …
     ocr_engine: str = AUTO
     lang: str = "eng"  # tesseract languages, e.g. "deu+eng"
     dpi: float | None = None

@@ -26,7 +26,7 @@ def _dump(data: object) -> None:
 @app.command("dedup")
 def dedup_command(
     paths: List[str] = typer.Argument(None, help="Files or folders (recursive)."),
-    manifest: Optional[Path] = typer.Option(None, "--manifest", help="CSV or JSONL: doc_id,path[,pages,dpi]."),
+    manifest: Optional[Path] = typer.Option(None, "--manifest", help="CSV or JSONL: doc_id,path[,pages,dpi,language]."),
     library: Optional[Path] = typer.Option(None, "--library", help="Also skip what this library already holds."),
     manifest_out: Path = typer.Option(..., "--manifest-out", help="Write the new documents here (a run manifest: .jsonl or .csv)."),
     report: Optional[Path] = typer.Option(None, "--report", help="Write one row per input here (CSV, or .json)."),

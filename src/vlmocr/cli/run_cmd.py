@@ -9,6 +9,7 @@ from typing import Any, List, Optional
 import typer
 
 from ..config import load_config
+from ..engines.choice import AUTO_RULE
 from ..exceptions import UsageError
 from ..preflight import check_run
 from ..progress import RunProgress, console
@@ -20,11 +21,11 @@ from . import app
 def run_command(
     paths: List[str] = typer.Argument(None, help="Files or folders (recursive)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory."),
-    manifest: Optional[Path] = typer.Option(None, help="CSV or JSONL: doc_id,path[,pages,dpi]."),
+    manifest: Optional[Path] = typer.Option(None, help="CSV or JSONL: doc_id,path[,pages,dpi,language]."),
     engine: Optional[str] = typer.Option(None, help="auto|textlayer|rapidocr|tesseract|tesseract+rapidocr|openai"),
     ocr_engine: Optional[str] = typer.Option(
-        None, help="What `auto` reads scans with: auto (Tesseract when installed with --lang's data, else "
-                   "RapidOCR) | rapidocr | tesseract | tesseract+rapidocr (both; the better signal per page)."),
+        None, help=f"What `auto` reads scans with: auto ({AUTO_RULE}) | rapidocr | tesseract | "
+                   "tesseract+rapidocr (both; the better signal per page)."),
     endpoint: Optional[str] = typer.Option(None, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1"),
     model: Optional[str] = typer.Option(None, help="Model name served by the endpoint."),
     profile: Optional[str] = typer.Option(None, help="Model profile (see `vlmocr profiles list`)."),

@@ -173,7 +173,7 @@ def submit_command(
     ctx: typer.Context,
     out: Path = typer.Option(..., "--out", "-o", help="Run directory (shards go to RUN/shards/K)."),
     shards: int = typer.Option(..., help="Number of array tasks; task K reads --shard K/N."),
-    manifest: Optional[Path] = typer.Option(None, help="CSV or JSONL: doc_id,path[,pages,dpi]."),
+    manifest: Optional[Path] = typer.Option(None, help="CSV or JSONL: doc_id,path[,pages,dpi,language]."),
     part: Optional[str] = typer.Option(None, "--part", help="Submit these documents as part NAME of RUN: one more "
                                        "bulk job beside the others (own shards RUN/shards/NAME-K, partition, "
                                        "options), live at the same time. A document is in one part only."),

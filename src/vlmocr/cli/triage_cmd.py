@@ -18,7 +18,7 @@ from . import app
 @app.command("triage")
 def triage_command(
     paths: List[str] = typer.Argument(None, help="Files or folders (recursive), as for `vlmocr run`."),
-    manifest: Optional[Path] = typer.Option(None, help="CSV or JSONL: doc_id,path[,pages,dpi]."),
+    manifest: Optional[Path] = typer.Option(None, help="CSV or JSONL: doc_id,path[,pages,dpi,language]."),
     out: Path = typer.Option(..., "--out", "-o", help="The triage CSV to write."),
     sheets: Optional[Path] = typer.Option(None, "--sheets", help="Write contact sheets (PNG) into this folder."),
     sheet_block: int = typer.Option(24, min=1, help="Pages per contact sheet."),

@@ -36,6 +36,9 @@ NO_DATA_ENGINE = "rapidocr"
 # Scripts RapidOCR's shipped models read (PP-OCR: Latin letters, Chinese/Japanese): for these it
 # is the better engine (Fraktur is Latin letters in another typeface: RapidOCR reads it well).
 RAPIDOCR_SCRIPTS = frozenset({"Latn", "Latf", "Hans", "Hant", "Jpan"})
+# The rule above in one sentence, for `run --help` and the README (a test holds the README to it).
+AUTO_RULE = ("RapidOCR for Latin script (Fraktur included) and Chinese/Japanese, Tesseract with --lang's "
+             "data for other scripts (Greek, Cyrillic, …)")
 
 
 @dataclass(frozen=True)
