@@ -15,6 +15,10 @@ from ..record import PageRecord, PageTask, Sizing, Status
 class PageReader:
     max_in_flight: int = 1
     pages_per_request: int = 1  # pages a task may hold (multi-page requests)
+    # Whether a stop (SIGTERM) waits up to --stop-grace for the pages in flight: a VLM's requests are
+    # GPU work worth keeping; a CPU page is read again on resume sooner than it is waited for, so a
+    # CPU run stops at once (issue 26).
+    waits_for_pages_in_flight: bool = False
 
     def sizing(self, doc_dpi: float | None = None) -> Sizing:
         raise NotImplementedError

@@ -86,6 +86,8 @@ class Summary:
             + (f" bad_input={self.bad_input} (listed in bad_inputs.csv)" if self.bad_input else "")
             + f" missing={self.missing}{rate}"
             + (f"; {left}" if (left := skipped_phrase(self.skipped)) else "")
+            + (f"; interrupted: {self.read_now} pages read this time, run the same command to resume"
+               if self.interrupted else "")
         )
 
     def exit_code(self) -> ExitCode:
@@ -193,6 +195,8 @@ class Scheduler(TaskRunner):
             self._choose_workers(docs)
             self.reader = await self.reader_factory(cfg)
             self.reader.attach(self.progress.note)
+            if not self.reader.waits_for_pages_in_flight:
+                self.stop_grace = 0.0  # a CPU run stops at once on SIGTERM too: its pages are redone on resume
             keys = {d.doc_id: settings_key(self.reader.doc_key_material(d.dpi, d.language)) for d in docs}
             self._note_document_languages(docs)
             self._docs, self._keys = docs, keys

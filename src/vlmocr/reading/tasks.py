@@ -1,6 +1,7 @@
 """What every scheduler of vlmocr shares, whatever its tasks are (pages, figures): a bounded
-number of tasks in flight, a graceful stop on SIGTERM/SIGINT (stop taking tasks, let those in
-flight finish for a grace period; a second signal abandons them), one fatal error that stops
+number of tasks in flight, a graceful stop on SIGTERM (stop taking tasks, let those in flight
+finish for a grace period; a second signal abandons them), a stop at once on SIGINT (Ctrl-C: the
+tasks in flight are abandoned and done again on resume), one fatal error that stops
 the run, and a failed write that stops it at once.
 
 A task's own failures are its business (it writes a record naming them); what escapes a task
@@ -65,7 +66,19 @@ class TaskRunner:
     def on_signal(self, signum: int) -> None:
         self.signals += 1
         name = signal.Signals(signum).name
-        if self.signals == 1:
+        if signum == signal.SIGINT:
+            # Ctrl-C is a person waiting: stop now (issue 26). The pages in flight write nothing and
+            # are read again on resume; SIGTERM (SLURM's early warning) keeps its grace below.
+            self.stop.set()
+            if not self.abandon.is_set():
+                self.note(f"[yellow]{name}: stopping now; the tasks in flight are abandoned (read again on resume)")
+            self.abandon.set()
+            return
+        if self.signals == 1 and self.stop_grace <= 0:
+            self.stop.set()
+            self.note(f"[yellow]{name}: stopping now; the tasks in flight are abandoned (read again on resume)")
+            self.abandon.set()
+        elif self.signals == 1:
             self.stop.set()
             self.note(f"[yellow]{name}: taking no more tasks; finishing those in flight "
                       f"(up to {self.stop_grace:.0f} s; signal again to abandon them)")

@@ -38,6 +38,7 @@ class Answer:
 
 
 class VlmReader(PageReader):
+    waits_for_pages_in_flight = True  # answers already being generated are worth their grace
     def __init__(self, cfg: RunConfig, profile: Profile, client: OpenAIClient, server_kind: str,
                  model_name: str, pool: WorkerPool) -> None:
         self.cfg = cfg
