@@ -38,3 +38,16 @@ def test_the_readme_says_the_same_rule():
     text = flat((REPO / "README.md").read_text(encoding="utf-8"))
     assert "RapidOCR for Latin-script languages, Fraktur included" in text
     assert "for a script RapidOCR's shipped models cannot read" in text
+
+
+def test_version_and_the_commands_in_the_order_of_the_work():
+    """Issue 26, point 4: `vlmocr --version`, and `vlmocr --help` in workflow order."""
+    from vlmocr import __version__
+
+    res = run_cli("--version")
+    assert res.returncode == 0 and res.stdout.startswith(f"vlmocr {__version__}")
+    listed = [line.split()[0] for line in run_cli("--help", env={"COLUMNS": "200"}).stdout.split("Commands:")[1]
+              .splitlines() if line.startswith("  ") and not line.startswith("   ")]
+    order = ["triage", "manifest", "plan", "run", "evaluate", "report", "clean", "publish", "search", "export",
+             "slurm", "serve"]
+    assert [c for c in listed if c in order] == order, listed

@@ -24,9 +24,23 @@ from rich.markup import escape
 
 from ..progress import console
 
+# `vlmocr --help` lists the commands in the order of the work (issue 26): look at the corpus, read
+# it, measure it, clean and keep it; then the cluster, the servers and the models.
+WORKFLOW = ("triage", "manifest", "plan", "run", "evaluate", "suspicious", "compare", "report", "clean",
+            "grid", "dedup", "publish", "search", "export", "identify", "describe", "merge", "slurm", "serve",
+            "profiles", "models")
+
+
 class HelpGroup(TyperGroup):
     """Command lists with each command's whole summary, wrapped at the terminal's width: click
-    cuts it to one line (`Crop the figures that grounded models found and describe...`)."""
+    cuts it to one line (`Crop the figures that grounded models found and describe...`); the
+    top-level list in the order of the work (WORKFLOW), others as registered."""
+
+    def list_commands(self, ctx: click_core.Context) -> list[str]:
+        names = list(super().list_commands(ctx))
+        if ctx.parent is not None:
+            return names
+        return sorted(names, key=lambda n: (WORKFLOW.index(n) if n in WORKFLOW else len(WORKFLOW), n))
 
     def format_commands(self, ctx: click_core.Context, formatter: click_core.HelpFormatter) -> None:
         rows = [(name, cmd.get_short_help_str(limit=1_000)) for name in self.list_commands(ctx)
@@ -51,8 +65,19 @@ app = typer.Typer(
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
+        from ..rundir import git_commit
+
+        commit = git_commit()
+        print(f"vlmocr {__version__}" + (f" (commit {commit[:12]})" if commit else ""), flush=True)
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _root() -> None:
+def _root(version: bool = typer.Option(False, "--version", is_eager=True, callback=_version,
+                                       help="Print vlmocr's version (and the commit it was built from) and exit.")) -> None:
     """Turn documents into verified text with VLMs or embedded OCR, page by page."""
 
 
