@@ -100,7 +100,11 @@ def test_resume_rereads_on_changed_dpi_not_on_changed_workers(tmp_path):
     assert len(first) == 2 and "page 2" in first[1]["text"] + first[0]["text"]
     assert run_cli("run", str(pdf), "--out", str(run), "--dpi", "100", "--workers", "1").returncode == 0
     assert len(read_records(run)) == 2
-    assert run_cli("run", str(pdf), "--out", str(run), "--dpi", "120").returncode == 0
+    # Another dpi is another reading: the folder holds one (issue 27), so it is said, then asked for.
+    refused = run_cli("run", str(pdf), "--out", str(run), "--dpi", "120")
+    assert refused.returncode == 3 and "--reread" in refused.stderr and "dpi 120" in refused.stderr
+    assert len(read_records(run)) == 2
+    assert run_cli("run", str(pdf), "--out", str(run), "--dpi", "120", "--reread").returncode == 0
     recs = read_records(run)
     assert len(recs) == 4 and recs[2]["key"] != recs[0]["key"] and recs[2]["dpi"] == 120
     # --force re-reads under the same key, continuing the attempt count.

@@ -185,7 +185,10 @@ def test_changed_prompt_rereads(tmp_path, coded):
         assert vlm_run(coded, tmp_path / "r", srv.url).returncode == 0
         assert vlm_run(coded, tmp_path / "r", srv.url, "--concurrency", "3").returncode == 0
         assert len(srv.requests()) == 12
-        assert vlm_run(coded, tmp_path / "r", srv.url, "--profile", "qwen3-vl").returncode == 0
+        # Another prompt is another reading: refused, naming the way on, until --reread (issue 27).
+        refused = vlm_run(coded, tmp_path / "r", srv.url, "--profile", "qwen3-vl")
+        assert refused.returncode == 3 and "--reread" in refused.stderr and len(srv.requests()) == 12
+        assert vlm_run(coded, tmp_path / "r", srv.url, "--profile", "qwen3-vl", "--reread").returncode == 0
         assert len(srv.requests()) == 24
     keys = {r["key"] for r in read_records(tmp_path / "r")}
     assert len(keys) == 2

@@ -50,6 +50,9 @@ class RunConfig(BaseModel):
     shard: str | None = None
     force: bool = False
     force_bad: bool = False  # read `bad_input` pages again (a person fixed the files)
+    # A run folder holds one reading (issue 27): other settings than its own are refused unless
+    # --reread, which makes them the folder's reading (docs/, evaluate, report, export follow).
+    reread: bool = False
     json_summary: bool = False
     stop_grace: float = Field(default=60.0, ge=0)  # seconds in-flight pages may finish after SIGTERM
     # VLM endpoint settings (used by the openai engine)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .exceptions import UsageError
-from .store import PAGES_FILE
+from .store import PAGES_FILE, final_records
 
 RUN_JSON = "run.json"
 # What `vlmocr slurm status` reads of a shard instead of its records (issue 18, seed 000: nothing
@@ -81,6 +81,11 @@ class RunDir:
     def clean_pages(self) -> Path:
         """The cleaned layer's records (`vlmocr clean`)."""
         return self.path / CLEAN_DIR / PAGES_FILE
+
+    def reading(self) -> dict[tuple[str, int], dict[str, Any]]:
+        """The final records of the folder's reading: the settings keys run.json names (a folder
+        holds one reading, issue 27; records of another are history, never shown as this one's)."""
+        return final_records(self.pages, keys=run_keys(self.info()))
 
     def info(self) -> dict[str, Any]:
         """run.json, or {} when there is none (or it cannot be read: it is rewritten whole at

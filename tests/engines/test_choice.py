@@ -128,7 +128,7 @@ def test_a_run_keeps_its_engine_on_resume(tmp_path):
 
     # Named: a new key, so every page is read again with Tesseract and the document is its alone.
     res = run_cli("run", "--manifest", str(both), "--out", str(run), "--workers", "1", "--lang", "grc",
-                  "--ocr-engine", "tesseract")
+                  "--ocr-engine", "tesseract", "--reread")
     assert res.returncode in (0, 2), res.stderr
     news = read_records(run)[2:]
     assert [(r["page"], r["engine"]) for r in news] == [(1, "tesseract"), (2, "tesseract")]

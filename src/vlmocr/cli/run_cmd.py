@@ -40,6 +40,9 @@ def run_command(
     force: bool = typer.Option(False, "--force", help="Re-read pages that already have a final record."),
     force_bad: bool = typer.Option(False, "--force-bad", help="Read bad_input pages again (after fixing the files "
                                    "RUN/bad_inputs.csv lists)."),
+    reread: bool = typer.Option(False, "--reread", help="Make these settings the run folder's reading when it holds "
+                                "another (engine, model, prompt, dpi …): pages are read again with them (records "
+                                "already made with them are kept), and docs/, evaluate, report, export follow."),
     json_out: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
     serve: Optional[str] = typer.Option(None, help="Start a server for this profile, run, stop it."),
     target: str = typer.Option("local", help="--serve's server: local|hf-jobs (a Hugging Face job, cancelled "
@@ -116,7 +119,7 @@ def run_settings(params: dict[str, Any]) -> dict[str, Any]:
         ocr_engine=p("ocr_engine"), endpoint=p("endpoint"), model=p("model"), profile=p("profile"), dpi=p("dpi"),
         longest_side=p("longest_side"), max_pixels=p("max_pixels"), lang=p("lang"), workers=p("workers"),
         concurrency=p("concurrency"), shard=p("shard"), force=p("force") or None, force_bad=p("force_bad") or None,
-        json_summary=p("json_out") or None, serve=p("serve"), stop_grace=p("stop_grace"),
+        json_summary=p("json_out") or None, serve=p("serve"), stop_grace=p("stop_grace"), reread=p("reread") or None,
         server_kind=p("server_kind"), request_timeout=p("request_timeout"), max_retries=p("max_retries"),
         no_retry=p("no_retry") or None, retry_only=p("retry_only") or None, max_fallback=p("max_fallback"),
         adaptive=p("adaptive"), pages_per_request=p("pages_per_request"), library=p("library"),

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import UsageError
-from ..store import PAGES_FILE, final_records
+from ..rundir import RunDir
 from .score import BOOTSTRAP, SEED, Evaluation, score
 from .truth import TruthPage, load_truth
 
@@ -112,7 +112,7 @@ def run_grid(truth_path: Path, out: Path, axes: dict[str, list[Any]], *, inputs:
             on_cell(i, len(combos), name, None)
         cli = {**(base or {}), **settings, "inputs": list(inputs or []) or None, "manifest": manifest, "out": run_dir}
         summary = run_pages(load_config(cli, config_file), RunProgress(enabled=False))
-        records = final_records(run_dir / PAGES_FILE)
+        records = RunDir(run_dir).reading()
         ev = score(records, truth, (), resamples, seed)
         ev.layer = "raw"
         scored = {(p.doc_id, p.page) for p in ev.pages if not p.missing}

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from rapidfuzz.distance import Levenshtein
 
 from ..exceptions import UsageError
-from ..store import PAGES_FILE, final_records
+from ..store import PAGES_FILE
 from ..text import historic
 from .truth import TruthPage, load_truth, match_truth
 
@@ -346,7 +346,9 @@ def run_records(run_dir: Path, clean: bool = False, rules: Any = None) -> tuple[
 
         recs, where = cleaned_records(run_dir, rules)
         return recs, f"clean ({where})"
-    return final_records(run_dir / PAGES_FILE), "raw"
+    from ..rundir import RunDir
+
+    return RunDir(run_dir).reading(), "raw"
 
 
 def evaluate_run(run_dir: Path, truth_path: Path, *, clean: bool = False, rules: Any = None,

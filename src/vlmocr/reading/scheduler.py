@@ -155,6 +155,7 @@ class Scheduler(TaskRunner):
         self._ladder: deque[PageTask] = deque()
         # summary.json: rewritten with run.json and every SUMMARY_EVERY s of reading in between.
         self._docs: list[Document] = []
+        self._reading_changed = False
         self._keys: dict[str, str] = {}
         self._summary_at = time.monotonic()
         self.worker_count: WorkerCount | None = None  # the pool's size and why (run.json)
@@ -198,6 +199,11 @@ class Scheduler(TaskRunner):
             if not self.reader.waits_for_pages_in_flight:
                 self.stop_grace = 0.0  # a CPU run stops at once on SIGTERM too: its pages are redone on resume
             keys = {d.doc_id: settings_key(self.reader.doc_key_material(d.dpi, d.language)) for d in docs}
+            try:
+                self._reading_changed = check_one_reading(self.run_dir, self.reader.key_material(), cfg)
+            except BaseException:
+                await self.reader.aclose()
+                raise
             self._note_document_languages(docs)
             self._docs, self._keys = docs, keys
             pages_path = RunDir(self.run_dir).pages
@@ -468,7 +474,9 @@ class Scheduler(TaskRunner):
     def _assemble(self, docs: list[Document], keys: dict[str, str]) -> None:
         wanted = {}
         for doc in docs:
-            if doc.doc_id in self._deferred or doc.doc_id in self._collect:
+            # Another reading made the folder's (--reread): every document is rebuilt from it,
+            # also those it had read before and that needed nothing now.
+            if self._reading_changed or doc.doc_id in self._deferred or doc.doc_id in self._collect:
                 if self._doc_complete(doc, self.index.get(keys[doc.doc_id], doc.doc_id)):
                     wanted[doc.doc_id] = keys[doc.doc_id]
         if wanted:
@@ -589,3 +597,35 @@ def run(cfg: RunConfig, progress: RunProgress | None = None, skip: DocumentFilte
     leaves documents out before planning (e.g. those a library already holds) and says why;
     `reader_factory`: e.g. reading/settled.py's for a run that owes nothing."""
     return asyncio.run(Scheduler(cfg, progress, reader_factory=reader_factory, skip=skip).run())
+
+
+def _said(material: dict[str, Any]) -> str:
+    """A reading's settings for a person: engine, reader, model, prompt, sizing."""
+    parts = [f"{k} {material[k]}" for k in ("engine", "reader", "model", "prompt_id", "lang") if material.get(k)]
+    sizing = material.get("sizing") or {}
+    parts += [f"{k} {v}" for k, v in sizing.items() if v and k in ("dpi", "longest_side")]
+    return ", ".join(parts) or "?"
+
+
+def check_one_reading(run_dir: Path, material: dict[str, Any], cfg: RunConfig) -> bool:
+    """A run folder holds one reading (issue 27): run with other settings than the folder's
+    reading — engine, model, prompt, dpi, decoding: the settings key resume uses — and the run is
+    refused (exit 3) naming both and the two ways on, unless --reread (or --force) makes the new
+    one the folder's. True when the folder's reading changes (every document is then rebuilt)."""
+    run = RunDir(run_dir)
+    if not (run.pages.exists() and run.pages.stat().st_size > 0):
+        return False
+    info = run.info()
+    old, new = info.get("key"), settings_key(material)
+    if not old or old == new:
+        return False
+    if cfg.reread or cfg.force:
+        return True
+    before = info.get("key_material") or {}
+    differ = {k: v for k, v in material.items() if before.get(k) != v} or material
+    raise UsageError(
+        f"{run_dir} holds the reading {old[:12]} ({_said(before)}); these settings read {new[:12]} "
+        f"({_said(differ) if differ is not material else _said(material)}): give a new --out to keep both "
+        "(an A/B test), or --reread to make this the folder's reading (its pages read again; docs/, evaluate, "
+        "report and export then show it)")
+

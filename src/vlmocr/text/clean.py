@@ -474,7 +474,9 @@ def clean_run(run_dir: Path, rules: CleanRules | None = None) -> CleanResult:
     if not raw.is_file():
         raise UsageError(f"{run_dir} is not a run directory (no {PAGES_FILE})")
     raw_sha = file_sha256(raw)
-    finals = final_records(raw)
+    from ..rundir import RunDir
+
+    finals = RunDir(run_dir).reading()  # the folder's reading, not the last record of any
     cleaned = clean_records(finals.values(), rules)
     raw_text = {k: (r.get("text") or "") for k, r in finals.items()}
 
@@ -536,5 +538,7 @@ def cleaned_records(run_dir: Path, rules: CleanRules | None = None) -> tuple[dic
     raw = run_dir / PAGES_FILE
     if not raw.is_file():
         raise UsageError(f"{run_dir} is not a run directory (no {PAGES_FILE})")
-    recs = clean_records(final_records(raw).values(), rules or load_rules())
+    from ..rundir import RunDir
+
+    recs = clean_records(RunDir(run_dir).reading().values(), rules or load_rules())
     return {(r["doc_id"], int(r["page"])): r for r in recs}, f"in memory ({status} layer)"
