@@ -46,7 +46,10 @@ def test_a_form_feed_separated_truth_file_is_one_truth_per_page(letter_run, tmp_
     assert data["corpus"]["pages"] == 3 and data["corpus"]["missing"] == 0
     assert data["corpus"]["cer"] == 0.0, data["worst"]
     assert [(p["doc_id"], p["page"]) for p in data["pages"]] == [("letter", 1), ("letter", 2), ("letter", 3)]
-    assert data["unscored_records"] == 0 and data["notes"] == [] and err.strip() == ""
+    # stderr says only which layout it read and how many pages matched (issue 27), no note
+    assert data["unscored_records"] == 0 and data["notes"] == []
+    assert [line for line in err.strip().splitlines() if not line.startswith("truth: ")] == []
+    assert "3 matched a record" in err
 
 
 def test_a_truth_csv_row_without_page_is_split_too(letter_run, tmp_path):

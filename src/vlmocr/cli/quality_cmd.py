@@ -91,6 +91,9 @@ def evaluate_command(
     ev = evaluate_run(run, truth, clean=clean, rules=_rules(rules) if clean else None, folds=_folds(fold),
                       resamples=bootstrap, seed=seed)
     results = check_gates(ev, gates, allow_missing)
+    layouts = ", ".join(f"{n} as {layout}" for layout, n in (ev.meta.get("truth_layouts") or {}).items())
+    console.print(f"truth: {len(ev.pages)} pages ({layouts}); {len(ev.pages) - len(ev.missing)} matched a record of "
+                  f"{run}", markup=False, highlight=False)
     for note in ev.notes:
         console.print(note, style="yellow", markup=False, highlight=False)
     if ev.missing:

@@ -353,10 +353,21 @@ def run_records(run_dir: Path, clean: bool = False, rules: Any = None) -> tuple[
 
 def evaluate_run(run_dir: Path, truth_path: Path, *, clean: bool = False, rules: Any = None,
                  folds: Iterable[str] = (), resamples: int = BOOTSTRAP, seed: int = SEED) -> Evaluation:
+    from collections import Counter
+
     records, layer = run_records(run_dir, clean, rules)
-    ev = score(records, load_truth(truth_path), folds, resamples, seed)
+    truth = load_truth(truth_path)
+    ev = score(records, truth, folds, resamples, seed)
     ev.layer = layer
-    ev.meta = {"run": str(run_dir), "truth": str(truth_path), "bootstrap": {"resamples": resamples, "seed": seed}}
+    ev.meta = {"run": str(run_dir), "truth": str(truth_path), "bootstrap": {"resamples": resamples, "seed": seed},
+               "truth_layouts": dict(Counter(t.layout for t in truth))}
+    if truth and len(ev.missing) == len(ev.pages):
+        from .truth import LAYOUTS
+
+        said = ", ".join(f"{n} as {layout}" for layout, n in ev.meta["truth_layouts"].items())
+        raise UsageError(f"no truth page of {truth_path} matches a page of {run_dir} ({len(truth)} truth pages: "
+                         f"{said}; {len(records)} records); matched by document file, id or file stem — the "
+                         f"layouts read: {'; '.join(LAYOUTS)}")
     from .spelling import measure_spelling
 
     ev.spelling = measure_spelling(records)

@@ -34,8 +34,14 @@ from ..exceptions import UsageError
 from ..sources import SUPPORTED_EXTS, derive_doc_id
 
 _PAGE_SUFFIX = re.compile(r"^(.*)\.p(\d+)$")
+_PAGE_FILE = re.compile(r"^p?(\d{1,6})$")  # DOC/p0001.txt, DOC/0001.txt: page files in a document's folder
+_NUMBERED = re.compile(r"^(.+?)[_-](\d{1,6})$")  # doc_0001.gt.txt
+GT_TXT = ".gt.txt"
+# What `evaluate` says it recognised (and lists when nothing matched).
+LAYOUTS = ("name.txt beside name.png|pdf (form feeds between pages)", "name.pN.txt", "DOC/p0001.txt or DOC/0001.txt",
+           "doc_0001.gt.txt", "PAGE-XML", "ALTO", "CSV (doc_id|image|path|pdf, page, truth_path|truth|text)")
 PAGE_BREAK = "\f"  # between the pages of one truth text
-_DOC_COLUMNS = ("doc_id", "image", "path")
+_DOC_COLUMNS = ("doc_id", "image", "path", "pdf", "file")
 _TRUTH_COLUMNS = ("truth_path", "truth", "text")
 
 
@@ -51,6 +57,7 @@ class TruthPage:
     # The truth named no page (a plain name.txt, a CSV row without one) and held no form feed: it
     # is page 1 of a document that may have more (evaluate says so when the run's has more).
     unpaged: bool = False
+    layout: str = ""  # which of LAYOUTS it came in
 
     @property
     def stem(self) -> str:
@@ -92,6 +99,8 @@ def _pages_of(doc_id: str, text: str, origin: str, page: int | None, **kw: objec
 
 
 def _truth_from_dir(root: Path) -> list[TruthPage]:
+    from .truth_xml import xml_truth
+
     files = sorted(p for p in root.rglob("*")
                    if not any(part.startswith(".") for part in p.relative_to(root).parts) and p.is_file())
     # (folder, name) → the document or page image `name.<ext>` there: what a `.txt` is the truth of.
@@ -100,20 +109,47 @@ def _truth_from_dir(root: Path) -> list[TruthPage]:
         if f.suffix.lower() in SUPPORTED_EXTS:
             beside.setdefault((f.parent, f.stem), f)
     pages: list[TruthPage] = []
-    for txt in (f for f in files if f.suffix == ".txt"):
-        rel = txt.relative_to(root)
-        name, page = txt.stem, None
-        image = beside.get((txt.parent, name))
-        m = _PAGE_SUFFIX.match(name)
-        if image is None and m:
-            name, page = m.group(1), int(m.group(2))
-            image = beside.get((txt.parent, name))
-        pages += _pages_of(derive_doc_id(rel.with_name(name).as_posix()), _read(txt), str(txt), page,
-                           set=rel.parts[0] if len(rel.parts) > 1 else "",
-                           image=os.path.abspath(image) if image else None)
+    for f in files:
+        lower = f.name.lower()
+        if lower.endswith(".xml"):
+            found = xml_truth(f)
+            if found is None:
+                continue  # an XML that is no PAGE-XML or ALTO (a METS file, say)
+            layout, text, named = found
+            stem = f.name[:-4]
+        elif lower.endswith(".txt"):
+            layout, text, named = "", _read(f), None
+            stem = f.name[:-len(GT_TXT)] if lower.endswith(GT_TXT) else f.stem
+        else:
+            continue
+        rel = f.relative_to(root)
+        doc_rel, page, image, how = _whose(f, rel, stem, beside, gt=lower.endswith(GT_TXT))
+        if image is None and named:  # PAGE-XML's imageFilename, ALTO's fileName
+            candidate = f.parent / named
+            image = candidate if candidate.is_file() else None
+        pages += _pages_of(derive_doc_id(doc_rel), text, str(f), page,
+                           set=rel.parts[0] if len(rel.parts) > 1 and doc_rel.count("/") >= 1 else "",
+                           image=os.path.abspath(image) if image else None, layout=layout or how)
     if not pages:
-        raise UsageError(f"{root}: no truth found (expected name.txt beside name.png|jpg|tif|pdf, or a CSV)")
+        raise UsageError(f"{root}: no truth found; the layouts read: {'; '.join(LAYOUTS)}")
     return pages
+
+
+def _whose(f: Path, rel: Path, stem: str, beside: dict[tuple[Path, str], Path],
+           gt: bool) -> tuple[str, int | None, Path | None, str]:
+    """(the document's relative path, its page or None, its image, the layout) of a truth file."""
+    image = beside.get((f.parent, stem))
+    if image is not None:
+        return rel.with_name(stem).as_posix(), None, image, LAYOUTS[0]
+    if m := _PAGE_SUFFIX.match(stem):
+        return rel.with_name(m.group(1)).as_posix(), int(m.group(2)), beside.get((f.parent, m.group(1))), LAYOUTS[1]
+    if (m := _PAGE_FILE.match(stem)) and len(rel.parts) > 1:
+        # DOC/p0001.txt: the folder is the document (its file beside the folder, when there is one)
+        folder = rel.parent
+        return folder.as_posix(), int(m.group(1)), beside.get((f.parent.parent, f.parent.name)), LAYOUTS[2]
+    if gt and (m := _NUMBERED.match(stem)):
+        return rel.with_name(m.group(1)).as_posix(), int(m.group(2)), beside.get((f.parent, m.group(1))), LAYOUTS[3]
+    return rel.with_name(stem).as_posix(), None, None, LAYOUTS[0]
 
 
 def _row_text(row: dict[str, str | None], base: Path, where: str) -> tuple[str, str]:
@@ -143,7 +179,7 @@ def _truth_from_csv(path: Path) -> list[TruthPage]:
         pages: list[TruthPage] = []
         for n, row in enumerate(reader, 2):
             where = f"{path}:{n}"
-            image = (row.get("image") or row.get("path") or "").strip()
+            image = (row.get("image") or row.get("path") or row.get("pdf") or row.get("file") or "").strip()
             doc_id = (row.get("doc_id") or "").strip() or (derive_doc_id(image) if image else "")
             if not doc_id:
                 raise UsageError(f"{where}: no doc_id and no image")
@@ -157,7 +193,7 @@ def _truth_from_csv(path: Path) -> list[TruthPage]:
                 set_name = image.strip("/").split("/")[0]
             pages += _pages_of(doc_id, text, origin, page, set=set_name,
                                language=(row.get("language") or "").strip() or None,
-                               image=os.path.abspath(base / image) if image else None)
+                               image=os.path.abspath(base / image) if image else None, layout=LAYOUTS[-1])
     if not pages:
         raise UsageError(f"{path}: no rows")
     return pages
