@@ -56,7 +56,12 @@ def test_default_order_fewest_pages_and_skips(triaged, tmp_path):
         assert f"skipped {doc_id}: {why}" in res.stderr
     rows = manifest_rows(out)
     with out.open(encoding="utf-8") as fh:
-        assert fh.readline().strip() == "doc_id,path,priority"
+        # triage's suggested language goes with each document, marked as a suggestion (issue 27)
+        assert fh.readline().strip() == "doc_id,path,priority,language,language_from"
+    suggested = {r["doc_id"]: (r["language"], r["language_from"]) for r in manifest_rows(out)}
+    triage_rows = {r["doc_id"]: r for r in csv.DictReader(triaged.open(encoding="utf-8"))}
+    for doc_id, (language, source) in suggested.items():
+        assert language == triage_rows[doc_id]["suggest_lang"] and source == ("triage" if language else "")
     ids = [r["doc_id"] for r in rows]
     order = triage_order(triaged)
     assert ids == sorted(PAGES, key=lambda d: (PAGES[d], order.index(d)))  # ties keep the run order

@@ -220,6 +220,8 @@ class PageTask:
     # and why `reader` reads it when not for the run's reason (the record's engine_choice).
     ocr_lang: str | None = None
     engine_choice: str | None = None
+    # The language is a suggestion (triage's), not a person's word: wrong_language does not judge by it.
+    language_suggested: bool = False
 
     def at(self, **changes: Any) -> "PageTask":
         return dataclasses.replace(self, **changes)

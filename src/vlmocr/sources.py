@@ -33,7 +33,7 @@ CSV_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 # original_path: where a staged (ASCII symlink) path came from; records name it as `source`.
 # language: the document's language (a Tesseract name or an ISO 639-1 code: grc, frk, de), which
 # the quality signal judges its pages by, above a guess from the text and above --lang.
-MANIFEST_COLUMNS = {"doc_id", "path", "pages", "dpi", "priority", "original_path", "language"}  # leaves room for suffixes like ".md" under the usual 255-byte name limit
+MANIFEST_COLUMNS = {"doc_id", "path", "pages", "dpi", "priority", "original_path", "language", "language_from"}  # leaves room for suffixes like ".md" under the usual 255-byte name limit
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,10 @@ class Document:
     pages: tuple[int, ...] | None = None  # explicit 1-based selection, None = every page
     dpi: float | None = None  # per-document override from a manifest
     language: str | None = None  # the manifest's language column (Tesseract's names: manifest_language)
+    # Where it came from: "" a person (the column as written), "triage" a suggestion (`vlmocr manifest
+    # --triage`): it chooses the engine and judges the pages, but is no one's word that the text must
+    # be in it (wrong_language).
+    language_from: str = ""
 
     @property
     def kind(self) -> str:
@@ -290,7 +294,11 @@ def from_manifest(manifest: str | Path) -> list[Document]:
                 raise UsageError(f"{where}: dpi {dpi} outside 10..1200")
         original = str(row.get("original_path") or "").strip()
         language = manifest_language(row.get("language"), where)
-        docs.append(Document(doc_id, path, printable(original or raw_path), pages, dpi, language))
+        language_from = str(row.get("language_from") or "").strip()
+        if language_from not in ("", "person", "triage"):
+            raise UsageError(f"{where}: language_from {language_from!r}: person or triage (a suggestion)")
+        docs.append(Document(doc_id, path, printable(original or raw_path), pages, dpi, language,
+                             "" if language_from == "person" else language_from))
     return docs
 
 

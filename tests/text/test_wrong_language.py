@@ -59,3 +59,21 @@ def test_a_translation_is_suspect_when_the_page_language_is_known(tmp_path, how)
 def test_no_language_said_no_judgement(tmp_path):
     rec = run(tmp_path)
     assert rec["status"] == "ok" and rec["quality"]["wrong_language"] is None
+
+
+@pytest.mark.parametrize("source, suspect", [("", True), ("triage", False)])
+def test_a_triage_suggestion_is_no_ones_word(tmp_path, source, suspect):
+    """Issue 27, point 3: `manifest --triage` carries triage's suggested language, marked
+    language_from = triage. The run reads and judges the pages in it, but only a person's language
+    (the column as written) makes an answer in another language suspect."""
+    doc = make_coded_pdf(tmp_path / "page.pdf", [7])
+    manifest = tmp_path / "m.csv"
+    manifest.write_text(f"doc_id,path,language,language_from\npage,{doc},en,{source}\n")
+    with serve_in_process(ServerConfig(answer="script", script={7: GERMAN})) as srv:
+        res = run_cli("run", "--manifest", str(manifest), "--out", str(tmp_path / "r"), "--endpoint", srv.url,
+                      "--engine", "openai", "--no-retry", "--workers", "1",
+                      env={"VLMOCR_API_KEY": "", "OPENAI_API_KEY": ""})
+    assert res.returncode in (0, 2), res.stderr
+    (rec,) = [json.loads(line) for line in (tmp_path / "r" / "pages.jsonl").open()]
+    assert (rec["status"] == "suspect") is suspect, rec
+    assert (rec["quality"]["wrong_language"] == "de") is suspect

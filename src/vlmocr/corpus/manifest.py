@@ -8,8 +8,9 @@ the triage order, which is `vlmocr run`'s order.
 `stage` makes an ASCII-named symlink for every document (for tools and file systems that choke
 on other names); the manifest then points at the links and keeps the original doc_id, so
 results are named as without staging. The original paths go to a side file
-`<manifest>.originals.csv` (doc_id,path,original_path): `vlmocr run --manifest` accepts only
-doc_id,path,pages,dpi,priority."""
+`<manifest>.originals.csv` (doc_id,path,original_path). Triage's suggested --lang goes with each
+document as `language`, marked `language_from = triage`: the run reads and judges the document in
+it, but does not take it for a person's word (no wrong_language by it)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ class Entry:
     pages: int
     index: int  # position in the triage CSV
     rank: tuple = ()
+    language: str = ""  # triage's suggested --lang for it (suggest_lang), "" when it has none
 
 
 @dataclass
@@ -150,7 +152,8 @@ def build_manifest(triage_csv: Path, out: Path, priority_file: Path | None = Non
             report.skipped.append({"doc_id": row["doc_id"], "path": row["path"], "why": "duplicate",
                                    "detail": f"duplicate of {row['duplicate_of']}"})
             continue
-        entries.append(Entry(row["doc_id"], row["path"], int(row["pages"] or 0), i))
+        entries.append(Entry(row["doc_id"], row["path"], int(row["pages"] or 0), i,
+                             language=(row.get("suggest_lang") or "").strip()))
         if priority_column:
             column_values[row["doc_id"]] = (row.get(priority_column) or "").strip()
 
@@ -204,9 +207,13 @@ def build_manifest(triage_csv: Path, out: Path, priority_file: Path | None = Non
 
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["doc_id", "path", "priority"])
+    # Triage's suggested language goes with each document, marked as a suggestion (language_from):
+    # it chooses the engine and data and judges the pages, but is no one's word (issue 27).
+    suggested = any(e.language for e in entries)
+    w.writerow(["doc_id", "path", "priority", *(["language", "language_from"] if suggested else [])])
     for rank, e in enumerate(entries, 1):
-        w.writerow(_cells(e.doc_id, paths[e.doc_id], rank))
+        extra = [e.language, "triage" if e.language else ""] if suggested else []
+        w.writerow(_cells(e.doc_id, paths[e.doc_id], rank, *extra))
         report.pages += e.pages
     report.docs = len(entries)
     write_text_atomic(Path(out), buf.getvalue(), errors="surrogateescape")  # file names as their bytes

@@ -406,7 +406,8 @@ class Scheduler(TaskRunner):
         first = PageTask(doc_id=doc.doc_id, source=doc.source, path=str(doc.path), page=pages[0] if pages else 1,
                          doc_pages=doc_pages, key=key, engine=cfg.engine, reader=way.reader if way else cfg.reader(),
                          sizing=self.reader.sizing(doc.dpi), language=doc.language,
-                         ocr_lang=way.tesseract_lang if way else None, engine_choice=way.choice if way else None)
+                         ocr_lang=way.tesseract_lang if way else None, engine_choice=way.choice if way else None,
+                         language_suggested=doc.language_from == "triage")
 
         def spec(p: int, attempt: int) -> PageTask:
             return first.at(page=p, attempt=attempt)

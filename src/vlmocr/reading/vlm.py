@@ -301,7 +301,8 @@ class VlmReader(PageReader):
         ink = None if any(is_figure_block(b) for b in blocks or ()) else prep.ink
         return judge_reading(status, Reading(text=text, confidence=confidence), "openai", ink=ink,
                              lang=self.run_language, stated_lang=str(stated) if stated else None,
-                             page_lang=task.language, known_lang=self.known_language)
+                             page_lang=task.language, known_lang=self.known_language,
+                             suggested=task.language_suggested)
 
     @property
     def known_language(self) -> str | None:

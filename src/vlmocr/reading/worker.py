@@ -111,7 +111,8 @@ def classify(text: str, finish_reason: str | None, blank_image: bool) -> tuple[S
 
 def judge_reading(status: Status, reading: Reading, engine: str, *, ink: float | None = None,
                   lang: str | None = None, stated_lang: str | None = None,
-                  page_lang: str | None = None, known_lang: str | None = None) -> tuple[Status, dict[str, Any]]:
+                  page_lang: str | None = None, known_lang: str | None = None,
+                  suggested: bool = False) -> tuple[Status, dict[str, Any]]:
     """The reading's quality signal, and its status under the calibrated rule: a reading
     classified ok whose signal says it is probably bad is `suspect` (text/signal.py). `lang`:
     the run's language (--lang, or the profile's; in a worker, from the pool's options);
@@ -121,7 +122,7 @@ def judge_reading(status: Status, reading: Reading, engine: str, *, ink: float |
     (`wrong_language`)."""
     if known_lang is None:
         known_lang = _engine_options.get("lang") if _engine_options.get("lang_given") else None
-    expected = page_lang or known_lang
+    expected = (None if suggested else page_lang) or known_lang  # a triage suggestion is no one's word
     lang = page_lang or (lang if lang is not None else _engine_options.get("lang"))
     stated_lang = page_lang or stated_lang
     quality, suspect = judge(reading.text, engine, lang=lang, stated_lang=stated_lang,
@@ -152,13 +153,13 @@ class Judged:
 
 
 def read_judged(name: str, page: PageInput, blank_page: bool, ink: float | None,
-                page_lang: str | None = None, ocr_lang: str | None = None) -> Judged:
+                page_lang: str | None = None, ocr_lang: str | None = None, suggested: bool = False) -> Judged:
     """Read `page` with the engine `name` (Tesseract with `ocr_lang`'s data when given),
     classify the reading and judge it by its signal."""
     t0 = time.perf_counter()
     reading: Reading = engine(name, ocr_lang).read(page)
     status, qflags = classify(reading.text, reading.finish_reason, blank_image=blank_page and not reading.text.strip())
-    status, quality = judge_reading(status, reading, name, ink=ink, page_lang=page_lang)
+    status, quality = judge_reading(status, reading, name, ink=ink, page_lang=page_lang, suggested=suggested)
     return Judged(name, reading, status, quality, qflags, round(time.perf_counter() - t0, 4))
 
 
@@ -187,7 +188,7 @@ def read_page(task: PageTask) -> PageRecord:
         # reading with the better signal; the others' scores stay in `quality.alternatives`.
         from ..engines.registry import engine_parts  # as engine(): the registry pulls in rundir
 
-        readings = [read_judged(name, page, blank_page, ink, task.language, task.ocr_lang)
+        readings = [read_judged(name, page, blank_page, ink, task.language, task.ocr_lang, task.language_suggested)
                     for name in engine_parts(reader)]
         best, why = pick([r.candidate for r in readings]) if len(readings) > 1 else (0, "")
         chosen = readings[best]
