@@ -189,6 +189,14 @@ class ServeSpec(_Strict):
                              "server's version cannot be told)")
         return self
 
+    def with_part(self, part: VersionRecipe | None) -> ServeSpec:
+        """This recipe with a version part's flags, JSON flags and environment on top."""
+        if part is None:
+            return self
+        return self.model_copy(update={"args": [*self.args, *part.args],
+                                       "json_args": {**self.json_args, **part.json_args},
+                                       "env": {**self.env, **part.env}})
+
     def argv(self) -> list[str]:
         """The flags as one argv list, JSON values serialized compactly."""
         out = list(self.args)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
+from .flags import flag_value
 from .gpus import query_gpus
 
 AUTO = "auto"
@@ -39,11 +40,7 @@ class AttentionChoice:
 
 def given_on_command_line(extra_args: Sequence[str]) -> str | None:
     """The value of ``--attention-backend`` among the extra server flags, if any."""
-    for i, arg in enumerate(extra_args):
-        name, eq, value = arg.partition("=")
-        if name == FLAG:
-            return value if eq else (extra_args[i + 1] if i + 1 < len(extra_args) else "")
-    return None
+    return flag_value(extra_args, (FLAG,))
 
 
 def backend_for(capabilities: Sequence[str]) -> tuple[str, str]:

@@ -15,7 +15,6 @@ attention backend a profile leaves to vlmocr ("auto") from the flavor's GPU."""
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from collections.abc import Sequence
@@ -151,13 +150,10 @@ def hf_job_plan(
     attention = flavor_attention(getattr(spec, "attention_backend", "") if spec else "", the_flavor, extra)
     if attention is not None and attention.source != "command line":
         cmd += ["--attention-backend", attention.backend]
-    recipe = recipe_for_image(server, spec, the_image)
-    part = recipe.part if recipe is not None else None
     if spec:
-        cmd += list(spec.args) + (list(part.args) if part else [])
-        json_args = {**spec.json_args, **(part.json_args if part else {})}
-        for flag, value in json_args.items():
-            cmd += [flag, json.dumps(value, separators=(",", ":"), sort_keys=True)]
+        recipe = recipe_for_image(server, spec, the_image)
+        spec = spec.with_part(recipe.part if recipe is not None else None)
+        cmd += spec.argv()
     if tp > 1 and tp_from_extra(server, extra) is None:
         cmd += [TP_FLAG[server], str(tp)]
     if no_p2p:
@@ -171,7 +167,6 @@ def hf_job_plan(
 
     env: dict[str, str] = dict(VLLM_ENV) if server == "vllm" else {}
     env.update({str(k): str(v) for k, v in (spec.env if spec else {}).items()})
-    env.update({str(k): str(v) for k, v in (part.env if part else {}).items()})
     if no_p2p:
         env["NCCL_P2P_DISABLE"] = "1"
     return HfJobPlan(profile=prof.name, server=server, model=model, served_name=name, image=the_image,

@@ -21,6 +21,7 @@ from ...envvars import SGLANG_BIN, VLLM_BIN, env_args
 from ...exceptions import UsageError
 from ...profiles import Profile, has_control_characters, load_profile
 from .attention import AttentionChoice, choose_attention_backend
+from .flags import flag_value
 from .version import RecipeChoice, ServerVersion, choose_recipe, probe_version
 
 ServerName = Literal["vllm", "sglang"]
@@ -157,16 +158,11 @@ def check_extra_args(server: str, extra: Sequence[str], uses_config: bool) -> No
 
 
 def tp_from_extra(server: str, extra: Sequence[str]) -> int | None:
-    flags = _TP_FLAGS[server]
-    for i, arg in enumerate(extra):
-        name, eq, value = arg.partition("=")
-        if name in flags:
-            text = value if eq else (extra[i + 1] if i + 1 < len(extra) else "")
-            try:
-                return int(text)
-            except ValueError:
-                return None
-    return None
+    text = flag_value(extra, _TP_FLAGS[server])
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
 
 
 def args_file_text(json_args: Mapping[str, Any]) -> str:
@@ -295,11 +291,7 @@ def _comment(text: str) -> str:
 
 def _fp8(argv: Sequence[str]) -> bool:
     """Does the command line ask for FP8 weights (``--quantization fp8``, ``--quantization=fp8``)?"""
-    for i, arg in enumerate(argv):
-        name, eq, value = arg.partition("=")
-        if name == "--quantization" and (value if eq else (argv[i + 1] if i + 1 < len(argv) else "")).startswith("fp8"):
-            return True
-    return False
+    return (flag_value(argv, ("--quantization",)) or "").startswith("fp8")
 
 
 def refuse_control_characters(named: Mapping[str, object]) -> None:
@@ -373,9 +365,10 @@ def plan_server(
     if spec is not None and spec.by_version:
         told = version if version is not None else probe_version(server, exe, env)
         recipe = choose_recipe(prof.name, server, spec, told)
-    part = recipe.part if recipe is not None else None
-    spec_args = (list(spec.args) if spec else []) + (list(part.args) if part else [])
-    json_args = {**(spec.json_args if spec else {}), **(part.json_args if part else {})}
+    if spec is not None:
+        spec = spec.with_part(recipe.part if recipe is not None else None)
+    spec_args = list(spec.args) if spec else []
+    json_args = dict(spec.json_args) if spec else {}
     extra = [str(a) for a in extra_args]
     check_extra_args(server, extra, uses_config=bool(json_args))
 
@@ -459,8 +452,7 @@ def plan_server(
         argv.append("--disable-custom-all-reduce")
     argv += extra
 
-    profile_env = {**(spec.env if spec else {}), **(part.env if part else {})}
-    server_env = server_environment(server, cache_root, env, profile_env, no_p2p)
+    server_env = server_environment(server, cache_root, env, spec.env if spec else None, no_p2p)
     log_path = Path(log) if log else wd / "server.log"
     return ServePlan(
         server=server, profile=prof.name, model=model, served_name=name, revision=rev, host=host,
