@@ -66,8 +66,6 @@ def check_new_output(path: str | os.PathLike[str], option: str, *, folder: bool 
     that exists is refused unless ``overwrite``; nothing is written inside a run or a library
     folder, whatever is asked (only the run, and publish, write there); then `check_output_path`."""
     owner = owning_folder(Path(path) if folder else Path(path).parent)
-    if owner is None and not folder:
-        owner = owning_folder(path) if os.path.isdir(path) else None
     if owner is not None:
         where, kind = owner
         raise UsageError(f"{option} {path}: {where} is a {kind} folder, which only "

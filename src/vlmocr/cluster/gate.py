@@ -23,7 +23,7 @@ from ..exceptions import ExitCode, UsageError, VlmocrError
 from ..credentials import secrets_out_of_job
 from ..record import now_iso
 from ..redact import public_argv
-from ..rundir import RunDir, run_keys
+from ..rundir import RunDir
 from .slurm.jobs import (
     active_tasks,
     bulk_parts,
@@ -81,10 +81,8 @@ def score_gate(run_dir: Path, truth: list[TruthPage], checks: Sequence[str] = ()
     counts as entirely wrong, a failed page is scored on its (usually empty) text. ``checks`` are
     further gates in `vlmocr evaluate --gate` syntax (e.g. ``cer_hi<=0.05``)."""
     from ..record import FAILED, Status
-    from ..store import final_records
 
-    run = RunDir(run_dir)
-    finals = final_records(run.pages, keys=run_keys(run.info()))
+    finals = RunDir(run_dir).reading()
     evaluation = score(finals, truth)
     corpus = evaluation.corpus
     statuses: dict[str, int] = {}
@@ -137,10 +135,9 @@ def score_gate_without_truth(run_dir: Path, checks: Sequence[str]) -> GateScore:
     from ..evaluation.score import check_spelling_gate
     from ..evaluation.spelling import measure_spelling
     from ..record import FAILED
-    from ..store import final_records
 
     run = RunDir(run_dir)
-    finals = final_records(run.pages, keys=run_keys(run.info())) if run.pages.is_file() else {}
+    finals = run.reading() if run.pages.is_file() else {}
     statuses: dict[str, int] = {}
     for rec in finals.values():
         statuses[str(rec.get("status"))] = statuses.get(str(rec.get("status")), 0) + 1

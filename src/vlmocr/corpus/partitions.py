@@ -48,11 +48,17 @@ FP8_ON_AMPERE = ("FP8 on Ampere (compute capability 8.x): seed 000 ran --quantiz
                  "does not start, serve bf16 on more GPUs (docs/troubleshooting.md)")
 
 
-def is_ampere(name: str) -> bool:
+def _card_key(name: str) -> str:
+    """A card's name as the tables spell it: lowercase letters and digits, no size suffix, no
+    vendor word ("NVIDIA A100-SXM4-80GB" → "a100sxm4", "a100_80g" → "a100")."""
     key = re.sub(r"[^a-z0-9]", "", _SIZE_SUFFIX.sub("", name.strip().lower()))
     for word in _VENDOR_WORDS:
         key = key.replace(word, "")
-    return key in AMPERE_CARDS
+    return key
+
+
+def is_ampere(name: str) -> bool:
+    return _card_key(name) in AMPERE_CARDS
 # A size in the name: a100_80g, a100-80gb, v100_32g, or a MIG slice 3g.40gb.
 _SIZE_SUFFIX = re.compile(r"[_\-.](\d{2,3})g(?:b)?$")
 _GRES_GPU = re.compile(r"^gpu(?::([^:()]+))?(?::(\d+))?(?:\(.*\))?$")
@@ -65,10 +71,7 @@ def gpu_memory(name: str) -> tuple[float | None, str]:
     low = name.strip().lower()
     if m := _SIZE_SUFFIX.search(low):
         return float(m.group(1)), ""
-    key = re.sub(r"[^a-z0-9]", "", low)
-    for word in _VENDOR_WORDS:
-        key = key.replace(word, "")
-    known = GPU_MEMORY_GB.get(key)
+    known = GPU_MEMORY_GB.get(_card_key(low))
     if known is None:
         return None, f"GPU {name!r} is not in the table of GPU memory: give gpu_memory_gb in a partitions TOML"
     if isinstance(known, tuple):
@@ -84,10 +87,7 @@ def gpu_interconnect(name: str) -> str:
     low = name.strip().lower()
     if "sxm" in low or "nvl" in low or low.startswith(("h100", "h200", "gh200", "nvidia-h100", "nvidia-h200")):
         return "nvlink"
-    key = re.sub(r"[^a-z0-9]", "", _SIZE_SUFFIX.sub("", low))
-    for word in _VENDOR_WORDS:
-        key = key.replace(word, "")
-    return "pcie" if key in PCIE_CARDS or "pcie" in low else ""
+    return "pcie" if _card_key(low) in PCIE_CARDS or "pcie" in low else ""
 
 
 def parse_time_limit(text: str, where: str = "time limit") -> float | None:

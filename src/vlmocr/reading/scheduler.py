@@ -626,7 +626,7 @@ def check_one_reading(run_dir: Path, material: dict[str, Any], cfg: RunConfig) -
     differ = {k: v for k, v in material.items() if before.get(k) != v} or material
     raise UsageError(
         f"{run_dir} holds the reading {old[:12]} ({_said(before)}); these settings read {new[:12]} "
-        f"({_said(differ) if differ is not material else _said(material)}): give a new --out to keep both "
+        f"({_said(differ)}): give a new --out to keep both "
         "(an A/B test), or --reread to make this the folder's reading (its pages read again; docs/, evaluate, "
         "report and export then show it)")
 

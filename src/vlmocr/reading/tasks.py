@@ -66,17 +66,13 @@ class TaskRunner:
     def on_signal(self, signum: int) -> None:
         self.signals += 1
         name = signal.Signals(signum).name
-        if signum == signal.SIGINT:
-            # Ctrl-C is a person waiting: stop now (issue 26). The pages in flight write nothing and
-            # are read again on resume; SIGTERM (SLURM's early warning) keeps its grace below.
+        # Ctrl-C is a person waiting, and a runner without grace (a CPU run) has nothing worth
+        # waiting for: stop now (issue 26). The tasks in flight write nothing and are done again on
+        # resume; SIGTERM on a VLM run (SLURM's early warning) keeps its grace below.
+        if signum == signal.SIGINT or self.stop_grace <= 0:
             self.stop.set()
             if not self.abandon.is_set():
                 self.note(f"[yellow]{name}: stopping now; the tasks in flight are abandoned (read again on resume)")
-            self.abandon.set()
-            return
-        if self.signals == 1 and self.stop_grace <= 0:
-            self.stop.set()
-            self.note(f"[yellow]{name}: stopping now; the tasks in flight are abandoned (read again on resume)")
             self.abandon.set()
         elif self.signals == 1:
             self.stop.set()

@@ -118,8 +118,9 @@ def judge_reading(status: Status, reading: Reading, engine: str, *, ink: float |
     the run's language (--lang, or the profile's; in a worker, from the pool's options);
     `stated_lang`: one the reading states itself; `page_lang`: the page's own (its manifest
     row, PageTask.language), which a person stated: it wins over both, and over a guess.
-    `known_lang`: the run's language when a person gave it (an explicit --lang), not the default; with the page's own, an answer clearly in another language is suspect
-    (`wrong_language`)."""
+    `known_lang`: the run's language when a person gave it (an explicit --lang), not the default;
+    with the page's own (unless `suggested`: triage's guess), an answer clearly in another language
+    is suspect (`wrong_language`)."""
     if known_lang is None:
         known_lang = _engine_options.get("lang") if _engine_options.get("lang_given") else None
     expected = (None if suggested else page_lang) or known_lang  # a triage suggestion is no one's word
