@@ -100,3 +100,19 @@ def test_the_release_job_decides_a_truthless_gate_on_the_cluster(slurm, tmp_path
         finally:
             subprocess.run(["scancel", *[j for j in (sub["gate_job"], sub["bulk_job"], sub["release_job"]) if j]],
                            capture_output=True)
+
+
+def test_a_gate_with_truth_can_require_the_spelling_count_too(tmp_path):
+    """`slurm gate --truth T --max-cer X --require 'unknown_words<=…'`: the gate's own scorer
+    (score_gate) measures the spelling count of the gate run as evaluate does."""
+    from vlmocr.cluster.gate import score_gate
+    from vlmocr.evaluation import TruthPage
+    from vlmocr.testing.pagecode import expected_text
+
+    run = read_gate_run(tmp_path, ServerConfig())
+    truth = [TruthPage("pilot", page, expected_text(code)) for page, code in ((1, 31), (2, 32), (3, 33))]
+    score = score_gate(run / "gate", truth, ["unknown_words<=0.1", "unknown_words<0"])
+    assert score.cer == 0.0
+    assert [c["passed"] for c in score.checks] == [True, False]
+    assert score.checks[0]["measured"] is not None and score.checks[0]["measured"] <= 0.1
+    assert "words on 3 of 3 page(s)" in score.checks[1]["message"]  # measured, not "no document named"

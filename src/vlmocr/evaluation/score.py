@@ -248,9 +248,20 @@ class Evaluation:
     layer: str = "raw"
     meta: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # what a person should know about the truth's fit
-    # The spelling count over every final record, truth or not (evaluation/spelling.py): the
-    # `unknown_words` gate metric; {} when not measured.
-    spelling: dict[str, Any] = field(default_factory=dict)
+    # The final records scored (truth or not): what the spelling count is measured over, once a
+    # gate asks for it (`spelling`): a wordfreq pass over every page costs, and most runs never ask.
+    records: Mapping[tuple[str, int], Mapping[str, Any]] = field(default_factory=dict, repr=False)
+    _spelling: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def spelling(self) -> dict[str, Any]:
+        """The spelling count (evaluation/spelling.py: the `unknown_words` gate metric), corpus and
+        per document, measured on first use."""
+        if self._spelling is None:
+            from .spelling import measure_spelling
+
+            self._spelling = measure_spelling(self.records)
+        return self._spelling
 
     def worst(self, n: int) -> list[PageScore]:
         scored = [p for p in self.pages if not p.missing]
@@ -284,7 +295,7 @@ class Evaluation:
             "missing": [{"doc_id": p.doc_id, "page": p.page, "set": p.set} for p in self.missing],
             "unscored_records": self.unscored_records,
             "notes": self.notes,
-            "spelling": self.spelling["corpus"].as_dict() if "corpus" in self.spelling else None,
+            "spelling": self._spelling["corpus"].as_dict() if self._spelling else None,  # when a gate asked
             "pages": [p.as_dict() for p in self.pages],
         }
 
@@ -333,6 +344,7 @@ def score(records: dict[tuple[str, int], dict[str, Any]], truth: list[TruthPage]
         unscored_records=sum(1 for k in records if k not in used and k[1] > 0),
         folds=folds,
         notes=notes,
+        records=records,
     )
 
 
@@ -368,9 +380,6 @@ def evaluate_run(run_dir: Path, truth_path: Path, *, clean: bool = False, rules:
         raise UsageError(f"no truth page of {truth_path} matches a page of {run_dir} ({len(truth)} truth pages: "
                          f"{said}; {len(records)} records); matched by document file, id or file stem — the "
                          f"layouts read: {'; '.join(LAYOUTS)}")
-    from .spelling import measure_spelling
-
-    ev.spelling = measure_spelling(records)
     if clean and rules is not None:
         ev.meta["rules_hash"] = rules.hash
         if rules.fold.names():
