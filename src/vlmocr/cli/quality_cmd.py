@@ -292,8 +292,10 @@ def _suspicious(run: Path, *, clean: bool = False, rules: Optional[Path] = None,
     from ..evaluation.score import check_spelling_gate
     from ..evaluation.spelling import measure_spelling
 
-    spelling = measure_spelling(records, lang=lang)
-    results = [check_spelling_gate(spelling, g) for g in gates]
+    # Measured only for a gate: the pages above were assessed already, and a second wordfreq pass
+    # over every page is owed to no one who did not ask for the count.
+    spelling = measure_spelling(records, lang=lang) if gates else None
+    results = [check_spelling_gate(spelling, g) for g in gates] if spelling is not None else []
 
     def with_signal(q: Any) -> dict[str, Any]:
         return {**q.as_dict(), "signal": signals.get((q.doc_id, q.page))}
@@ -301,7 +303,7 @@ def _suspicious(run: Path, *, clean: bool = False, rules: Optional[Path] = None,
     if json_out:
         _dump({"run": str(run), "layer": layer, **summ,
                "thresholds": {"min_known": min_known, "max_implausible": max_implausible, "min_words": min_words},
-               "spelling": spelling["corpus"].as_dict(), "gates": [r.as_dict() for r in results],
+               "spelling": spelling["corpus"].as_dict() if spelling else None, "gates": [r.as_dict() for r in results],
                "suspicious_pages": [with_signal(q) for q in flagged],
                **({"pages": [with_signal(q) for q in pages]} if all_pages else {})})
     else:
