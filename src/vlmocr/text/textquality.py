@@ -235,15 +235,10 @@ def other_language(text: str, expected: Iterable[str]) -> str | None:
 def guess_language(text: str, candidates: Iterable[str] | None = None) -> str | None:
     """The language (a wordfreq code) whose stopwords cover most tokens; None when no language
     covers at least 5 % of them (too little text, or a language without a stopword list)."""
-    tokens = [lookup_form(w) for w in WORD_RE.findall(text[:20000])]
-    if len(tokens) < 5:
-        return None
-    counts = Counter(tokens)
     best, best_share = None, 0.0
-    for lang, stops in STOPWORDS.items():
+    for lang, share in language_shares(text).items():
         if candidates is not None and lang not in candidates:
             continue
-        share = sum(n for w, n in counts.items() if w in stops) / len(tokens)
         if share > best_share:
             best, best_share = lang, share
     return best if best_share >= 0.05 else None
