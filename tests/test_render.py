@@ -43,6 +43,15 @@ def test_text_layer_and_usability(tmp_path):
     assert text_layer(scan, 1) == ""
 
 
+def test_text_layer_keeps_a_line_end_hyphen_as_printed(tmp_path):
+    """PDFium hands a hyphen that ends a line back as the control character 0x02, with the line
+    break gone ("Haupts\x02mann"): the record gets the hyphen and the break as printed."""
+    pdf = make_text_pdf(tmp_path / "h.pdf", [["Der Haupts-", "mann befahl den Abmarsch", "der well-", "known man"]])
+    text = text_layer(pdf, 1)
+    assert "\x02" not in text
+    assert text == "Der Haupts-\nmann befahl den Abmarsch\nder well-\nknown man"
+
+
 def test_tiff_frames_are_pages(tmp_path):
     frames = [text_image([f"frame {i}"], (300, 400)) for i in range(3)]
     p = tmp_path / "t.tif"

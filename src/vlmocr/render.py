@@ -504,9 +504,14 @@ def text_layer(path: Path, page: int) -> str:
             text = tp.get_text_bounded()
         except pdfium.PdfiumError as exc:
             raise BadInput(f"cannot read the text layer of page {page} ({exc}): {shown(path)}") from None
+    # PDFium marks a hyphen that ends a line as the control character 0x02 and drops the line
+    # break after it (FPDFText_IsHyphen): put back what was printed, a hyphen and a new line, so
+    # the record holds no control character and cleaning decides about the break as for OCR text.
+    text = _PDFIUM_HYPHEN.sub("-\n", text)
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+_PDFIUM_HYPHEN = re.compile("\x02(?:\r?\n)?")
 MIN_TEXT_CHARS = 40
 _WORDISH = re.compile(r"\w")
 

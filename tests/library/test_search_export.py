@@ -169,3 +169,25 @@ def test_export_leaves_incomplete_documents_out_unless_asked(published, tmp_path
     assert "Exported 2 documents" in proc.stdout and "1 incomplete document(s) left out" in proc.stderr
     result = export(run, "jsonl", tmp_path / "b.jsonl", include_incomplete=True)
     assert result.documents == 3 and result.pages == 6
+
+
+def test_search_finds_words_broken_at_line_ends(tmp_path):
+    """Issue 26: search reads line-end hyphens joined (`Haupts-` + `mann` → `Hauptsmann`), while the
+    published text keeps what was printed; a compound the word list knows keeps both parts."""
+    src = tmp_path / "src"
+    src.mkdir()
+    make_text_pdf(src / "akten.pdf", [["Der Haupts-", "mann befahl den Abmarsch der Kompanie", "am fruehen Morgen"]])
+    make_text_pdf(src / "minutes.pdf", [["The com-", "mittee met on Tuesday and the well-", "known members spoke"]])
+    run = tmp_path / "run"
+    textlayer_run(run, src)
+    lib = tmp_path / "lib"
+    publish([run], lib)
+    assert [h["doc_id"] for h in search(lib, "Hauptsmann")] == ["akten"]
+    assert [h["doc_id"] for h in search(lib, "committee")] == ["minutes"]
+    assert search(lib, "mittee") == []
+    # "well-known": both halves are words and the joined one is not: the hyphen stays, each part found.
+    assert [h["doc_id"] for h in search(lib, "well AND known")] == ["minutes"]
+    assert "[Hauptsmann]" in search(lib, "Hauptsmann")[0]["snippet"]
+    # The library's own text is as read: the break is still there.
+    (doc,) = [d for d in (lib / "docs").iterdir() if "akten" in d.name]
+    assert "Haupts-\nmann" in (doc / "document.txt").read_text()

@@ -107,7 +107,8 @@ def search_command(
     limit: int = typer.Option(20, "--limit", help="At most this many pages."),
     json_out: bool = typer.Option(False, "--json", help="Print the hits as JSON on stdout."),
 ) -> int:
-    """Full-text search over the library's pages (best first): document, page, snippet."""
+    """Full-text search over the library's pages (best first): document, page, snippet. A word
+    broken at a line end (Haupts- / mann) is found whole (Hauptsmann)."""
     from ..library.catalog import Catalog
 
     with Catalog(library, readonly=True) as cat:

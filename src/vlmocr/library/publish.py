@@ -38,6 +38,8 @@ from ..exceptions import ExitCode, UsageError
 from ..assemble import assemble_markdown
 from ..record import now_iso
 from ..store import exchange, kill_point, write_text_atomic
+from ..text.clean import search_text
+from ..text.textquality import page_language
 from .catalog import CACHE, CATALOG, DOCS, LOCK, STAGING, Catalog, LibraryLock
 from .identify import Crossref, Identifier, LookupError_, identify_records
 from .runs import DocRecords, document_text, fsync_dir, original_name, read_run, resolve_source, run_dirs, safe_sha256
@@ -200,7 +202,8 @@ def build(c: Candidate, text_sha256: str | None) -> Built:
         MD_FILE: assemble_markdown(records).encode("utf-8"),
         META_FILE: (json.dumps(meta, ensure_ascii=False, indent=2, sort_keys=True) + "\n").encode("utf-8"),
     }
-    texts = [(rec_page, text[start:end]) for rec_page, start, end in spans]
+    texts = [(rec_page, search_text(text[start:end], page_language(rec)[0]))
+             for rec, (rec_page, start, end) in zip(records, spans)]
     return Built(row, files, page_rows, texts, idents)
 
 

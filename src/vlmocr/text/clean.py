@@ -266,6 +266,14 @@ def dehyphenate(text: str, lex: Lexicon | None, rules: DehyphenRules) -> tuple[s
     return pattern.sub(fix, text), changed
 
 
+def search_text(text: str, lang: str | None) -> str:
+    """A page's text as the search index holds it: words broken at a line end joined
+    (``Haupts-`` + ``mann`` → ``Hauptsmann``) whatever the cleaning rules say, since a reader
+    searches for the word, not its halves. Compounds the word list knows keep their hyphen, so
+    both parts stay searchable; a break the word list cannot judge is joined."""
+    return dehyphenate(text, lexicon(lang) if lang else None, DehyphenRules(unknown="join"))[0]
+
+
 # --- running headers, footers, page numbers ------------------------------------------------
 
 _PAGE_NUMBER = re.compile(
