@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any, List, Optional, Sequence
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -19,8 +21,25 @@ from . import app
 
 
 def _stdout() -> Console:
-    # Results go to stdout; wide enough that a table is not squeezed when piped to a file.
-    return Console(file=sys.stdout, highlight=False, width=None if sys.stdout.isatty() else 160)
+    # Results go to stdout; wide enough that a table is not squeezed when piped to a file, unless
+    # COLUMNS says how wide (rich reads it when no width is given).
+    wide = sys.stdout.isatty() or os.environ.get("COLUMNS", "").isdigit()
+    return Console(file=sys.stdout, highlight=False, width=None if wide else 160)
+
+
+# Figures never shrink to "2.80…": numeric columns do not wrap and the table has no vertical
+# rules, so the evaluate and compare tables fit 80 columns; names and reasons wrap instead.
+WIDE = 110  # at least this many columns: the macro rates get columns of their own
+
+
+def _table(title: str, columns: Sequence[str], numeric: Sequence[str] = ()) -> Table:
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
+    for col in columns:
+        if col in numeric:
+            table.add_column(col, justify="right", no_wrap=True)
+        else:
+            table.add_column(col, justify="left", overflow="fold")
+    return table
 
 
 def _folds(values: list[str] | None) -> list[str]:
@@ -116,33 +135,38 @@ def evaluate_command(
 
 def _print_evaluation(ev: Any, worst: int, docs: bool) -> None:
     out = _stdout()
+    wide = out.width >= WIDE
     cleaned = f"; the clean layer folded {', '.join(ev.meta['clean_folds'])}" if ev.meta.get("clean_folds") else ""
-    table = Table(title=f"{ev.meta.get('run')} — {ev.layer} layer, normalisation: {ev.normalisation}{cleaned} "
-                        "(rates in %, 95 % bootstrap CI)")
-    for col in ("set", "pages", "missing", "CER", "CER CI", "CER macro", "WER", "WER CI", "WER macro",
-                "CER w/ missing"):
-        table.add_column(col, justify="left" if col == "set" else "right")
+    cols = ["set", "pages", "miss", "CER", "95 % CI", "WER", "95 % CI ", "+miss"]
+    if wide:
+        cols[4:4] = ["macro"]
+        cols[7:7] = ["macro "]
+    table = _table(f"{ev.meta.get('run')} — {ev.layer} layer, normalisation: {ev.normalisation}{cleaned} "
+                   "(rates in %; +miss: CER with missing pages at 100 %)", cols, numeric=cols[1:])
 
     def row(name: str, a: Any, style: str | None = None) -> None:
-        table.add_row(name, str(a.pages), str(a.missing), _pct(a.cer), _ci(a.cer_ci), _pct(a.cer_macro),
-                      _pct(a.wer), _ci(a.wer_ci), _pct(a.wer_macro), _pct(a.cer_with_missing), style=style)
+        cells = [name, str(a.pages), str(a.missing), _pct(a.cer), _ci(a.cer_ci), _pct(a.wer), _ci(a.wer_ci),
+                 _pct(a.cer_with_missing)]
+        if wide:
+            cells[4:4] = [_pct(a.cer_macro)]
+            cells[7:7] = [_pct(a.wer_macro)]
+        table.add_row(*cells, style=style)
 
     for name, agg in ev.sets.items():
         row(name, agg)
     row("all", ev.corpus, "bold")
     out.print(table)
     if docs:
-        dt = Table(title="documents")
-        for col in ("doc", "pages", "missing", "CER", "CER macro", "WER", "CER w/ missing"):
-            dt.add_column(col, justify="left" if col == "doc" else "right")
+        num = ("pages", "miss", "CER", "macro", "WER", "+miss")
+        dt = _table("documents", ("doc",) + num, numeric=num)
         for name, a in ev.docs.items():
             dt.add_row(name, str(a.pages), str(a.missing), _pct(a.cer), _pct(a.cer_macro), _pct(a.wer),
                        _pct(a.cer_with_missing))
         out.print(dt)
     if worst > 0 and ev.corpus.scored:
-        wt = Table(title=f"worst {min(worst, ev.corpus.scored)} pages")
-        for col in ("doc", "page", "set", "status", "chars", "CER", "WER"):
-            wt.add_column(col, justify="left" if col in ("doc", "set", "status") else "right")
+        num = ("page", "chars", "CER", "WER")
+        wt = _table(f"worst {min(worst, ev.corpus.scored)} pages", ("doc", "page", "set", "status", "chars", "CER", "WER"),
+                    numeric=num)
         for p in ev.worst(worst):
             wt.add_row(p.doc_id, str(p.page), p.set, p.status, str(p.ref_chars), _pct(p.cer), _pct(p.wer))
         out.print(wt)
@@ -195,9 +219,10 @@ def compare_command(
     else:
         out = _stdout()
         if flagged:
-            t = Table(title=f"pages differing by more than {tolerance_pp:g} pp ({cmp.layer}): information, not failure")
-            for col in ("doc", "page", "A", "B", "CER A vs B", "CER A", "CER B", "reason"):
-                t.add_column(col, justify="right" if col in ("page",) or col.startswith("CER") else "left")
+            num = ("page", "A vs B", "CER A", "CER B")
+            t = _table(f"pages differing by more than {tolerance_pp:g} pp ({cmp.layer}): information, not failure; "
+                       "rates in % (A vs B: CER of B against A)", ("doc", "page", "A", "B") + num[1:] + ("reason",),
+                       numeric=num)
             for d in flagged[:limit]:
                 t.add_row(d.doc_id, str(d.page), d.status_a or "—", d.status_b or "—", _pct(d.cer_ab),
                           _pct(d.cer_a), _pct(d.cer_b), d.reason)
