@@ -18,6 +18,7 @@ from .engines.choice import AUTO, DocumentReading, EngineChoice, choose_ocr_engi
 from .engines.languages import canonical_lang
 from .engines.registry import ENGINE_CHOICES, HTTP_ENGINE, OCR_ENGINES, engine_parts
 from .exceptions import UsageError
+from .reading.memory import available_cores
 from .redact import public_url
 from .record import DEFAULT_DPI, DEFAULT_MAX_PIXELS, Sizing
 
@@ -45,7 +46,7 @@ class RunConfig(BaseModel):
     # Each worker holds an engine (RapidOCR ~1.5 GB) and a page image: beyond a few hundred the
     # machine, not the setting, decides, and a typo (--workers 10000) should not fork-bomb it.
     # Left to the default, memory may lower it (pool_workers, reading/memory.py).
-    workers: int = Field(default_factory=lambda: max(1, os.cpu_count() or 1), ge=1, le=MAX_WORKERS)
+    workers: int = Field(default_factory=available_cores, ge=1, le=MAX_WORKERS)
     concurrency: int | None = Field(default=None, ge=1, le=4096)
     shard: str | None = None
     force: bool = False

@@ -13,7 +13,7 @@ from pathlib import Path
 from support.cli import run_cli
 from support.components import GT, need
 from vlmocr.engines.registry import CPU_ENGINES, peak_worker_mb
-from vlmocr.reading.memory import (MB, Memory, available_memory, cgroup_dirs, cgroup_headroom, choose_workers,
+from vlmocr.reading.memory import (MB, Memory, available_cores, available_memory, cgroup_dirs, cgroup_headroom, choose_workers,
                                    meminfo_available)
 
 GB = 1024 * MB
@@ -132,3 +132,21 @@ def test_run_with_2_gb_available_starts_one_rapidocr_worker(tmp_path):
     assert res.stderr.count("--workers 2 is more than memory holds") == 1 and "not 2:" not in res.stderr
     given = json.loads((tmp_path / "run2" / "run.json").read_text())["workers"]
     assert (given["count"], given["asked"], given["memory_fits"]) == (2, 2, 1)
+
+
+def test_the_cores_are_the_allocation_not_the_node(tmp_path):
+    """os.cpu_count() counts the whole node: a SLURM job given 8 of 64 CPUs started 64 workers.
+    The cores are this process's affinity, and no more than SLURM_CPUS_PER_TASK (a cluster
+    without affinity binding, TaskPlugin=task/none as here, says it only in the environment)."""
+    mine = len(os.sched_getaffinity(0))
+    assert available_cores({}) == mine
+    assert available_cores({"SLURM_CPUS_PER_TASK": "1"}) == 1
+    assert available_cores({"SLURM_CPUS_PER_TASK": "4096"}) == mine
+    assert available_cores({"SLURM_CPUS_PER_TASK": "x"}) == mine
+    page = GT / "goethe" / "goethe_0014.png"
+    run = tmp_path / "run"
+    res = run_cli("run", str(page), "--out", str(run), "--engine", "tesseract",
+                  env={"SLURM_CPUS_PER_TASK": "1", "VLMOCR_WORKERS": ""})
+    assert res.returncode in (0, 2), res.stderr  # 2: Fraktur read as English may be flagged
+    workers = json.loads((run / "run.json").read_text())["workers"]
+    assert (workers["count"], workers["cores"]) == (1, 1)

@@ -75,6 +75,7 @@ import pypdfium2 as pdfium
 from ..exceptions import BadInput, UsageError
 from ..render import MIN_TEXT_CHARS, count_pages, kind_of, shown
 from ..engines.languages import install_hint, suggest_lang, tesseract_has_language
+from ..reading.memory import available_cores
 from ..record import Sizing
 from .facts import (LANG_SAMPLE_CHARS, PageFacts, greek_language, image_facts, mark_shapes, pages_to_check,
                     pdf_facts, text_language, text_script)
@@ -476,7 +477,7 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
 
 def default_workers(docs: int, sheets: bool) -> int:
     """All cores, unless the corpus is too small to repay starting a pool (~0.3 s)."""
-    cores = max(1, os.cpu_count() or 1)
+    cores = available_cores()
     per_worker = 4 if sheets else 200  # documents a worker should have to be worth it
     return max(1, min(cores, docs // per_worker))
 

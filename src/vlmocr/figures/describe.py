@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import os
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
@@ -38,6 +37,7 @@ from typing import Any
 
 from ..config import settings_key
 from ..exceptions import BadInput, ExitCode, UsageError, outcome
+from ..reading.memory import available_cores
 from ..reading.tasks import TaskRunner
 from ..record import LADDER, FigureRecord, Status
 from ..render import DEFAULT_MAX_PIXELS, Sizing, page_pixel_size
@@ -393,7 +393,7 @@ async def _describe(run_dir: Path, opts: DescribeOptions, progress: Callable[[st
     from ..reading.limiter import Limiter
     from ..reading.vlm import make_vlm_reader
 
-    workers = opts.workers or max(1, os.cpu_count() or 1)
+    workers = opts.workers or available_cores()
     try:
         cfg = RunConfig(engine="openai", endpoint=opts.endpoint, model=opts.model, profile=opts.profile,
                         concurrency=opts.concurrency, request_timeout=opts.request_timeout,

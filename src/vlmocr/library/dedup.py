@@ -36,6 +36,7 @@ from ..sources import Document, discover
 from ..store import write_text_atomic
 from .catalog import Catalog, is_library
 from ..store import file_sha256
+from ..reading.memory import available_cores
 
 MIN_USABLE_SHARE = 0.8  # share of pages with a usable text layer for a document to get a text digest
 MIN_TEXT_CHARS = 200  # … and at least this many normalised characters in all
@@ -161,7 +162,7 @@ def dedup(paths: Iterable[str | Path] = (), manifest: Path | None = None, librar
             with Catalog(library, readonly=True) as cat:
                 _by_doc, lib_sha, lib_text = cat.index()  # → lib_id (doc_id--sha), unique in the library
         # A library that does not exist yet holds nothing: every input is new.
-    workers = workers or max(1, min(4, os.cpu_count() or 1))
+    workers = workers or min(4, available_cores())
     prints = _fingerprints([str(d.path) for d in docs], workers)
     result = DedupResult()
     seen_sha: dict[str, str] = {}

@@ -129,6 +129,22 @@ def system_memory(environ: Mapping[str, str] | None = None) -> Memory | None:
     return available_memory()
 
 
+def available_cores(environ: Mapping[str, str] | None = None) -> int:
+    """The cores this process may use: its CPU affinity (a cgroup cpuset, `taskset`, SLURM's
+    task/affinity), and no more than a SLURM job's --cpus-per-task, which a cluster without
+    affinity binding (TaskPlugin=task/none) leaves only in the environment. os.cpu_count()
+    counts the whole node: on a 64-core node a job given 8 CPUs would start 64 workers."""
+    env = os.environ if environ is None else environ
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    slurm = env.get("SLURM_CPUS_PER_TASK", "")
+    if slurm.isdigit() and int(slurm) > 0:
+        cores = min(cores, int(slurm))
+    return max(1, cores)
+
+
 def _gb(mb: float) -> str:
     return f"{mb / 1024:.1f} GB"
 

@@ -23,7 +23,7 @@ from ..engines.registry import CPU_ENGINES, HTTP_ENGINE, OCR_ENGINES, peak_worke
 from ..exceptions import EndpointUnavailable, ExitCode, StoreFailed, UsageError, outcome
 from ..assemble import add_figures, rebuild_documents, write_document
 from .limiter import Limiter
-from .memory import WorkerCount, choose_workers, system_memory
+from .memory import WorkerCount, available_cores, choose_workers, system_memory
 from .bad_inputs import write_bad_inputs
 from .owed import PageCounter, first_reads, reopen, select_pages
 from ..progress import RunProgress
@@ -280,7 +280,7 @@ class Scheduler(TaskRunner):
             readings = (cfg.document_reading(lang) for lang in sorted({d.language for d in docs if d.language}))
             engines = tuple(dict.fromkeys([cfg.reader(), *(way.reader for way in readings if way is not None)]))
         per_worker = peak_worker_mb(engines)
-        self.worker_count = choose_workers(cores=max(1, os.cpu_count() or 1),
+        self.worker_count = choose_workers(cores=available_cores(),
                                            asked=cfg.workers if cfg.workers_given() else None, engines=engines,
                                            per_worker_mb=per_worker, memory=system_memory() if per_worker else None)
         cfg.set_pool_workers(self.worker_count.count)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import multiprocessing
-import os
 import re
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -16,6 +15,7 @@ from typing import Any
 from ..rundir import SourceFinder
 from ..store import atomic_file
 from .gather import Doc, Page, ReportOptions
+from ..reading.memory import available_cores
 
 THUMB_DIR = "thumbs"
 _THUMB_FILE = re.compile(r"[0-9a-f]{20}\.jpg")  # the names _thumb_name gives
@@ -62,7 +62,7 @@ def make_thumbs(flagged: list[Page], docs: list[Doc], opts: ReportOptions, run_i
         if dest not in task_pages:
             tasks.append((str(path), p.page, opts.thumb_size, dest))
         task_pages.setdefault(dest, []).append(p)
-    workers = opts.workers or max(1, min(4, os.cpu_count() or 1))
+    workers = opts.workers or min(4, available_cores())
     say(f"rendering {len(tasks)} thumbnails")
     tasks.sort(key=lambda t: (t[0], t[1]))
     for dest, ok, note, _w, _h in _render_thumbs(tasks, workers):
