@@ -130,3 +130,58 @@ def test_measure_against_the_test_server(triaged):
     res = run_cli("plan", "--triage", str(triaged), "--measure", "--endpoint", "http://127.0.0.1:9/v1",
                   "--sample", "2", env={"VLMOCR_API_KEY": "", "OPENAI_API_KEY": ""})
     assert res.returncode == 5, res.stderr
+
+
+def test_measure_a_cpu_engine_per_core_with_the_slurm_cpu_job(triaged, tmp_path):
+    """Issue 26, point 5: `plan --measure` with a CPU engine reads a sample of the corpus's own pages on
+    this machine and gives pages/h per core, the hours on N cores, and a SLURM CPU array line that
+    `slurm submit` accepts as it stands."""
+    import shutil
+
+    from support.components import need
+
+    need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
+    # A night of under a second: the corpus is too long for this machine.
+    res = run_cli("plan", "--triage", str(triaged), "--measure", "--engine", "tesseract", "--sample", "3",
+                  "--workers", "2", "--cores", "1,16", "--cores-per-task", "4", "--overnight-hours", "0.0002",
+                  "--run", str(tmp_path / "RUN"), "--json")
+    assert res.returncode == 0, res.stderr
+    plan = json.loads(res.stdout)
+    m = plan["measurement"]
+    assert plan["unit"] == "core" and m["engine"] == "tesseract" and m["read_by"] == ["tesseract"]
+    assert m["pages"] == 3 and m["workers"] == 2 and m["worker_mb"] > 0
+    # The rate per core is the pool's rate over its workers; the hours follow from it.
+    assert plan["pages_per_hour"] == round(m["pages_per_hour"] / 2, 1)
+    assert plan["hours"]["1"] == round(12 * 1.3 / plan["pages_per_hour"], 2)
+    assert plan["hours"]["16"] == round(12 * 1.3 / plan["pages_per_hour"] / 16, 2)
+    assert set(plan["hours"]) >= {"1", "16"}  # and this machine's cores
+    job = plan["cpu_job"]
+    core_hours = 12 * 1.3 / plan["pages_per_hour"]
+    assert job["tasks"] == max(1, -(-core_hours // (4 * 0.0002))) and job["cores_per_task"] == 4
+    assert job["command"] in plan["recommendation"] and plan["recommendation"].startswith("Use a CPU cluster")
+    # The proposed line is a real `slurm submit` command: it writes the CPU array script.
+    manifest = tmp_path / "m.csv"
+    assert run_cli("manifest", "--triage", str(triaged), "--out", str(manifest)).returncode == 0
+    argv = job["command"].replace("MANIFEST", str(manifest)).split()[1:]
+    sep = argv.index("--")
+    sub = run_cli(*argv[:sep], "--dry-run", *argv[sep:])
+    assert sub.returncode == 0, sub.stderr
+    script = (tmp_path / "RUN" / "slurm" / "bulk.sbatch").read_text()
+    assert "#SBATCH --cpus-per-task=4" in script and f"#SBATCH --mem={job['mem']}" in script
+    assert f"#SBATCH --time={job['time_limit']}" in script and "--workers 4" in script
+    assert "--gpus" not in script
+
+    # A night long enough: run it here, no cluster.
+    res = run_cli("plan", "--triage", str(triaged), "--measure", "--engine", "tesseract", "--sample", "2")
+    assert res.returncode == 0, res.stderr
+    assert "pages/h per core" in res.stdout and "Recommendation: Run it here overnight" in res.stdout
+
+
+def test_cpu_measure_usage_errors(triaged):
+    res = run_cli("plan", "--triage", str(triaged), "--measure", "--engine", "tesseract",
+                  "--endpoint", "http://127.0.0.1:9/v1")
+    assert res.returncode == 3 and "leave out --endpoint" in res.stderr
+    res = run_cli("plan", "--triage", str(triaged), "--engine", "tesseract", "--pages-per-hour", "5")
+    assert res.returncode == 3 and "--engine goes with --measure" in res.stderr
+    res = run_cli("plan", "--triage", str(triaged), "--measure")
+    assert res.returncode == 3 and "--engine ENGINE" in res.stderr

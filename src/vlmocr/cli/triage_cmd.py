@@ -11,6 +11,7 @@ import typer
 
 from ..exceptions import ExitCode, UsageError
 from ..progress import console
+from ..corpus.plan import DEFAULT_CORES, DEFAULT_CORES_PER_TASK
 from ..corpus.triage import DEFAULT_CHECK_PAGES
 from . import app
 
@@ -58,8 +59,18 @@ def plan_command(
     triage_csv: Path = typer.Option(..., "--triage", help="A CSV written by `vlmocr triage`."),
     pages_per_hour: Optional[float] = typer.Option(None, "--pages-per-hour", "--rate",
                                                    help="OCR pages per hour on one GPU."),
-    measure: bool = typer.Option(False, "--measure", help="Measure the rate now on a sample of the corpus."),
+    measure: bool = typer.Option(False, "--measure", help="Measure the rate now on a sample of the corpus: "
+                                 "against --endpoint (pages/h per GPU), or with a CPU --engine (pages/h per core)."),
     endpoint: Optional[str] = typer.Option(None, help="OpenAI-compatible base URL to measure against."),
+    engine: Optional[str] = typer.Option(None, "--engine", help="With --measure and no --endpoint: the CPU engine to "
+                                         "measure (auto, tesseract, rapidocr…; as for `run`)."),
+    workers: int = typer.Option(1, "--workers", min=1, help="Worker processes for a CPU --measure (the rate per "
+                                "core is their rate ÷ this)."),
+    lang: Optional[str] = typer.Option(None, "--lang", help="Languages for a CPU --measure (default: triage's "
+                                       "suggestion per document, else as for `run`)."),
+    cores: str = typer.Option(",".join(map(str, DEFAULT_CORES)), "--cores", help="Core counts to estimate for (CPU)."),
+    cores_per_task: int = typer.Option(DEFAULT_CORES_PER_TASK, "--cores-per-task", min=1,
+                                       help="CPUs of one SLURM task in the proposed CPU array."),
     profile: Optional[List[str]] = typer.Option(None, help="Model profile for --measure; with --partitions, the "
                                                 "profiles to place (repeatable; default all)."),
     model: Optional[str] = typer.Option(None, help="Model name served by the endpoint."),
@@ -80,7 +91,9 @@ def plan_command(
 ) -> int:
     """Pages to OCR vs served by the text layer, hours on 1…N GPUs, and where to run it; with
     --partitions, which partitions hold each profile's model and how to split the pages."""
-    from ..corpus.plan import load_corpus, make_plan, measure as measure_rate, parse_gpus, render_plan
+    from ..corpus.plan import load_corpus, make_cpu_plan, make_plan, measure as measure_rate, parse_gpus, render_plan
+    from ..engines.registry import HTTP_ENGINE
+    from ..reading.memory import available_cores
 
     profiles = list(profile or [])
     if split_out is not None:
@@ -100,9 +113,31 @@ def plan_command(
     corpus = load_corpus(triage_csv)
     measurement = None
     rate: Optional[float] = None
+    cpu = engine is not None and engine != HTTP_ENGINE
+    if measure and cpu:
+        if endpoint:
+            raise UsageError(f"--engine {engine} reads on this machine's CPU: leave out --endpoint")
+        if pages_per_hour is not None:
+            raise UsageError("give --pages-per-hour or --measure, not both")
+        if parts is not None:
+            raise UsageError("--partitions places GPU models: leave it out when measuring a CPU --engine")
+        measurement = measure_rate(triage_csv, engine=engine, workers=workers, lang=lang, sample=sample,
+                                   progress=True)
+        plan = make_cpu_plan(corpus, measurement, cores, local_cores=available_cores(),
+                             cores_per_task=cores_per_task, retry_overhead=retry_overhead,
+                             overnight_hours=overnight_hours, manifest=str(manifest) if manifest else "MANIFEST",
+                             run=run)
+        if json_out:
+            print(json.dumps(plan.as_dict()), flush=True)
+        else:
+            print(render_plan(plan), end="", flush=True)
+        return int(ExitCode.ok)
+    if engine is not None and not measure:
+        raise UsageError("--engine goes with --measure")
     if measure:
         if not endpoint:
-            raise UsageError("--measure needs --endpoint URL")
+            raise UsageError("--measure needs --endpoint URL (a VLM endpoint), or --engine ENGINE to measure a CPU "
+                             "engine on this machine")
         if pages_per_hour is not None:
             raise UsageError("give --pages-per-hour or --measure, not both")
         if len(profiles) > 1:

@@ -1,8 +1,9 @@
-"""From a triage CSV to an estimate: pages to OCR, hours on 1…N GPUs, and where to run.
+"""From a triage CSV to an estimate: pages to OCR, hours on 1…N GPUs or cores, and where to run.
 
 The rate is either given (`pages_per_hour`, per GPU) or measured now by reading a sample of
-the corpus's own pages against an endpoint with `vlmocr.reading.scheduler` — the same client, retries and
-settings a real run uses — in a temporary run directory."""
+the corpus's own pages with `vlmocr.reading.scheduler` — the same engine, retries and settings a
+real run uses — in a temporary run directory: against an endpoint (pages/h per GPU), or with a
+CPU engine (pages/h per core: the pool's rate divided by its workers, one process per core)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..engines.registry import HTTP_ENGINE
 from ..exceptions import UsageError, VlmocrError
 from .triage import estimated_text_pages, read_rows
 
 RETRY_OVERHEAD = 0.30  # extra time for retries, ladder steps and re-reads
 OVERNIGHT_HOURS = 12.0  # what "a night on the local machine" means
 DEFAULT_GPUS = (1, 2, 4, 8)
+DEFAULT_CORES = (1, 8, 32, 128, 512)
+DEFAULT_CORES_PER_TASK = 32  # CPUs of one SLURM task in the proposed CPU array
 
 
 @dataclass
@@ -82,6 +86,25 @@ class Measurement:
     statuses: dict[str, int] = field(default_factory=dict)
     endpoint: str = ""
     profile: str = ""
+    engine: str = "openai"  # what read the sample: openai (a VLM endpoint) or a CPU engine
+    workers: int = 0  # a CPU measurement's worker processes (the rate per core is ÷ this)
+    worker_mb: int | None = None  # a CPU engine's peak memory per worker (engines/registry.py)
+    read_by: list[str] = field(default_factory=list)  # the engines that read the sample (auto picks)
+
+    @property
+    def engines(self) -> str:
+        """`auto (rapidocr)`: the engine asked for, and what read the pages when that differs."""
+        used = ", ".join(self.read_by)
+        return f"{self.engine} ({used})" if used and used != self.engine else self.engine
+
+    @property
+    def cpu(self) -> bool:
+        return self.engine != HTTP_ENGINE
+
+    @property
+    def per_unit(self) -> float:
+        """Pages/h of one core (a CPU measurement) or of the whole endpoint."""
+        return round(self.pages_per_hour / self.workers, 1) if self.cpu and self.workers else self.pages_per_hour
 
 
 def _busy_window(pages_jsonl: Path) -> float:
@@ -143,35 +166,57 @@ def sample_pages(triage_csv: Path, n: int, seed: int = 0) -> list[tuple[str, str
     return picks
 
 
-def measure(triage_csv: Path, endpoint: str, profile: str | None = None, model: str | None = None,
+def _sample_manifest(path: Path, picks: list[tuple[str, str, list[int]]], languages: dict[str, str]) -> None:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    suggested = any(languages.get(doc_id) for doc_id, _, _ in picks)
+    # Triage's suggested language goes with each document, as `vlmocr manifest --triage` writes it:
+    # a Fraktur book is measured with the model a real run would read it with.
+    w.writerow(["doc_id", "path", "pages", *(["language", "language_from"] if suggested else [])])
+    for doc_id, doc_path, pages in picks:
+        lang = languages.get(doc_id, "")
+        w.writerow([doc_id, doc_path, ",".join(map(str, pages)),
+                    *([lang, "triage" if lang else ""] if suggested else [])])
+    path.write_text(buf.getvalue(), encoding="utf-8")
+
+
+def measure(triage_csv: Path, endpoint: str | None = None, profile: str | None = None, model: str | None = None,
             sample: int = 20, concurrency: int | None = None, workdir: Path | None = None,
-            progress: bool = False, seed: int = 0) -> Measurement:
-    """Read a sample of the corpus's pages against `endpoint` with `vlmocr.reading.scheduler` and return the
-    rate over the busy window (first page started → last page finished, from the records), so
-    the run's start-up (model check, worker pool) does not count; slow pages and retries do."""
+            progress: bool = False, seed: int = 0, engine: str = HTTP_ENGINE, workers: int | None = None,
+            lang: str | None = None) -> Measurement:
+    """Read a sample of the corpus's pages with `vlmocr.reading.scheduler` and return the rate over
+    the busy window (first page started → last page finished, from the records), so the run's
+    start-up (model check, worker pool, an engine's models loading) does not count; slow pages and
+    retries do. `engine` openai reads against `endpoint`; a CPU engine reads with `workers`
+    processes (default 1: the rate of one core)."""
     from ..config import load_config
+    from ..engines.registry import peak_worker_mb
     from ..progress import RunProgress
     from ..reading.scheduler import run
 
+    cpu = engine != HTTP_ENGINE
+    if not cpu and not endpoint:
+        raise UsageError("--measure needs --endpoint URL (a VLM endpoint), or --engine with a CPU engine")
     picks = sample_pages(triage_csv, sample, seed)
     if not picks:
         raise UsageError(f"{triage_csv}: no readable pages to measure on")
+    languages = {row["doc_id"]: (row.get("suggest_lang") or "").strip() for row in read_rows(triage_csv)} if cpu else {}
     with tempfile.TemporaryDirectory(prefix="vlmocr-measure-") as tmp:
         base = Path(workdir) if workdir else Path(tmp)
         base.mkdir(parents=True, exist_ok=True)
         manifest = base / "sample.csv"
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(["doc_id", "path", "pages"])
-        for doc_id, path, pages in picks:
-            w.writerow([doc_id, path, ",".join(map(str, pages))])
-        manifest.write_text(buf.getvalue(), encoding="utf-8")
-        # The same layers as `vlmocr run` (VLMOCR_* environment, defaults), read by the VLM engine.
-        cfg = load_config(dict(manifest=manifest, out=base / "run", engine="openai", endpoint=endpoint,
-                               profile=profile, model=model, concurrency=concurrency, force=True))
+        _sample_manifest(manifest, picks, languages)
+        # The same layers as `vlmocr run` (VLMOCR_* environment, defaults).
+        settings: dict[str, Any] = dict(manifest=manifest, out=base / "run", engine=engine, force=True)
+        if cpu:
+            settings.update(workers=workers or 1, lang=lang)
+        else:
+            settings.update(endpoint=endpoint, profile=profile, model=model, concurrency=concurrency)
+        cfg = load_config({k: v for k, v in settings.items() if v is not None})
         cfg.shard, cfg.retry_only, cfg.inputs = None, False, []  # every sampled page, whatever the environment
         summary = run(cfg, RunProgress(enabled=progress))
         window = _busy_window(base / "run" / "pages.jsonl")
+        used = _engines_used(base / "run" / "pages.jsonl") if cpu else ()
     if summary.interrupted:
         raise VlmocrError("measurement interrupted", exit_code=summary.exit_code())
     read = summary.ok + summary.fallback + summary.review
@@ -179,12 +224,22 @@ def measure(triage_csv: Path, endpoint: str, profile: str | None = None, model: 
         raise VlmocrError(f"no page of the sample was read ({summary.done_line()})", exit_code=summary.exit_code())
     if window <= 0:
         window = summary.seconds
+    pool = cfg.pool_workers() if cpu else 0
     # Pages read (ok, fallback or review), not records: a page the ladder read three times
     # counts once, and its three attempts' time is in the window.
     return Measurement(pages=read, seconds=round(window, 2),
                        pages_per_hour=round(read / window * 3600, 1),
                        run_seconds=round(summary.seconds, 2), run_pages_per_hour=round(summary.pages_per_hour, 1),
-                       statuses=dict(summary.statuses), endpoint=endpoint, profile=profile or "generic")
+                       statuses=dict(summary.statuses), endpoint=endpoint or "",
+                       profile=(profile or "generic") if not cpu else "", engine=engine, workers=pool,
+                       worker_mb=peak_worker_mb(used) if cpu else None, read_by=list(used))
+
+
+def _engines_used(pages_jsonl: Path) -> tuple[str, ...]:
+    """The CPU engines that read the sample (auto picks per document), for their memory."""
+    from ..store import iter_records
+
+    return tuple(sorted({str(r["engine"]) for r in iter_records(pages_jsonl) if r.get("engine")}))
 
 
 # ---------------------------------------------------------------- the plan
@@ -193,31 +248,68 @@ def measure(triage_csv: Path, endpoint: str, profile: str | None = None, model: 
 @dataclass
 class Plan:
     corpus: Corpus
-    pages_per_hour: float  # per GPU
+    pages_per_hour: float  # per GPU, or per core
     rate_source: str
     retry_overhead: float
     overnight_hours: float
-    hours: dict[int, float]  # GPUs → wall hours for the OCR pages, retries included
+    hours: dict[int, float]  # GPUs (cores) → wall hours for the OCR pages, retries included
     recommendation: str
     measurement: Measurement | None = None
+    unit: str = "GPU"  # GPU | core
+    cpu_job: CpuJob | None = None  # the SLURM CPU array that reads the corpus in one night
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["hours"] = {str(g): round(h, 2) for g, h in self.hours.items()}
         d["corpus"]["sampled"] = self.corpus.sampled
+        if self.cpu_job is not None:
+            d["cpu_job"]["command"] = self.cpu_job.command()
         return d
 
 
-def parse_gpus(spec: str | Iterable[int]) -> list[int]:
+@dataclass
+class CpuJob:
+    """A SLURM array of CPU tasks sized to finish in one night: `vlmocr slurm submit` with the
+    engine's workers filling each task's CPUs (one worker process per core)."""
+
+    tasks: int
+    cores_per_task: int
+    hours_per_task: float  # expected, retries included
+    time_limit: str  # the expected hours ×1.5 and a quarter hour for start-up, rounded up to 15 min
+    mem: str  # the engine's workers' peak memory ×1.25, and 2 GB for the rest
+    engine: str
+    manifest: str = "MANIFEST"
+    run: str = "RUN"
+
+    def command(self) -> str:
+        return (f"vlmocr slurm submit --manifest {self.manifest} --out {self.run} --shards {self.tasks} "
+                f"--cpus-per-task {self.cores_per_task} --mem {self.mem} --time {self.time_limit} "
+                f"-- --engine {self.engine} --workers {self.cores_per_task}")
+
+
+def cpu_job(core_hours: float, cores_per_task: int, overnight_hours: float, engine: str,
+            worker_mb: int | None, manifest: str = "MANIFEST", run: str = "RUN") -> CpuJob:
+    tasks = max(1, math.ceil(core_hours / (cores_per_task * overnight_hours)))
+    per_task = core_hours / (tasks * cores_per_task)
+    minutes = math.ceil((per_task * 1.5 * 60 + 15) / 15) * 15
+    mem_gb = math.ceil(((worker_mb or 256) * cores_per_task * 1.25 + 2048) / 1024)
+    return CpuJob(tasks=tasks, cores_per_task=cores_per_task, hours_per_task=round(per_task, 2),
+                  time_limit=f"{minutes // 60}:{minutes % 60:02d}:00", mem=f"{mem_gb}G", engine=engine,
+                  manifest=manifest, run=run)
+
+
+def parse_gpus(spec: str | Iterable[int], option: str = "--gpus") -> list[int]:
+    """GPU (or, for `option` --cores, core) counts from a list like 1,2,4,8."""
+    what = "core" if option == "--cores" else "GPU"
     if isinstance(spec, str):
         try:
             values = [int(x) for x in spec.replace(" ", "").split(",") if x]
         except ValueError:
-            raise UsageError(f"--gpus {spec!r}: expected a list like 1,2,4,8") from None
+            raise UsageError(f"{option} {spec!r}: expected a list like 1,2,4,8") from None
     else:
         values = list(spec)
     if not values or any(v < 1 for v in values):
-        raise UsageError("--gpus: give at least one GPU count, each >= 1")
+        raise UsageError(f"{option}: give at least one {what} count, each >= 1")
     return sorted(set(values))
 
 
@@ -264,6 +356,42 @@ def make_plan(corpus: Corpus, pages_per_hour: float, gpus: Iterable[int] = DEFAU
     return Plan(corpus, pages_per_hour, rate_source, retry_overhead, overnight_hours, hours, rec, measurement)
 
 
+def make_cpu_plan(corpus: Corpus, measurement: Measurement, cores: Iterable[int] = DEFAULT_CORES,
+                  local_cores: int = 1, cores_per_task: int = DEFAULT_CORES_PER_TASK,
+                  retry_overhead: float = RETRY_OVERHEAD, overnight_hours: float = OVERNIGHT_HOURS,
+                  manifest: str = "MANIFEST", run: str = "RUN") -> Plan:
+    """The plan for a CPU engine, from a rate per core measured on the corpus's own pages: hours on
+    N cores, this machine's included, and the SLURM CPU array that finishes in one night."""
+    rate = measurement.per_unit
+    if rate <= 0:
+        raise UsageError("the measured rate is 0 pages/h")
+    counts = sorted(set(parse_gpus(cores, "--cores")) | {local_cores})
+    core_hours = corpus.ocr_pages * (1 + retry_overhead) / rate
+    hours = {n: core_hours / n for n in counts}
+    engine = measurement.engine
+    said = f"{rate:,.0f} pages/h per core with {measurement.engines}"
+    job = cpu_job(core_hours, cores_per_task, overnight_hours, engine, measurement.worker_mb, manifest, run)
+    here = hours[local_cores]
+    if corpus.ocr_pages == 0:
+        rec = (f"Nothing needs OCR: the text layer serves all {corpus.pages:,} pages. Run "
+               "`vlmocr run --engine auto` on this machine.")
+        job = None
+    elif here <= overnight_hours:
+        rec = (f"Run it here overnight: {corpus.ocr_pages:,} pages to OCR at {said} take {_duration(here)} on "
+               f"this machine's {local_cores} core(s) (+{retry_overhead:.0%} for retries), within a "
+               f"{overnight_hours:g} h night (`vlmocr run --manifest {manifest} --out {run} --engine {engine}`).")
+        job = None
+    else:
+        rec = (f"Use a CPU cluster: {corpus.ocr_pages:,} pages to OCR at {said} take {_duration(here)} on this "
+               f"machine's {local_cores} core(s) (+{retry_overhead:.0%} for retries); {job.tasks} task(s) of "
+               f"{job.cores_per_task} cores ({job.tasks * job.cores_per_task:,} cores) take about "
+               f"{_duration(job.hours_per_task)}, one night: `{job.command()}`")
+    source = (f"measured now: {measurement.pages} pages in {measurement.seconds:.1f} s with {measurement.engines}, "
+              f"{measurement.workers} worker process(es)")
+    return Plan(corpus, rate, source, retry_overhead, overnight_hours, hours, rec, measurement, unit="core",
+                cpu_job=job)
+
+
 def render_plan(plan: Plan) -> str:
     c = plan.corpus
     out = io.StringIO()
@@ -276,10 +404,13 @@ def render_plan(plan: Plan) -> str:
               f"blank: {c.blank_pages:,})\n")
     if c.sampled:
         out.write(f"  (text-layer share estimated from {c.pages_checked:,} checked pages)\n")
-    out.write(f"Rate: {plan.pages_per_hour:,.0f} pages/h per GPU ({plan.rate_source})\n")
+    unit = plan.unit
+    out.write(f"Rate: {plan.pages_per_hour:,.0f} pages/h per {unit} ({plan.rate_source})\n")
     out.write(f"Hours for the pages to OCR, +{plan.retry_overhead:.0%} for retries:\n")
-    out.write("  GPUs       hours  fits a night?\n")
+    out.write(f"  {unit + 's':>5}       hours  fits a night?\n")
     for g, h in plan.hours.items():
-        out.write(f"  {g:>4}  {h:>10.2f}  {'yes' if h <= plan.overnight_hours else 'no'}\n")
+        out.write(f"  {g:>5}  {h:>10.2f}  {'yes' if h <= plan.overnight_hours else 'no'}\n")
+    if plan.measurement is not None and plan.measurement.worker_mb:
+        out.write(f"Memory: ~{plan.measurement.worker_mb:,} MB per worker process ({plan.measurement.engines})\n")
     out.write(f"Recommendation: {plan.recommendation}\n")
     return out.getvalue()
