@@ -20,10 +20,10 @@ imported (no GPU, no torch needed):
 
 It writes the result per profile x version and each profile's recipe digest to
 releases_checked.json (tests fail when a profile changes without a new check) and, with
---readme, the table in README.md.
+--docs, the table in docs/servers.md.
 
     python scripts/check_releases.py                    # the versions in releases_checked.json
-    python scripts/check_releases.py --vllm 0.31.0 0.34.0 --sglang 0.5.23 --readme
+    python scripts/check_releases.py --vllm 0.31.0 0.34.0 --sglang 0.5.23 --docs
 """
 
 from __future__ import annotations
@@ -349,7 +349,7 @@ def main() -> int:
     parser.add_argument("--vllm", nargs="*", default=previous["versions"].get("vllm", ["0.31.0", "0.32.0", "0.33.0", "0.34.0"]))
     parser.add_argument("--sglang", nargs="*", default=previous["versions"].get("sglang", ["0.5.10.post1", "0.5.23"]))
     parser.add_argument("--cache", type=Path, default=Path("/tmp/vlmocr-releases"))
-    parser.add_argument("--readme", action="store_true", help="rewrite the table in README.md")
+    parser.add_argument("--docs", action="store_true", help="rewrite the table in docs/servers.md")
     args = parser.parse_args()
     args.cache.mkdir(parents=True, exist_ok=True)
     versions = {"vllm": args.vllm, "sglang": args.sglang}
@@ -370,11 +370,11 @@ def main() -> int:
     CHECKED_FILE.write_text(json.dumps(out, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     print(f"wrote {CHECKED_FILE}: {len(out['profiles'])} profiles x {len(releases)} versions, {failed} failing",
           file=sys.stderr)
-    if args.readme:
-        readme = REPO / "README.md"
-        text = readme.read_text(encoding="utf-8")
+    if args.docs:
+        page = REPO / "docs" / "servers.md"
+        text = page.read_text(encoding="utf-8")
         start, end = text.index(TABLE_START) + len(TABLE_START), text.index(TABLE_END)
-        readme.write_text(text[:start] + "\n\n" + release_table(out) + "\n" + text[end:], encoding="utf-8")
+        page.write_text(text[:start] + "\n\n" + release_table(out) + "\n" + text[end:], encoding="utf-8")
     return 1 if failed else 0
 
 

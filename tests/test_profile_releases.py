@@ -13,7 +13,7 @@ from vlmocr.profiles.releases import (TABLE_END, TABLE_START, load_checked, reci
 def test_every_shipped_profile_is_the_one_checked_against_the_releases():
     stale = stale_profiles()
     assert not stale, (f"profiles changed since they were checked against the released servers: {stale}; "
-                       "run `python scripts/check_releases.py --readme` and commit its file")
+                       "run `python scripts/check_releases.py --docs` and commit its file")
 
 
 def test_the_check_covers_the_versions_the_issue_names_and_nothing_fails():
@@ -40,7 +40,7 @@ def test_a_changed_recipe_changes_its_digest():
     assert recipe_digest(reworded) == recipe_digest(prof)  # only what reaches a server counts
 
 
-def test_the_readme_table_is_the_one_the_check_wrote():
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+def test_the_docs_table_is_the_one_the_check_wrote():
+    text = (REPO / "docs" / "servers.md").read_text(encoding="utf-8")
     table = text[text.index(TABLE_START) + len(TABLE_START):text.index(TABLE_END)].strip()
     assert table == release_table().strip()

@@ -34,8 +34,8 @@ def test_every_manifest_option_names_the_language_column():
         assert "doc_id,path[,pages,dpi,language]" in flat(res.stdout), command
 
 
-def test_the_readme_says_the_same_rule():
-    text = flat((REPO / "README.md").read_text(encoding="utf-8"))
+def test_the_user_guide_says_the_same_rule():
+    text = flat((REPO / "docs" / "user-guide.md").read_text(encoding="utf-8"))
     assert "RapidOCR for Latin-script languages, Fraktur included" in text
     assert "for a script RapidOCR's shipped models cannot read" in text
 

@@ -5,7 +5,7 @@
 logits processors it ships and the request fields it validates, and writes, per profile, the
 digest of what the profile sends to a server and the result per server version. A profile whose
 digest is not the checked one has changed since the check (tests/test_profile_releases.py fails
-until the script is run again), and the README's table is made from the same file
+until the script is run again), and the table in docs/servers.md is made from the same file
 (``release_table``)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 from . import Profile, list_profiles
 
 CHECKED_FILE = Path(__file__).resolve().parent / "releases_checked.json"
-TABLE_START = "<!-- releases table: python scripts/check_releases.py --readme -->"
+TABLE_START = "<!-- releases table: python scripts/check_releases.py --docs -->"
 TABLE_END = "<!-- end of releases table -->"
 
 
@@ -55,7 +55,7 @@ def _cell(result: dict[str, Any]) -> str:
 
 
 def release_table(checked: dict[str, Any] | None = None) -> str:
-    """The README's table: one row per profile and server, one column per checked version."""
+    """The table in docs/servers.md: one row per profile and server, one column per checked version."""
     data = checked if checked is not None else load_checked()
     versions: dict[str, list[str]] = data["versions"]
     lines = []
@@ -76,7 +76,7 @@ def release_table(checked: dict[str, Any] | None = None) -> str:
                  "means every option `serve` writes, every logits processor it names and every request field the "
                  "client sends exist in that release as the recipe uses them; whether the release's model code "
                  "reads the model well needs a GPU and is not checked here. `python scripts/check_releases.py "
-                 "--readme` checks again and rewrites this table.")
+                 "--docs` checks again and rewrites this table.")
     return "\n".join(lines).rstrip() + "\n"
 
 
