@@ -87,6 +87,12 @@ class PageRecord(BaseModel):
     # when there is no reading (error, bad_input) or the record predates it.
     quality: dict[str, Any] | None = None
     engine: str = ""
+    # The language the page was read as (Tesseract's names, as given): its document's, from the
+    # manifest (a person's column) or triage's suggestion, else the run's (--lang, a VLM profile's,
+    # or the default); `language_from` says which: manifest | triage | --lang | profile | default.
+    # The word list it was judged by is quality.language (a guess from the text may differ).
+    language: str | None = None
+    language_from: str | None = None
     # Why `engine` read this page, when vlmocr chose it: `auto`'s choice for the run
     # ("tesseract: installed with deu", "rapidocr: tesseract has no data for grc"), for the document's
     # stated language ("tesseract: the document's language grc: installed with grc, …") or a composite's
@@ -125,7 +131,7 @@ class PageRecord(BaseModel):
         # Every schema field is present (null when unknown) so consumers never guess; the
         # optional structures appear only when an engine produced them.
         data = self.model_dump(mode="json", by_alias=True)
-        for optional in ("quality", "engine_choice", "server", "blocks", "fields"):
+        for optional in ("quality", "engine_choice", "server", "blocks", "fields", "language", "language_from"):
             if data.get(optional) is None:
                 data.pop(optional, None)
         return data
@@ -222,6 +228,9 @@ class PageTask:
     engine_choice: str | None = None
     # The language is a suggestion (triage's), not a person's word: wrong_language does not judge by it.
     language_suggested: bool = False
+    # The run's language and where it came from (PageReader.run_language): the page's when its
+    # document states none.
+    run_language: tuple[str, str] | None = None
 
     def at(self, **changes: Any) -> "PageTask":
         return dataclasses.replace(self, **changes)
@@ -232,8 +241,17 @@ class PageTask:
             return [self]
         return [self.at(page=p, attempt=a, pages=(), attempts=()) for p, a in zip(self.pages, self.attempts)]
 
+    def read_as(self) -> tuple[str | None, str | None]:
+        """(language, where it came from) the page is read as: its document's, else the run's."""
+        if self.language:
+            return self.language, "triage" if self.language_suggested else "manifest"
+        return self.run_language if self.run_language else (None, None)
+
     def record(self, status: Status, **fields: Any) -> "PageRecord":
         """A record of this page: the fields every record of it carries, whatever becomes of it."""
+        language, origin = self.read_as()
+        fields.setdefault("language", language)
+        fields.setdefault("language_from", origin)
         return PageRecord(doc_id=self.doc_id, source=self.source, page=self.page, doc_pages=self.doc_pages,
                           key=self.key, attempt=self.attempt, status=status, **fields)
 

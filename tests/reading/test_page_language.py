@@ -100,6 +100,12 @@ def test_the_vlm_answer_is_judged_in_the_manifest_or_profile_language(tmp_path):
     assert runs["manifest"][("plain", 1)]["quality"]["script"] == "Latn"
     assert runs["profile"][("plain", 1)]["quality"]["script"] == "Latf"
     assert runs["explicit"][("plain", 1)]["quality"]["script"] == "Latn"
+    # Every record names the language its page was read as, and where that came from (issue 27).
+    read_as = {name: {doc: (runs[name][(doc, 1)]["language"], runs[name][(doc, 1)]["language_from"])
+                      for doc in ("stated", "plain")} for name in runs}
+    assert read_as == {"manifest": {"stated": ("grc", "manifest"), "plain": ("eng", "default")},
+                       "profile": {"stated": ("grc", "manifest"), "plain": ("frk", "profile")},
+                       "explicit": {"stated": ("grc", "manifest"), "plain": ("dan", "--lang")}}
 
 
 def test_slurm_staging_keeps_the_language(tmp_path):

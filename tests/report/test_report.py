@@ -317,6 +317,48 @@ def test_document_view_from_the_table(flagged, page) -> None:
     assert link == [f"review.html#q=all&n={n}" for n in range(5)]
 
 
+@pytest.mark.browser
+def test_each_page_shows_the_language_it_was_read_as(tmp_path: Path, page) -> None:
+    """Issue 27, point 3: the report showed `lang eng` (the run's setting) for pages read as dan and
+    frk. Every record names the language its page was read as and where that came from (a person's
+    manifest column, triage's suggestion, the run's default); the report shows it per document, per
+    page and for the run."""
+    import csv
+
+    lines = {"dansk": ["Kaere Hr. Jensen, tak for Deres brev af den femte maj.", "Vi sender bogerne i morgen."],
+             "fraktur": ["Der Hauptmann befahl den Abmarsch der Kompanie.", "Die Bruecke war gesprengt worden."],
+             "english": ["Dear Sir, thank you for the books which arrived.", "We shall pay by the end of the month."]}
+    for name, text in lines.items():
+        make_text_pdf(tmp_path / f"{name}.pdf", [text])
+    manifest = tmp_path / "m.csv"
+    with manifest.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["doc_id", "path", "language", "language_from"])
+        w.writerows([["dansk", tmp_path / "dansk.pdf", "dan", ""], ["fraktur", tmp_path / "fraktur.pdf", "frk", "triage"],
+                     ["english", tmp_path / "english.pdf", "", ""]])
+    run = tmp_path / "run"
+    proc = run_cli("run", "--manifest", str(manifest), "--out", str(run), "--engine", "textlayer")
+    assert proc.returncode in (0, 2), proc.stderr
+    read = {r["doc_id"]: (r["language"], r["language_from"]) for r in iter_records(run / PAGES_FILE)}
+    assert read == {"dansk": ("dan", "manifest"), "fraktur": ("frk", "triage"), "english": ("eng", "default")}
+    # Truth that differs flags the English page, so the review queue shows its facts.
+    truth = tmp_path / "truth.csv"
+    truth.write_text("doc_id,page,text\nenglish,1,Something else entirely\n", encoding="utf-8")
+    out = tmp_path / "report"
+    assert run_cli("report", str(run), "--out", str(out), "--truth", str(truth)).returncode == 0
+    index = (out / "index.html").read_text(encoding="utf-8")
+    assert "<th>pages read as</th><td>dan 1, eng 1, frk 1</td>" in index
+    assert "<th>lang (run setting)</th><td>eng</td>" in index
+    page.goto(_url(out / "index.html"))
+    page.wait_for("document.getElementById('doc-table').dataset.loaded === '1'")
+    langs = page.eval("Object.fromEntries([...document.querySelectorAll('#doc-table tbody tr')].map(tr => "
+                      "[tr.querySelector('td a').textContent, tr.children[1].textContent]))")
+    assert langs == {"dansk": "dan", "fraktur": "frk", "english": "eng"}
+    page.goto(_url(out / "review.html", "q=all&n=0"))
+    page.wait_for("!!document.getElementById('f-language')")
+    assert page.eval("document.getElementById('f-language').textContent") == "eng (default); judged by the en word list"
+
+
 # ------------------------------------------------------------------------------ a large run
 
 LARGE_DOCS, LARGE_PAGES = 400, 50  # 20 000 pages

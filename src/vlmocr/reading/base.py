@@ -23,6 +23,11 @@ class PageReader:
     def sizing(self, doc_dpi: float | None = None) -> Sizing:
         raise NotImplementedError
 
+    def run_language(self) -> tuple[str, str] | None:
+        """(the run's language, where it came from: --lang | profile | default), which a page is
+        read as when its document states none; None for a reader that reads no language."""
+        return None
+
     def key_material(self, doc_dpi: float | None = None) -> dict[str, Any]:
         """Everything that changes a page's text under this reader: the settings key's input."""
         raise NotImplementedError

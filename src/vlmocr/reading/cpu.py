@@ -24,6 +24,9 @@ class CpuReader(PageReader):
     def key_material(self, doc_dpi: float | None = None) -> dict[str, Any]:
         return self.cfg.key_material(doc_dpi)
 
+    def run_language(self) -> tuple[str, str] | None:
+        return self.cfg.lang, "--lang" if "lang" in self.cfg.model_fields_set else "default"
+
     def doc_key_material(self, doc_dpi: float | None, language: str | None) -> dict[str, Any]:
         return self.cfg.key_material(doc_dpi, language=language)
 

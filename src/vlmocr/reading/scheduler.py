@@ -407,7 +407,8 @@ class Scheduler(TaskRunner):
                          doc_pages=doc_pages, key=key, engine=cfg.engine, reader=way.reader if way else cfg.reader(),
                          sizing=self.reader.sizing(doc.dpi), language=doc.language,
                          ocr_lang=way.tesseract_lang if way else None, engine_choice=way.choice if way else None,
-                         language_suggested=doc.language_from == "triage")
+                         language_suggested=doc.language_from == "triage",
+                         run_language=self.reader.run_language())
 
         def spec(p: int, attempt: int) -> PageTask:
             return first.at(page=p, attempt=attempt)

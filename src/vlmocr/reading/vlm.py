@@ -300,7 +300,7 @@ class VlmReader(PageReader):
         stated = fields.get("language") if isinstance(fields, dict) else None
         ink = None if any(is_figure_block(b) for b in blocks or ()) else prep.ink
         return judge_reading(status, Reading(text=text, confidence=confidence), "openai", ink=ink,
-                             lang=self.run_language, stated_lang=str(stated) if stated else None,
+                             lang=self.run_language()[0], stated_lang=str(stated) if stated else None,
                              page_lang=task.language, known_lang=self.known_language,
                              suggested=task.language_suggested)
 
@@ -310,13 +310,14 @@ class VlmReader(PageReader):
         says how its model's pages are judged, not what this collection is written in."""
         return self.cfg.lang if "lang" in self.cfg.model_fields_set else None
 
-    @property
-    def run_language(self) -> str:
+    def run_language(self) -> tuple[str, str]:
         """--lang when given (command line, config file, VLMOCR_LANG), else the profile's
         `language`, else the default."""
-        if "lang" in self.cfg.model_fields_set or not self.profile.language:
-            return self.cfg.lang
-        return self.profile.language
+        if "lang" in self.cfg.model_fields_set:
+            return self.cfg.lang, "--lang"
+        if self.profile.language:
+            return self.profile.language, "profile"
+        return self.cfg.lang, "default"
 
     def _record(self, task: PageTask, status: Status, t0: float, *, prep: Prepared | None = None,
                 flags: list[str] | None = None, **fields: Any) -> PageRecord:

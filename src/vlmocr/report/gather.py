@@ -18,7 +18,8 @@ from ..store import final_records, iter_records
 
 STATUS_ORDER: tuple[str, ...] = tuple(s.value for s in Status)
 _KEEP_FIELDS = ("doc_id", "source", "page", "status", "text", "engine", "model", "finish_reason", "attempt", "flags",
-                "quality", "error", "seconds", "width", "height", "dpi", "tokens_in", "tokens_out", "finished_at", "key")
+                "quality", "error", "seconds", "width", "height", "dpi", "tokens_in", "tokens_out", "finished_at", "key",
+                "language", "language_from")
 
 
 @dataclass
@@ -87,6 +88,21 @@ class RunData:
 def status_group(status: str) -> str:
     """ok / fallback / review / failed; a status this version does not know counts as failed."""
     return Status(status).group if status in STATUS_ORDER else "failed"
+
+
+def read_as(rec: dict[str, Any]) -> str | None:
+    """The language a record's page was read as (record.language), else the word list it was
+    judged by (quality.language, records from before the field)."""
+    lang = rec.get("language") or (rec.get("quality") or {}).get("language")
+    return str(lang) if lang else None
+
+
+def languages_read(pages: list[Any]) -> str:
+    """`frk` or `dan 3, eng 1`: the languages a document's (or a run's) pages were read as."""
+    counts = Counter(lang for p in pages if p.page > 0 and (lang := read_as(p.rec)))
+    if len(counts) <= 1:
+        return next(iter(counts), "")
+    return ", ".join(f"{lang} {n:,}" for lang, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def micro_cer(pages: list[Page]) -> float | None:

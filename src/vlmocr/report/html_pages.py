@@ -13,7 +13,7 @@ from html import escape
 from typing import Any
 
 from . import svg
-from .gather import STATUS_ORDER, Page, ReportOptions, RunData, status_group
+from .gather import STATUS_ORDER, Page, ReportOptions, RunData, languages_read, status_group
 from .review import queue_label
 
 PREVIEW_ROWS = 100  # flagged pages listed on the index page
@@ -134,13 +134,17 @@ def _charts(ctx: IndexContext) -> str:
     return '<div class="charts">' + "".join(c for c in charts if c) + "</div>"
 
 
-def _settings_table(run_info: dict[str, Any]) -> str:
+def _settings_table(run_info: dict[str, Any], read: str = "") -> str:
+    """The run's settings; `read`: the languages its pages were read as (a document's own from
+    its manifest row beats the run's --lang, so the setting alone would say `eng` for Danish)."""
     settings = run_info.get("settings") or {}
     rows = []
     for key in ("engine", "ocr_engine", "model", "profile", "endpoint", "dpi", "longest_side", "lang", "workers",
                 "concurrency", "shard"):
         if settings.get(key) not in (None, "", []):
-            rows.append((key, settings[key]))
+            rows.append(("lang (run setting)" if key == "lang" else key, settings[key]))
+    if read:
+        rows.append(("pages read as", read))
     used = run_info.get("workers")
     if isinstance(used, dict) and used.get("count") is not None:
         # The workers the run started (memory may hold fewer than the setting asks): run.json's
@@ -265,7 +269,7 @@ def index_html(ctx: IndexContext) -> str:
     if ctx.run.clean_present:
         clean_note = f'<p class="note">Cleaned layer: RUN/clean ({escape(ctx.run.clean_state or "present")}).</p>'
     notes = "".join(f'<p class="note">{escape(n)}</p>' for n in ctx.notes)
-    doc_cols = [("doc", "document"), ("pages", "pages"), ("ok", "ok"), ("fallback", "fallback"),
+    doc_cols = [("doc", "document"), ("lang", "lang"), ("pages", "pages"), ("ok", "ok"), ("fallback", "fallback"),
                 ("review", "review"), ("failed", "failed"), ("flagged", "flagged"), ("retried", "retried"),
                 ("seconds", "seconds")]
     if ctx.opts.truth is not None:
@@ -284,7 +288,7 @@ def index_html(ctx: IndexContext) -> str:
         + f" · {ctx.thumbs:,} thumbnails</p>"
         + notes
         + f'<div class="cards">{"".join(cards)}</div>'
-        + f'<div class="two">{status_table}{_settings_table(ctx.run.run_info)}</div>'
+        + f'<div class="two">{status_table}{_settings_table(ctx.run.run_info, languages_read(ctx.run.pages))}</div>'
         + truth_html
         + clean_note
         + _charts(ctx)

@@ -37,15 +37,16 @@ from ..exceptions import UsageError
 from ..rundir import RunDir
 from ..store import OUTPUT_MARKER, check_output_dir, write_text_atomic
 from .diff import diff_ops
-from .gather import Doc, Page, ReportOptions, RunData, micro_cer, micro_cer_clean, status_group
+from .gather import Doc, Page, ReportOptions, RunData, languages_read, micro_cer, micro_cer_clean, status_group
 
 PAGE_CHUNK = 100  # pages per data chunk …
 CHUNK_BYTES = 1_500_000  # … or fewer when their texts are long
 QUEUE_CHUNK = 500  # references per queue file
 DATA_DIR, ASSET_DIR = "data", "assets"
 REPORT = "report"  # what the marker of a folder `report` made says (store.OUTPUT_MARKER)
-_DOC_COLS = ["i", "doc", "source", "pages", "ok", "fallback", "review", "failed", "flagged", "retried", "seconds",
-             "cer", "cer_clean", "first", "start"]
+_DOC_COLS = ["i", "doc", "source", "lang", "pages", "ok", "fallback", "review", "failed", "flagged", "retried",
+             "seconds", "cer", "cer_clean", "first", "start"]
+
 
 
 def prepare_out(out: Path) -> None:
@@ -164,7 +165,7 @@ def _doc_row(doc: Doc) -> list[Any]:
     """One row of the document table, in the order of _DOC_COLS."""
     groups = Counter(status_group(p.status) for p in doc.pages)
     flagged = [p for p in doc.pages if p.reasons]
-    return [doc.i, doc.doc_id, doc.source, len(doc.pages), groups["ok"], groups["fallback"],
+    return [doc.i, doc.doc_id, doc.source, languages_read(doc.pages), len(doc.pages), groups["ok"], groups["fallback"],
             groups["review"], groups["failed"], len(flagged),
             sum(1 for p in doc.pages if int(p.rec.get("attempt") or 1) > 1),
             round(sum(float(p.rec.get("seconds") or 0) for p in doc.pages), 3), micro_cer(doc.pages),
@@ -180,6 +181,7 @@ def _page_obj(p: Page, doc: Doc) -> dict[str, Any]:
         "seconds": r.get("seconds"), "width": r.get("width"), "height": r.get("height"), "dpi": r.get("dpi"),
         "tokens_in": r.get("tokens_in"), "tokens_out": r.get("tokens_out"), "finished_at": r.get("finished_at"),
         "reasons": p.reasons, "ord": p.ordinal, "quality": r.get("quality"),
+        "language": r.get("language"), "language_from": r.get("language_from"),
     }
     if r.get("source") and r.get("source") != doc.source:
         obj["source"] = r.get("source")

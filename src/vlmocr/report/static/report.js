@@ -256,6 +256,12 @@
       if (p.quality) row("quality", Number(p.quality.score).toFixed(2) + (p.quality.threshold !== null && p.quality.threshold !== undefined ? " (suspect below " + Number(p.quality.threshold).toFixed(2) + ")" : ""), "f-quality");
       row("attempt", String(p.attempt) + (p.tries > 1 ? " (" + p.tries + " records of this page)" : ""), "f-attempt");
       row("engine", p.engine || "—", "f-engine");
+      if (p.language || (p.quality && p.quality.language)) {
+        // What the page was read as (its document's language, else the run's) and the word list it was judged by.
+        const judged = p.quality && p.quality.language ? "judged by the " + p.quality.language + " word list" : "";
+        row("language", (p.language || "") + (p.language_from ? " (" + p.language_from + ")" : "") +
+          (p.language && judged ? "; " : "") + judged, "f-language");
+      }
       row("model", p.model);
       row("error", p.error, "f-error");
       if (p.cer !== undefined) row("CER", pct(p.cer) + "  (" + num(p.edits) + " edits / " + num(p.ref_chars) + " truth chars)", "f-cer");
@@ -400,6 +406,7 @@
         return el("td", { class: "num" }, el("a", { href: "review.html#q=all&n=" + r[col.first], text: num(v) }));
       }
       if (name === "cer" || name === "cer_clean") return el("td", { class: "num", text: pct(v) });
+      if (name === "lang") return el("td", { text: v || "—" });
       if (name === "seconds") return el("td", { class: "num", text: Number(v).toFixed(1) });
       return el("td", { class: "num" + (v > 0 && (name === "review" || name === "failed" || name === "fallback") ? " warn" : ""), text: num(v) });
     }
