@@ -6,7 +6,7 @@
 # `pip install .`, `vlmocr run samples/`, `vlmocr evaluate`, then `bash scripts/test.sh`, which
 # must install everything else itself (scripts/system-packages.txt).
 #
-#   sudo bash scripts/fresh-machine.sh [ROOT]      ROOT default /tmp/vlmocr-fresh (rebuilt)
+#   sudo bash scripts/fresh-machine.sh [ROOT [PYTEST ARGS…]]   ROOT default /tmp/vlmocr-fresh
 #
 # As root on a Debian or Ubuntu host with network access to a Debian mirror and PyPI. The host's
 # CA bundle is copied in (a network that intercepts TLS needs it; a plain one does not care);
@@ -16,12 +16,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
 ROOT=${1:-/tmp/vlmocr-fresh}
+shift $(( $# > 0 ? 1 : 0 ))  # the rest goes to pytest
 MIRROR=${VLMOCR_FRESH_MIRROR:-http://deb.debian.org/debian}
 
 command -v debootstrap >/dev/null || { apt-get update -qq && apt-get install -y -qq debootstrap >/dev/null; }
 
 cleanup() {
-  for m in dev/pts dev proc sys; do umount -l "$ROOT/$m" 2>/dev/null || true; done
+  for m in dev/pts dev proc sys; do umount -R -l "$ROOT/$m" 2>/dev/null || umount -l "$ROOT/$m" 2>/dev/null || true; done
 }
 trap cleanup EXIT
 
@@ -34,9 +35,11 @@ if [[ ! -e "$ROOT/.vlmocr-fresh-base" ]]; then
 fi
 echo "fresh-machine: base system in $(( $(stamp) - t0 )) s" >&2
 
-# What makes a chroot a machine: /proc, /sys, /dev, name resolution, and the CA bundle.
+# What makes a chroot a machine: /proc, /sys with its cgroup filesystem (slurmd will not start
+# without /sys/fs/cgroup, which systemd mounts on every real machine), /dev, name resolution, and
+# the CA bundle.
 mount -t proc proc "$ROOT/proc"
-mount -t sysfs sys "$ROOT/sys"
+mount --rbind /sys "$ROOT/sys" && mount --make-rslave "$ROOT/sys"
 mount --bind /dev "$ROOT/dev"
 mount --bind /dev/pts "$ROOT/dev/pts"
 cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
