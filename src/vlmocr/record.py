@@ -231,6 +231,9 @@ class PageTask:
     # The run's language and where it came from (PageReader.run_language): the page's when its
     # document states none.
     run_language: tuple[str, str] | None = None
+    # The document's own dpi (its manifest row): a VLM's fallback renders the page for a CPU
+    # engine with it, not with the run's --dpi (`sizing` is the VLM's, the profile's image included).
+    doc_dpi: float | None = None
 
     def at(self, **changes: Any) -> "PageTask":
         return dataclasses.replace(self, **changes)

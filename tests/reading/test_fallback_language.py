@@ -88,3 +88,22 @@ def test_named_tesseract_falls_back_with_the_documents_data_else_the_runs(tmp_pa
     assert res.stderr.count("documents in grc: tesseract has no language data for grc: apt-get install "
                             "tesseract-ocr-grc") == 1, res.stderr
     assert len({r["key"] for r in read_records(run)}) == 1
+
+
+def test_the_fallback_renders_at_the_documents_dpi(tmp_path):
+    """Issue 28: the fallback rendered every page at the run's --dpi (cfg.sizing() without the
+    document's), dropping the manifest's per-document dpi; it renders as a CPU run of that manifest
+    would."""
+    scan = make_coded_pdf(tmp_path / "scan.pdf", [1])
+    manifest = tmp_path / "m.csv"
+    manifest.write_text(f"doc_id,path,dpi\nlow,{scan},100\nplain,{scan},\n", encoding="utf-8")
+    run = tmp_path / "run"
+    with serve_in_process(LOOPING) as srv:
+        res = vlm_run(manifest, run, srv.url, "--ocr-engine", "tesseract")
+    assert res.returncode in (0, 2), res.stderr
+    recs = finals(run)
+    low, plain = recs[("low", 1)], recs[("plain", 1)]
+    assert "fallback" in low["flags"] and "fallback" in plain["flags"]
+    assert (low["engine"], plain["engine"]) == ("tesseract", "tesseract")
+    assert low["dpi"] == 100 and plain["dpi"] == 200
+    assert plain["width"] == pytest.approx(2 * low["width"], abs=2)

@@ -408,7 +408,7 @@ class Scheduler(TaskRunner):
                          sizing=self.reader.sizing(doc.dpi), language=doc.language,
                          ocr_lang=way.tesseract_lang if way else None, engine_choice=way.choice if way else None,
                          language_suggested=doc.language_from == "triage",
-                         run_language=self.reader.run_language())
+                         run_language=self.reader.run_language(), doc_dpi=doc.dpi)
 
         def spec(p: int, attempt: int) -> PageTask:
             return first.at(page=p, attempt=attempt)

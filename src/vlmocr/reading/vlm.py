@@ -334,13 +334,13 @@ class VlmReader(PageReader):
         keeps its VLM settings key: the language changes the fallback, not what a page owes."""
         way = self.cfg.fallback_reading(task.language)
         if way is None:
-            fallback = task.at(engine="auto", reader=self.cfg.ocr_choice().engine, sizing=self.cfg.sizing())
+            fallback = task.at(engine="auto", reader=self.cfg.ocr_choice().engine, sizing=self.cfg.sizing(task.doc_dpi))
         else:
             if way.note and way.note not in self.notes:
                 self.note(way.note)  # the document's data is missing: said once, with what to install
             # A named engine reading with the document's data has no choice of its own to state.
             choice = way.choice or f"{self.cfg.ocr_choice()}, with the document's language {task.language}"
-            fallback = task.at(engine="auto", reader=way.reader, sizing=self.cfg.sizing(),
+            fallback = task.at(engine="auto", reader=way.reader, sizing=self.cfg.sizing(task.doc_dpi),
                                ocr_lang=way.tesseract_lang, engine_choice=choice)
         ok, rec = await self.pool.call_safely(read_page, fallback)
         if not ok:
