@@ -26,10 +26,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_resume  # noqa: E402  (the run folders, the child measurement)
+# The script's own folder is on sys.path when it runs: bench_resume.py's run folders and its
+# child measurement are imported from beside it.
+import bench_resume
 
-from vlmocr.store import PAGES_FILE, iter_records  # noqa: E402
+from vlmocr.store import PAGES_FILE, iter_records
 
 
 def truth_csv(run_dir: Path, path: Path) -> Path:

@@ -39,11 +39,9 @@ import random
 import sys
 import unicodedata
 from collections import Counter, defaultdict
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
+# This folder is on sys.path when the script runs (Python puts a script's own folder first).
 import bench_signal as bs  # noqa: E402  (this folder: precision/recall)
 import gt_reading as gt  # noqa: E402  (this folder: the ground-truth pages and the readings cache)
 

@@ -45,3 +45,12 @@ def test_bench_resume_quick(tmp_path) -> None:
     assert "| nothing to do, 2,000 records |" in out, out
     # The benchmark exits non-zero unless every run said "Nothing to do" with all records found.
     assert (tmp_path / "run-2000" / "run.json").exists()
+
+
+def test_bench_scale_quick() -> None:
+    """Issue 27, point 4: resume, report, evaluate and export on run folders of 200 and 2 000 records."""
+    out = run_bench("bench_scale.py")
+    for name in ("resume", "report", "evaluate", "export"):
+        for n in (200, 2000):
+            assert f"RESULT scale {name} {n}: " in out, out
+        assert f"RESULT scale {name} RSS ×" in out, out
