@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .exceptions import UsageError
-from .store import PAGES_FILE, final_records
+from .store import PAGES_FILE, FinalRecords, final_index
 
 RUN_JSON = "run.json"
 # What `vlmocr slurm status` reads of a shard instead of its records (issue 18, seed 000: nothing
@@ -82,10 +82,11 @@ class RunDir:
         """The cleaned layer's records (`vlmocr clean`)."""
         return self.path / CLEAN_DIR / PAGES_FILE
 
-    def reading(self) -> dict[tuple[str, int], dict[str, Any]]:
+    def reading(self) -> FinalRecords:
         """The final records of the folder's reading: the settings keys run.json names (a folder
-        holds one reading, issue 27; records of another are history, never shown as this one's)."""
-        return final_records(self.pages, keys=run_keys(self.info()))
+        holds one reading, issue 27; records of another are history, never shown as this one's).
+        A mapping read from the file as it is gone through: one page's text in memory at a time."""
+        return final_index(self.pages, keys=run_keys(self.info()))
 
     def info(self) -> dict[str, Any]:
         """run.json, or {} when there is none (or it cannot be read: it is rewritten whole at

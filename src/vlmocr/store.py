@@ -24,6 +24,7 @@ import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Callable, Iterable, Iterator
 
 import orjson
@@ -76,35 +77,51 @@ def iter_records(path: Path, *, strict: bool = False, heads: bool = False) -> It
     failing its CRC-32) is logged with its file:line and skipped (or raised), so the page it
     stood for counts as unread and a record written later for it is the one that counts.
     With `heads`, each record only as far as `_head` reads it (what resume needs)."""
+    for _offset, rec in records_with_offsets(path, strict=strict, heads=heads):
+        yield rec
+
+
+def records_with_offsets(path: Path, *, strict: bool = False, heads: bool = False
+                         ) -> Iterator[tuple[int, dict[str, Any]]]:
+    """iter_records, each record with the byte offset of its line (FinalRecords reads it there)."""
     if not path.exists():
         return
+    offset = 0
     with path.open("rb") as fh:
         for n, line in enumerate(fh, 1):
+            at, offset = offset, offset + len(line)
             if heads and (head := _head(line)) is not None:
-                yield head
+                yield at, head
                 continue
-            if not line.strip():
-                continue
-            try:
-                rec = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                if strict or not line.endswith(b"\n"):
-                    # A torn last line is expected after a crash; only complain in strict mode.
-                    if strict:
-                        raise ValueError(f"{path}:{n}: not a JSON line")
-                    continue
-                log.warning("%s:%d: skipping a line that is not JSON", path, n)
-                continue
-            if not isinstance(rec, dict):
-                continue
-            if _check_fails(line, rec):
-                if strict:
-                    raise ValueError(f"{path}:{n}: the line does not match its CRC-32")
-                log.warning("%s:%d: skipping a line that does not match its CRC-32 (damaged or edited "
-                            "after it was written)", path, n)
-                continue
-            rec.pop(CHECK_KEY, None)
-            yield rec
+            rec = _parse(line, path, n, strict)
+            if rec is not None:
+                yield at, rec
+
+
+def _parse(line: bytes, path: Path, n: int, strict: bool = False) -> dict[str, Any] | None:
+    """One line's record, or None (logged, or raised when `strict`) when it is not one."""
+    if not line.strip():
+        return None
+    try:
+        rec = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        if strict or not line.endswith(b"\n"):
+            # A torn last line is expected after a crash; only complain in strict mode.
+            if strict:
+                raise ValueError(f"{path}:{n}: not a JSON line")
+            return None
+        log.warning("%s:%d: skipping a line that is not JSON", path, n)
+        return None
+    if not isinstance(rec, dict):
+        return None
+    if _check_fails(line, rec):
+        if strict:
+            raise ValueError(f"{path}:{n}: the line does not match its CRC-32")
+        log.warning("%s:%d: skipping a line that does not match its CRC-32 (damaged or edited "
+                    "after it was written)", path, n)
+        return None
+    rec.pop(CHECK_KEY, None)
+    return rec
 
 
 # Every line RecordWriter writes ends with the CRC-32 of the bytes before it:
@@ -183,6 +200,93 @@ def final_records(path: Path, keys: set[str] | None = None, docs: set[str] | Non
             continue
         out[(rec["doc_id"], int(rec["page"]))] = rec
     return out
+
+
+class FinalRecords(Mapping[tuple[str, int], dict[str, Any]]):
+    """The last record of each (doc_id, page), read from the file when asked for: the index holds
+    each record's byte offset (found from the records' heads, as resume reads them), never its
+    text, so a command that goes through 100 000 pages one at a time holds one page's text at a
+    time (issue 27: `report`, `evaluate` and `export` had held every page's). pages.jsonl is
+    append-only, so an offset stays valid while a run goes on writing. The keys come in the order
+    of the pages' first records, as `final_records` gives them; `items()` and `values()` in the
+    order the final records were written."""
+
+    def __init__(self, path: Path, offsets: dict[tuple[str, int], int]) -> None:
+        self.path = path
+        self._offsets = offsets
+        self._by_doc: dict[str, list[tuple[int, int]]] | None = None
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        return iter(self._offsets)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._offsets
+
+    def __getitem__(self, key: tuple[str, int]) -> dict[str, Any]:
+        offset = self._offsets[key]
+        with self.path.open("rb") as fh:
+            return self._read(fh, offset)
+
+    def _read(self, fh: Any, offset: int) -> dict[str, Any]:
+        fh.seek(offset)
+        rec = _parse(fh.readline(), self.path, 0)
+        if rec is None:  # the line parsed when the index was made: the file changed under us
+            raise VlmocrError(f"{self.path}: the record at byte {offset} can no longer be read (the file was "
+                              "changed while being read)")
+        return rec
+
+    def items(self) -> Iterator[tuple[tuple[str, int], dict[str, Any]]]:  # type: ignore[override]
+        """Every final record, read in one forward pass over the file: in the order the final
+        records were written (a page read again late comes late), not the index's."""
+        with self.path.open("rb") as fh:
+            for key, offset in sorted(self._offsets.items(), key=lambda kv: kv[1]):
+                yield key, self._read(fh, offset)
+
+    def values(self) -> Iterator[dict[str, Any]]:  # type: ignore[override]
+        return (rec for _key, rec in self.items())
+
+    def documents(self) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+        """(doc_id, its final records by page), document by document in doc_id order: one
+        document's text in memory at a time."""
+        by_doc: dict[str, list[tuple[int, int]]] = {}
+        for (doc_id, page), offset in self._offsets.items():
+            by_doc.setdefault(doc_id, []).append((page, offset))
+        with self.path.open("rb") as fh:
+            for doc_id in sorted(by_doc):
+                yield doc_id, [self._read(fh, offset) for _page, offset in sorted(by_doc[doc_id])]
+
+    def doc_ids(self) -> list[str]:
+        return sorted({doc_id for doc_id, _page in self._offsets})
+
+    def document(self, doc_id: str) -> dict[int, dict[str, Any]]:
+        """One document's final records by page, read now."""
+        if self._by_doc is None:
+            self._by_doc = {}
+            for (d, page), offset in self._offsets.items():
+                self._by_doc.setdefault(d, []).append((page, offset))
+        with self.path.open("rb") as fh:
+            return {page: self._read(fh, offset) for page, offset in sorted(self._by_doc.get(doc_id, []))}
+
+    def subset(self, keep: Callable[[tuple[str, int]], bool]) -> "FinalRecords":
+        return FinalRecords(self.path, {k: v for k, v in self._offsets.items() if keep(k)})
+
+
+def final_index(path: Path, keys: set[str] | None = None, docs: set[str] | None = None) -> FinalRecords:
+    """`final_records` without the records: where each final record is, read when asked for."""
+    offsets: dict[tuple[str, int], int] = {}
+    for offset, rec in records_with_offsets(path, heads=True):
+        if keys is not None and rec.get("key") not in keys:
+            continue
+        if docs is not None and rec.get("doc_id") not in docs:
+            continue
+        try:
+            offsets[(str(rec["doc_id"]), int(rec["page"]))] = offset
+        except (KeyError, TypeError, ValueError):
+            continue
+    return FinalRecords(path, offsets)
 
 
 @dataclass

@@ -23,7 +23,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 
@@ -35,7 +35,7 @@ from ..writable import check_output_path
 from .catalog import DOCS, Catalog, is_library
 from .identify import identify_records
 from .publish import PAGES_FILE as LIB_PAGES_FILE
-from .runs import DocRecords, document_text, original_name, read_run, run_dirs
+from .runs import DocRecords, document_text, original_name, run_dirs, run_documents
 
 FORMATS = ("md", "txt", "jsonl", "parquet", "hf")
 EXPORT = "export"  # what the marker of a folder `export` made says (store.OUTPUT_MARKER)
@@ -76,19 +76,23 @@ class ExportResult:
 
 def _from_runs(paths: list[Path], layer: str, include_incomplete: bool, source_roots: Iterable[Path],
                clean_rules: Path | None, notes: list[str]) -> Iterator[ExportDoc]:
-    best: dict[str, DocRecords] = {}
-    skipped = 0
+    # Each document is read when its turn comes (one document's text in memory at a time); one
+    # held by several runs is read from each, and the most complete reading goes out.
+    holders: dict[str, list[Callable[[], DocRecords]]] = {}
     for d in run_dirs(paths):
-        _info, docs = read_run(d, layer, source_roots, clean_rules)
-        for doc_id, doc in docs.items():
-            if not doc.records:
-                continue
-            prev = best.get(doc_id)
-            if prev is None or (doc.complete, len(doc.records), doc.finished_at) > (
-                    prev.complete, len(prev.records), prev.finished_at):
-                best[doc_id] = doc
-    for doc_id in sorted(best):
-        doc = best[doc_id]
+        _info, docs = run_documents(d, layer, source_roots, clean_rules)
+        for doc_id, load in docs.items():
+            holders.setdefault(doc_id, []).append(load)
+    skipped = 0
+    for doc_id in sorted(holders):
+        doc = None
+        for load in holders[doc_id]:
+            candidate = load()
+            if candidate.records and (doc is None or (candidate.complete, len(candidate.records), candidate.finished_at)
+                                      > (doc.complete, len(doc.records), doc.finished_at)):
+                doc = candidate
+        if doc is None:
+            continue
         if not doc.complete and not include_incomplete:
             skipped += 1
             continue

@@ -9,15 +9,16 @@ complete: it has no pages to publish."""
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ..exceptions import UsageError
 from ..record import RETRY_ON_RESUME, STATUS_GROUP, Status
 from ..rundir import PAGES_FILE, RunDir, SourceFinder, run_keys
-from ..store import file_sha256, final_records
+from ..store import file_sha256, final_index
 
 PAGE_SEPARATOR = "\n\f\n"  # between pages in document.txt: a form feed on a line of its own
 
@@ -140,24 +141,34 @@ def original_name(source: str, info: RunInfo) -> str:
 def read_run(run_dir: Path, layer: str = "raw", source_roots: Iterable[Path] = (),
              clean_rules: Path | None = None) -> tuple[RunInfo, dict[str, DocRecords]]:
     """Every document of one run directory with its final records and whether it is complete."""
+    info, docs = run_documents(run_dir, layer, source_roots, clean_rules)
+    return info, {doc_id: load() for doc_id, load in docs.items()}
+
+
+def run_documents(run_dir: Path, layer: str = "raw", source_roots: Iterable[Path] = (),
+                  clean_rules: Path | None = None) -> tuple[RunInfo, dict[str, Callable[[], DocRecords]]]:
+    """`read_run`, each document read when it is asked for: a command that goes through a run
+    document by document holds one document's text at a time (the raw layer is read from
+    pages.jsonl by offset, store.final_index; the clean layer is cleaned whole first)."""
     info = run_info(run_dir, source_roots)
     if layer == "clean":
         from ..text.clean import cleaned_records, load_rules
 
         finals, _where = cleaned_records(info.path, load_rules(clean_rules) if clean_rules else None)
-    elif layer == "raw":
-        finals = final_records(RunDir(info.path).pages, keys=info.keys)
-    else:
+        by_doc: dict[str, dict[int, dict[str, Any]]] = {}
+        for (doc_id, page), rec in finals.items():
+            if info.keys is not None and rec.get("key") not in info.keys:
+                continue
+            by_doc.setdefault(doc_id, {})[int(page)] = rec
+        return info, {doc_id: functools.partial(assess, doc_id, recs, info, layer) for doc_id, recs in by_doc.items()}
+    if layer != "raw":
         raise UsageError(f"--layer {layer!r}: expected raw or clean")
-    by_doc: dict[str, dict[int, dict[str, Any]]] = {}
-    for (doc_id, page), rec in finals.items():
-        if info.keys is not None and rec.get("key") not in info.keys:
-            continue
-        by_doc.setdefault(doc_id, {})[int(page)] = rec
-    docs: dict[str, DocRecords] = {}
-    for doc_id, recs in by_doc.items():
-        docs[doc_id] = assess(doc_id, recs, info, layer)
-    return info, docs
+    index = final_index(RunDir(info.path).pages, keys=info.keys)
+
+    def load(doc_id: str) -> DocRecords:
+        return assess(doc_id, index.document(doc_id), info, layer)
+
+    return info, {doc_id: functools.partial(load, doc_id) for doc_id in index.doc_ids()}
 
 
 def assess(doc_id: str, recs: dict[int, dict[str, Any]], info: RunInfo, layer: str = "raw") -> DocRecords:

@@ -13,11 +13,14 @@ from typing import Any
 from ..evaluation.score import char_errors, rate
 from ..evaluation.truth import load_truth, match_truth
 from ..record import Status
-from ..rundir import RunDir
-from ..store import final_records, iter_records
+from ..rundir import RunDir, run_keys
+from ..store import FinalRecords, final_records, records_with_offsets
 
 STATUS_ORDER: tuple[str, ...] = tuple(s.value for s in Status)
-_KEEP_FIELDS = ("doc_id", "source", "page", "status", "text", "engine", "model", "finish_reason", "attempt", "flags",
+# The fields of a page's final record the report keeps in memory: not its text, which is read from
+# pages.jsonl by offset when a page is written out (RunData.records), so a run of 100 000 pages
+# holds no page's text for long (issue 27, point 4).
+_KEEP_FIELDS = ("doc_id", "source", "page", "status", "engine", "model", "finish_reason", "attempt", "flags",
                 "quality", "error", "seconds", "width", "height", "dpi", "tokens_in", "tokens_out", "finished_at", "key",
                 "language", "language_from")
 
@@ -83,6 +86,19 @@ class RunData:
     clean_state: str | None = None
     truth_pages: int = 0
     missing_truth: list[tuple[str, int]] = field(default_factory=list)  # truth pages without a record
+    records: FinalRecords | None = None  # the final records, text included, read when asked for
+
+    def text(self, p: "Page") -> str:
+        """A page's text, read from pages.jsonl now."""
+        if self.records is None or (p.rec["doc_id"], p.page) not in self.records:
+            return ""
+        return self.records[(p.rec["doc_id"], p.page)].get("text") or ""
+
+    def texts(self, doc: "Doc") -> dict[int, str]:
+        """A document's page texts by page, read from pages.jsonl now."""
+        if self.records is None:
+            return {}
+        return {page: rec.get("text") or "" for page, rec in self.records.document(doc.doc_id).items()}
 
 
 def status_group(status: str) -> str:
@@ -129,10 +145,10 @@ def gather(opts: ReportOptions, notes: list[str], say: Callable[[str], None]) ->
     if problem:
         notes.append(f"run.json {problem}: settings and throughput come from the records alone")
     say("reading records")
-    finals, tries, n_records, times = _load_records(RunDir(run_dir).pages)
+    finals, tries, n_records, times, records = _load_records(RunDir(run_dir).pages, run_keys(run_info))
     docs = _documents(finals, tries)
     run = RunData(run_dir=run_dir, run_info=run_info, docs=docs, pages=[p for doc in docs for p in doc.pages],
-                  n_records=n_records, times=times)
+                  n_records=n_records, times=times, records=records)
     for g, p in enumerate(run.pages):
         p.g = g
     _add_clean_layer(run, notes)
@@ -142,14 +158,20 @@ def gather(opts: ReportOptions, notes: list[str], say: Callable[[str], None]) ->
     return run
 
 
-def _load_records(pages_file: Path) -> tuple[dict[tuple[str, int], dict], Counter, int, list[float]]:
-    """The last record of each page, the number of records per page, all records, and the
-    finish times (epoch seconds) of every record for the throughput chart."""
+def _load_records(pages_file: Path, keys: set[str] | None = None
+                  ) -> tuple[dict[tuple[str, int], dict], Counter, int, list[float], FinalRecords]:
+    """Of the folder's reading (the settings keys run.json names; every record without one): the
+    last record of each page without its text, the number of records per page, all records, the
+    finish times (epoch seconds) of every record for the throughput chart, and where each final
+    record is (its text is read from there when the page is written out)."""
     finals: dict[tuple[str, int], dict] = {}
+    offsets: dict[tuple[str, int], int] = {}
     tries: Counter = Counter()
     total = 0
     times: list[float] = []
-    for rec in iter_records(pages_file):
+    for offset, rec in records_with_offsets(pages_file):
+        if keys is not None and rec.get("key") not in keys:
+            continue  # another reading's record: history, not this folder's (issue 27)
         try:
             key = (str(rec["doc_id"]), int(rec["page"]))
         except (KeyError, TypeError, ValueError):
@@ -157,13 +179,14 @@ def _load_records(pages_file: Path) -> tuple[dict[tuple[str, int], dict], Counte
         total += 1
         tries[key] += 1
         finals[key] = {k: rec.get(k) for k in _KEEP_FIELDS}
+        offsets[key] = offset
         stamp = rec.get("finished_at")
         if isinstance(stamp, str):
             try:
                 times.append(datetime.fromisoformat(stamp).timestamp())
             except ValueError:
                 pass
-    return finals, tries, total, times
+    return finals, tries, total, times, FinalRecords(pages_file, offsets)
 
 
 def _documents(finals: dict[tuple[str, int], dict], tries: Counter) -> list[Doc]:
@@ -221,7 +244,7 @@ def _score(run: RunData, truth_path: Path) -> None:
             run.missing_truth.append(key)
             continue
         p.truth = ref
-        p.edits, p.ref_chars = char_errors(p.rec.get("text") or "", ref)
+        p.edits, p.ref_chars = char_errors(run.text(p), ref)
         p.cer = rate(p.edits, p.ref_chars)
         if p.clean is not None:
             p.cer_clean = rate(*char_errors(p.clean, ref))

@@ -252,7 +252,7 @@ def index_html(ctx: IndexContext) -> str:
             f'<tr><td class="num">{(p.ordinal or 0) + 1}</td>'
             f'<td><a href="review.html#q=all&amp;n={p.ordinal}">{escape(doc.doc_id)}</a></td>'
             f'<td class="num">{p.page}</td><td>{reasons}</td>{cer}'
-            f'<td class="snip">{escape(_snippet(p.rec.get("text") or p.rec.get("error") or ""))}</td></tr>'
+            f'<td class="snip">{escape(_snippet(ctx.run.text(p) or p.rec.get("error") or ""))}</td></tr>'
         )
     preview_html = ""
     if preview:

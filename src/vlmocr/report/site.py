@@ -77,7 +77,7 @@ def write_data(out: Path, run: RunData, queues: dict[str, list[Page]], opts: Rep
     if tmp.exists():
         shutil.rmtree(tmp)
     (tmp / "c").mkdir(parents=True)
-    chunk_starts = _write_chunks(tmp, run.docs)
+    chunk_starts = _write_chunks(tmp, run)
     queue_sizes = _write_queues(tmp, queues, chunk_starts)
     (tmp / "docs.js").write_bytes(_js("docs", {"cols": _DOC_COLS, "rows": [_doc_row(doc) for doc in run.docs]}))
     meta = {
@@ -115,7 +115,7 @@ def _js(name: str, value: Any) -> bytes:
     return b"vlmocrData(" + orjson.dumps(name) + b"," + body + b");\n"
 
 
-def _write_chunks(tmp: Path, docs: list[Doc]) -> list[int]:
+def _write_chunks(tmp: Path, run: RunData) -> list[int]:
     """data/c/<n>.js: the pages in document order, PAGE_CHUNK to a file or fewer when their texts
     are long, each with the heads of the documents it holds. Returns the first page of each."""
     chunk_starts: list[int] = []
@@ -132,9 +132,10 @@ def _write_chunks(tmp: Path, docs: list[Doc]) -> list[int]:
         (tmp / "c" / f"{n}.js").write_bytes(_js(f"c/{n}", {"start": cur[0]["g"], "docs": cur_docs, "pages": cur}))
         cur, cur_docs, cur_bytes = [], {}, 0
 
-    for doc in docs:
+    for doc in run.docs:
+        texts = run.texts(doc)  # this document's, read now: one document's text at a time
         for p in doc.pages:
-            obj = _page_obj(p, doc)
+            obj = _page_obj(p, doc, texts.get(p.page, ""))
             size = len(obj["text"]) + len(obj.get("clean") or "") + 2 * len(obj.get("truth") or "") + 400
             if cur and (len(cur) >= PAGE_CHUNK or cur_bytes + size > CHUNK_BYTES):
                 flush()
@@ -172,10 +173,10 @@ def _doc_row(doc: Doc) -> list[Any]:
             micro_cer_clean(doc.pages), flagged[0].ordinal if flagged else None, doc.pages[0].g]
 
 
-def _page_obj(p: Page, doc: Doc) -> dict[str, Any]:
+def _page_obj(p: Page, doc: Doc, text: str) -> dict[str, Any]:
     r = p.rec
     obj: dict[str, Any] = {
-        "g": p.g, "d": p.d, "page": p.page, "status": p.status, "text": r.get("text") or "",
+        "g": p.g, "d": p.d, "page": p.page, "status": p.status, "text": text,
         "engine": r.get("engine"), "model": r.get("model"), "finish_reason": r.get("finish_reason"),
         "attempt": r.get("attempt"), "tries": p.tries, "flags": r.get("flags") or [], "error": r.get("error"),
         "seconds": r.get("seconds"), "width": r.get("width"), "height": r.get("height"), "dpi": r.get("dpi"),
@@ -192,7 +193,7 @@ def _page_obj(p: Page, doc: Doc) -> dict[str, Any]:
         obj["cer"] = p.cer
         obj["edits"] = p.edits
         obj["ref_chars"] = p.ref_chars
-        obj["diff"] = diff_ops(r.get("text") or "", p.truth)
+        obj["diff"] = diff_ops(text, p.truth)
         if p.cer_clean is not None:
             obj["cer_clean"] = p.cer_clean
     if p.thumb:
