@@ -21,6 +21,7 @@ from typing import Any, Iterable
 
 from ..exceptions import UsageError
 from .partitions import FP8_ON_AMPERE, Partition, Partitions, is_ampere
+from .plan import duration
 
 TP_SIZES = (1, 2, 4, 8)  # tensor parallel sizes vLLM accepts for the usual head counts
 # Hours of a shard's time limit kept for the server start: the job template waits up to 20 min
@@ -211,7 +212,7 @@ def too_long(placement: Placement, parts: dict[str, list[SplitDoc]], retry_overh
         long = [(d.doc_id, hours) for d in parts.get(f.partition.part_name, [])
                 if (hours := d.weight * (1 + retry_overhead) / (f.rate_per_gpu * f.tp)) > budget]
         if long:
-            named = ", ".join(f"{doc} ({_hours(h)})" for doc, h in long[:3]) + (" …" if len(long) > 3 else "")
+            named = ", ".join(f"{doc} ({duration(h)})" for doc, h in long[:3]) + (" …" if len(long) > 3 else "")
             out.append(f"{placement.profile} on {f.partition.part_name}: {len(long)} document(s) alone outrun the "
                        f"{f.partition.time_limit} limit on one instance: {named}; they finish over resubmits")
     return out
@@ -361,14 +362,6 @@ def plan_partitions(partitions: Partitions, profiles: list[tuple[str, float | No
     return plan
 
 
-def _hours(h: float) -> str:
-    if h < 1:
-        return f"{h * 60:.0f} min"
-    if h < 48:
-        return f"{h:.1f} h"
-    return f"{h:.0f} h ({h / 24:.1f} days)"
-
-
 def _n(count: int, word: str) -> str:
     return f"{count:,} {word}{'' if count == 1 else 's'}"
 
@@ -398,16 +391,16 @@ def render_partition_plan(plan: PartitionPlan) -> str:
                      else f"no time limit: {_n(f.shards, 'shard')}")
             out.write(f"  {p.name}: fits on {f.reason}; {f.instances} at once on {f.gpus} GPUs{cap}; "
                       f"{f.rate_per_gpu:,.0f} pages/h per GPU; all {plan.ocr_pages:,} pages "
-                      f"(+{plan.retry_overhead:.0%} retries) in {_hours(f.hours)}; {limit}\n")
+                      f"(+{plan.retry_overhead:.0%} retries) in {duration(f.hours)}; {limit}\n")
         fitting = pl.fitting
         out.write(f"  Preferred: {fitting[0].partition.name} (the smallest GPU that holds it"
                   + (", tensor parallel" if fitting[0].tp > 1 else "") + ").\n")
         if len(fitting) > 1:
             finish = max(f.part_hours for f in fitting)
             out.write(f"  Split over the {len(fitting)} partitions that fit (pages by throughput, whole documents; "
-                      f"all parts done in about {_hours(finish)}):\n")
+                      f"all parts done in about {duration(finish)}):\n")
             for f in fitting:
-                out.write(f"    {f.partition.part_name}: {f.docs:,} documents, {f.pages:,} pages, {_hours(f.part_hours)}, "
+                out.write(f"    {f.partition.part_name}: {f.docs:,} documents, {f.pages:,} pages, {duration(f.part_hours)}, "
                           f"{_n(f.part_shards, 'shard')}" + (f" -> {pl.split_files[f.partition.part_name]}"
                                                        if f.partition.part_name in pl.split_files else "") + "\n")
         for cmd in plan.commands.get(pl.profile, []):

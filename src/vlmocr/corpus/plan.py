@@ -313,7 +313,8 @@ def parse_gpus(spec: str | Iterable[int], option: str = "--gpus") -> list[int]:
     return sorted(set(values))
 
 
-def _duration(hours: float) -> str:
+def duration(hours: float) -> str:
+    """`40 min`, `7.8 h`, `156 h (≈6.5 days)`: a plan's hours as a person reads them."""
     if hours < 1:
         return f"{hours * 60:.0f} min"
     if hours < 48:
@@ -335,7 +336,7 @@ def make_plan(corpus: Corpus, pages_per_hour: float, gpus: Iterable[int] = DEFAU
                "`vlmocr run --engine auto` on this machine (CPU only).")
     elif one <= overnight_hours:
         rec = (f"Run it locally overnight: {corpus.ocr_pages:,} pages to OCR at {rate} take "
-               f"{_duration(one)} on one GPU (+{retry_overhead:.0%} for retries), within a "
+               f"{duration(one)} on one GPU (+{retry_overhead:.0%} for retries), within a "
                f"{overnight_hours:g} h night. A cluster is not worth the queue.")
     else:
         nights = math.ceil(one / overnight_hours)
@@ -344,14 +345,14 @@ def make_plan(corpus: Corpus, pages_per_hour: float, gpus: Iterable[int] = DEFAU
         if fits:
             g = fits[0]
             rec = (f"Use a cluster: on one local GPU the {corpus.ocr_pages:,} pages to OCR take "
-                   f"{_duration(one)} at {rate} (+{retry_overhead:.0%} for retries), {nights} nights; "
-                   f"with {g} GPUs they take {_duration(hours[g])}, one night "
+                   f"{duration(one)} at {rate} (+{retry_overhead:.0%} for retries), {nights} nights; "
+                   f"with {g} GPUs they take {duration(hours[g])}, one night "
                    f"(`vlmocr slurm submit --manifest … --shards {g}`).")
         else:
             g = counts[-1]
             rec = (f"Use a cluster, as large as you can get: {corpus.ocr_pages:,} pages to OCR take "
-                   f"{_duration(one)} on one GPU at {rate} (+{retry_overhead:.0%} for retries); even "
-                   f"{g} GPUs need {_duration(hours[g])}. About {needed} GPUs would finish in one "
+                   f"{duration(one)} on one GPU at {rate} (+{retry_overhead:.0%} for retries); even "
+                   f"{g} GPUs need {duration(hours[g])}. About {needed} GPUs would finish in one "
                    f"{overnight_hours:g} h night; or start with the priority documents (`vlmocr manifest`).")
     return Plan(corpus, pages_per_hour, rate_source, retry_overhead, overnight_hours, hours, rec, measurement)
 
@@ -377,15 +378,15 @@ def make_cpu_plan(corpus: Corpus, measurement: Measurement, cores: Iterable[int]
                "`vlmocr run --engine auto` on this machine.")
         job = None
     elif here <= overnight_hours:
-        rec = (f"Run it here overnight: {corpus.ocr_pages:,} pages to OCR at {said} take {_duration(here)} on "
+        rec = (f"Run it here overnight: {corpus.ocr_pages:,} pages to OCR at {said} take {duration(here)} on "
                f"this machine's {local_cores} core(s) (+{retry_overhead:.0%} for retries), within a "
                f"{overnight_hours:g} h night (`vlmocr run --manifest {manifest} --out {run} --engine {engine}`).")
         job = None
     else:
-        rec = (f"Use a CPU cluster: {corpus.ocr_pages:,} pages to OCR at {said} take {_duration(here)} on this "
+        rec = (f"Use a CPU cluster: {corpus.ocr_pages:,} pages to OCR at {said} take {duration(here)} on this "
                f"machine's {local_cores} core(s) (+{retry_overhead:.0%} for retries); {job.tasks} task(s) of "
                f"{job.cores_per_task} cores ({job.tasks * job.cores_per_task:,} cores) take about "
-               f"{_duration(job.hours_per_task)}, one night: `{job.command()}`")
+               f"{duration(job.hours_per_task)}, one night: `{job.command()}`")
     source = (f"measured now: {measurement.pages} pages in {measurement.seconds:.1f} s with {measurement.engines}, "
               f"{measurement.workers} worker process(es)")
     return Plan(corpus, rate, source, retry_overhead, overnight_hours, hours, rec, measurement, unit="core",

@@ -114,7 +114,6 @@ def _group_lines(boxes: list, texts: list[str], scores: list[float]) -> list[lis
 
 class RapidOcrEngine:
     name = "rapidocr"
-    needs_image = True
 
     def __init__(self, threads: int = 1, settings: dict[str, Any] | None = None) -> None:
         """`settings` (RapidOCR parameter names, over `DEFAULTS`) replace the tuned `SETTINGS`:

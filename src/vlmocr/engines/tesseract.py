@@ -36,7 +36,6 @@ def _pytesseract() -> Any:
 
 class TesseractEngine:
     name = "tesseract"
-    needs_image = True
 
     def __init__(self, lang: str = "eng", psm: int = 3, version: str | None = None) -> None:
         """`version`: what the scheduler's check found, so that workers skip the two

@@ -7,7 +7,6 @@ from .base import PageInput, Reading
 
 class TextLayerEngine:
     name = "textlayer"
-    needs_image = False
 
     def read(self, page: PageInput) -> Reading:
         text = (page.text_layer or "").strip("\n")

@@ -355,7 +355,6 @@ class VlmReader(PageReader):
     async def control_concurrency(self, window: Limiter, interval: float = 0.5) -> None:
         """Resize the request limit from the server's queue gauges, and the scheduler's page
         `window` with it; a no-op without /metrics."""
-        self.window = window
         if not self.cfg.adaptive:
             return
         text = await self.client.metrics()
