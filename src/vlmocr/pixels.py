@@ -59,8 +59,8 @@ def engine_mode(img: Image.Image) -> tuple[Image.Image, list[str]]:
 
 
 def _beyond_8_bits(img: Image.Image) -> bool:
-    lo, hi = img.getextrema()
-    return lo < 0 or hi > 255
+    lo, hi = img.getextrema()  # one band: (min, max) numbers
+    return float(lo) < 0 or float(hi) > 255  # type: ignore[arg-type]
 
 
 def _stretch(img: Image.Image) -> Image.Image:

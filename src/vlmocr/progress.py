@@ -14,7 +14,7 @@ from collections import Counter, deque
 from collections.abc import Callable
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn
+from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
 from . import envvars
 
@@ -99,7 +99,7 @@ class RunProgress:
         self._last_plain = clock()
         self._last_draw = float("-inf")
         self._progress: Progress | None = None
-        self._task = None
+        self._task: TaskID | None = None
 
     # ------------------------------------------------------------------ what happens
 

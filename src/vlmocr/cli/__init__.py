@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import sys
+from typing import Any
 
 import typer
 
@@ -14,8 +15,8 @@ try:  # typer ≥ 0.20 vendors click; older releases use the click package
     from typer._click import core as click_core  # type: ignore[import-not-found]
     from typer._click import exceptions as click_exceptions  # type: ignore[import-not-found]
 except ImportError:  # pragma: no cover
-    import click.core as click_core
-    import click.exceptions as click_exceptions
+    import click.core as click_core  # type: ignore[no-redef]
+    import click.exceptions as click_exceptions  # type: ignore[no-redef]
 from typer.core import TyperGroup
 
 from ..envvars import check_environment
@@ -52,16 +53,18 @@ class HelpGroup(TyperGroup):
 
 # Help is click's plain text: rich's option table cuts every long word at 80 columns (`rap…`,
 # `http://127.0.0.1:8…`) and squeezes the help text to a few words a line; plain lines wrap
-# whole words at any width, in a terminal and in a pipe. Sub-apps pass the same two settings.
-PLAIN_HELP = {"cls": HelpGroup, "rich_markup_mode": None, "context_settings": {"max_content_width": 120}}
+# whole words at any width, in a terminal and in a pipe. Command groups are made the same way.
+def plain_typer(**kwargs: Any) -> typer.Typer:
+    """A typer app (the root or a command group) whose help is plain text (above)."""
+    return typer.Typer(cls=HelpGroup, rich_markup_mode=None, context_settings={"max_content_width": 120},
+                       no_args_is_help=True, **kwargs)
 
-app = typer.Typer(
+
+app = plain_typer(
     name="vlmocr",
     help="Turn documents into verified text with VLMs or embedded OCR, page by page.",
-    no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    **PLAIN_HELP,
 )
 
 
@@ -124,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         listen_early()
     _register(args)
     command = typer.main.get_command(app)
+    code: int  # an ExitCode, or what a command returned
     try:
         check_environment()  # a broken VLMOCR_* value: one line naming it, before any work
         rv = command.main(args=args, prog_name="vlmocr", standalone_mode=False)

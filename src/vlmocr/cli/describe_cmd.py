@@ -69,6 +69,7 @@ def describe_command(
         else:
             print(result.line(), flush=True)
         return int(result.exit_code())
+    assert run_dir is not None  # one of run_dir and --library, checked above
     if serve:
         from ..figures.served import describe_run_served
 

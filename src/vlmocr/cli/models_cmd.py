@@ -15,10 +15,9 @@ import typer
 
 from ..exceptions import ExitCode
 from ..progress import console
-from . import PLAIN_HELP, app
+from . import app, plain_typer
 
-models_app = typer.Typer(help="Model snapshots pinned to a commit: fetch from a Hugging Face Hub, verify.",
-                         no_args_is_help=True, **PLAIN_HELP)
+models_app = plain_typer(help="Model snapshots pinned to a commit: fetch from a Hugging Face Hub, verify.")
 app.add_typer(models_app, name="models")
 
 

@@ -10,9 +10,9 @@ from rich.table import Table
 from rich.text import Text
 
 from ..profiles import list_profiles, load_profile
-from . import PLAIN_HELP, app
+from . import app, plain_typer
 
-profiles_app = typer.Typer(help="Model profiles (data files: prompt, sizing, sampling, server flags).", no_args_is_help=True, **PLAIN_HELP)
+profiles_app = plain_typer(help="Model profiles (data files: prompt, sizing, sampling, server flags).")
 app.add_typer(profiles_app, name="profiles")
 
 

@@ -164,9 +164,9 @@ def _print_evaluation(ev: Any, worst: int, docs: bool) -> None:
                        _pct(a.cer_with_missing))
         out.print(dt)
     if worst > 0 and ev.corpus.scored:
-        num = ("page", "chars", "CER", "WER")
+        worst_num = ("page", "chars", "CER", "WER")
         wt = _table(f"worst {min(worst, ev.corpus.scored)} pages", ("doc", "page", "set", "status", "chars", "CER", "WER"),
-                    numeric=num)
+                    numeric=worst_num)
         for p in ev.worst(worst):
             wt.add_row(p.doc_id, str(p.page), p.set, p.status, str(p.ref_chars), _pct(p.cer), _pct(p.wer))
         out.print(wt)

@@ -4,7 +4,7 @@ fails when it differs from what the commands print."""
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Any, Iterator
 
 import typer
 
@@ -13,7 +13,8 @@ from . import _register, app
 WIDTH = 100  # columns of the help text in the reference
 
 
-def _walk(command: typer.core.TyperGroup, ctx: typer.Context, path: tuple[str, ...]) -> Iterator[tuple[str, str]]:
+def _walk(command: Any, ctx: typer.Context, path: tuple[str, ...]) -> Iterator[tuple[str, str]]:
+    """The help of `command`'s subcommands (a click group), depth first."""
     for name in command.list_commands(ctx):
         sub = command.get_command(ctx, name)
         if sub is None or sub.hidden:

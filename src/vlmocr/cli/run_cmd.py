@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Callable, ContextManager, List, Optional
 
 import typer
 
-from ..config import load_config
+from ..config import RunConfig, load_config
 from ..engines.choice import AUTO_RULE
 from ..exceptions import UsageError
 from ..preflight import check_run
@@ -67,6 +67,7 @@ def run_command(
         raise UsageError(f"--target {target!r}: use local or hf-jobs")
     if target == "hf-jobs" and not cfg.serve:
         raise UsageError("--target hf-jobs is where --serve starts its server: give --serve PROFILE")
+    serve_for_run: Callable[[RunConfig], ContextManager[Any]]
     if target == "hf-jobs":  # only now: these are heavy and rarely needed
         from ..cluster.serve.hfjob_launch import serve_hf_job_for_run as serve_for_run
     else:

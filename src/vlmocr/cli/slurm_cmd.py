@@ -24,12 +24,11 @@ from ..preflight import check_inputs
 from ..progress import console
 from ..rundir import SHARDS
 from ..writable import check_output_path
-from . import PLAIN_HELP, app
+from . import app, plain_typer
 from . import run_cmd  # noqa: F401  (submit checks run options with run's own parser)
 from .slurm_options import ARRAY, CPU_JOB, GATE, JOB, SlurmRequest, slurm_options
 
-slurm_app = typer.Typer(help="Run across a SLURM cluster: submit shards, gate them on quality, watch them.",
-                        no_args_is_help=True, **PLAIN_HELP)
+slurm_app = plain_typer(help="Run across a SLURM cluster: submit shards, gate them on quality, watch them.")
 app.add_typer(slurm_app, name="slurm")
 
 PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}

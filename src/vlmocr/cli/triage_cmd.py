@@ -91,7 +91,7 @@ def plan_command(
 ) -> int:
     """Pages to OCR vs served by the text layer, hours on 1…N GPUs, and where to run it; with
     --partitions, which partitions hold each profile's model and how to split the pages."""
-    from ..corpus.plan import load_corpus, make_cpu_plan, make_plan, measure as measure_rate, parse_gpus, render_plan
+    from ..corpus.plan import Plan, load_corpus, make_cpu_plan, make_plan, measure as measure_rate, parse_gpus, render_plan
     from ..engines.registry import HTTP_ENGINE
     from ..reading.memory import available_cores
 
@@ -113,8 +113,7 @@ def plan_command(
     corpus = load_corpus(triage_csv)
     measurement = None
     rate: Optional[float] = None
-    cpu = engine is not None and engine != HTTP_ENGINE
-    if measure and cpu:
+    if measure and engine is not None and engine != HTTP_ENGINE:
         if endpoint:
             raise UsageError(f"--engine {engine} reads on this machine's CPU: leave out --endpoint")
         if pages_per_hour is not None:
@@ -123,14 +122,14 @@ def plan_command(
             raise UsageError("--partitions places GPU models: leave it out when measuring a CPU --engine")
         measurement = measure_rate(triage_csv, engine=engine, workers=workers, lang=lang, sample=sample,
                                    progress=True)
-        plan = make_cpu_plan(corpus, measurement, cores, local_cores=available_cores(),
+        cpu_plan = make_cpu_plan(corpus, measurement, parse_gpus(cores, "--cores"), local_cores=available_cores(),
                              cores_per_task=cores_per_task, retry_overhead=retry_overhead,
                              overnight_hours=overnight_hours, manifest=str(manifest) if manifest else "MANIFEST",
                              run=run)
         if json_out:
-            print(json.dumps(plan.as_dict()), flush=True)
+            print(json.dumps(cpu_plan.as_dict()), flush=True)
         else:
-            print(render_plan(plan), end="", flush=True)
+            print(render_plan(cpu_plan), end="", flush=True)
         return int(ExitCode.ok)
     if engine is not None and not measure:
         raise UsageError("--engine goes with --measure")
@@ -151,7 +150,7 @@ def plan_command(
         rate, source = pages_per_hour, "given with --pages-per-hour"
     elif parts is None:
         raise UsageError("give a rate: --pages-per-hour N, or --measure --endpoint URL [--profile P]")
-    plan = None
+    plan: Plan | None = None
     if rate is not None:
         plan = make_plan(corpus, rate, counts, rate_source=source, retry_overhead=retry_overhead,
                          overnight_hours=overnight_hours, measurement=measurement)

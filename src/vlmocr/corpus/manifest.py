@@ -228,8 +228,8 @@ def build_manifest(triage_csv: Path, out: Path, priority_file: Path | None = Non
         report.originals = str(originals)
     if skipped_out is not None:
         buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=["doc_id", "path", "why", "detail"], lineterminator="\n")
-        w.writeheader()
-        w.writerows({k: neutralise_cell(v) for k, v in s.items()} for s in report.skipped)
+        skipped_rows = csv.DictWriter(buf, fieldnames=["doc_id", "path", "why", "detail"], lineterminator="\n")
+        skipped_rows.writeheader()
+        skipped_rows.writerows({k: neutralise_cell(v) for k, v in s.items()} for s in report.skipped)
         write_text_atomic(Path(skipped_out), buf.getvalue(), errors="surrogateescape")
     return report

@@ -288,13 +288,13 @@ def documents_to_split(triage_csv: Path, manifest: Path | None = None) -> tuple[
     docs: list[SplitDoc] = []
     unknown: list[str] = []
     for d in from_manifest(manifest):
-        row = rows.get(d.doc_id)
-        if row is None:
+        found = rows.get(d.doc_id)
+        if found is None:
             unknown.append(d.doc_id)
             weight = float(len(d.pages) if d.pages else 1)
         else:
-            total = int(row["pages"] or 0)
-            ocr = total - estimated_text_pages(row)
+            total = int(found["pages"] or 0)
+            ocr = total - estimated_text_pages(found)
             weight = float(ocr) if not d.pages or not total else ocr * min(1.0, len(d.pages) / total)
         extra = {"dpi": f"{d.dpi:g}" if d.dpi else "", "language": d.language or "",
                  "original_path": d.source if d.source != str(d.path) else ""}

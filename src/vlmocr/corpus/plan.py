@@ -371,7 +371,8 @@ def make_cpu_plan(corpus: Corpus, measurement: Measurement, cores: Iterable[int]
     hours = {n: core_hours / n for n in counts}
     engine = measurement.engine
     said = f"{rate:,.0f} pages/h per core with {measurement.engines}"
-    job = cpu_job(core_hours, cores_per_task, overnight_hours, engine, measurement.worker_mb, manifest, run)
+    sized = cpu_job(core_hours, cores_per_task, overnight_hours, engine, measurement.worker_mb, manifest, run)
+    job: CpuJob | None = sized
     here = hours[local_cores]
     if corpus.ocr_pages == 0:
         rec = (f"Nothing needs OCR: the text layer serves all {corpus.pages:,} pages. Run "
@@ -384,9 +385,9 @@ def make_cpu_plan(corpus: Corpus, measurement: Measurement, cores: Iterable[int]
         job = None
     else:
         rec = (f"Use a CPU cluster: {corpus.ocr_pages:,} pages to OCR at {said} take {duration(here)} on this "
-               f"machine's {local_cores} core(s) (+{retry_overhead:.0%} for retries); {job.tasks} task(s) of "
-               f"{job.cores_per_task} cores ({job.tasks * job.cores_per_task:,} cores) take about "
-               f"{duration(job.hours_per_task)}, one night: `{job.command()}`")
+               f"machine's {local_cores} core(s) (+{retry_overhead:.0%} for retries); {sized.tasks} task(s) of "
+               f"{sized.cores_per_task} cores ({sized.tasks * sized.cores_per_task:,} cores) take about "
+               f"{duration(sized.hours_per_task)}, one night: `{sized.command()}`")
     source = (f"measured now: {measurement.pages} pages in {measurement.seconds:.1f} s with {measurement.engines}, "
               f"{measurement.workers} worker process(es)")
     return Plan(corpus, rate, source, retry_overhead, overnight_hours, hours, rec, measurement, unit="core",

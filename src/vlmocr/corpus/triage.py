@@ -240,7 +240,7 @@ def _summarise(row: dict[str, Any], facts: list[PageFacts], dpi_source: str) -> 
         (float(f.px[0]), float(f.px[1])) for f in facts if f.px and (f.checked or row["kind"] == "image"))
     scanned = [f for f in facts if f.dpi and (f.kind == "image" or (row["kind"] == "image" and not f.error))]
     if scanned:
-        dpis = [f.dpi for f in scanned]
+        dpis = [f.dpi for f in scanned if f.dpi]
         row.update(scan_dpi=round(statistics.median(dpis)), scan_dpi_min=round(min(dpis)),
                    scan_dpi_max=round(max(dpis)),
                    dpi_source="assumed" if all(f.dpi_assumed for f in scanned) else dpi_source)

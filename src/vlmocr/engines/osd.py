@@ -91,8 +91,8 @@ def document_script(pages: list[PageScript]) -> tuple[str, str]:
     if not votes:
         return "", f"unknown (scan; OSD unsure on {len(pages)} page{'s' if len(pages) != 1 else ''})"
     count = Counter(p.script for p in votes)
-    weight = Counter()
+    weight: dict[str, float] = {}
     for p in votes:
-        weight[p.script] += p.confidence
+        weight[p.script] = weight.get(p.script, 0.0) + p.confidence
     best = max(count, key=lambda s: (count[s], weight[s]))
     return best, f"osd {count[best]}/{len(pages)} pages"

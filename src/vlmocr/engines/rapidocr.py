@@ -142,7 +142,7 @@ class RapidOcrEngine:
 
         assert page.image is not None
         arr = np.asarray(page.image.convert("RGB"))
-        out = self._ocr(arr)
+        out: Any = self._ocr(arr)  # a RapidOCROutput: the whole pipeline ran
         return self.reading(list(out.boxes if out.boxes is not None else []), list(out.txts or ()),
                             [float(s) for s in (out.scores or ())])
 

@@ -118,7 +118,7 @@ def peak_worker_mb(names: tuple[str, ...]) -> int | None:
     """What a worker that may read with every engine of `names` reaches (MB), each part counted
     once (a worker builds an engine on first use and keeps it); None: only light engines."""
     parts = dict.fromkeys(p for name in names for p in engine_parts(name))
-    peaks = [CPU_ENGINES[p].peak_worker_mb for p in parts if p in CPU_ENGINES and CPU_ENGINES[p].peak_worker_mb]
+    peaks = [mb for p in parts if p in CPU_ENGINES and (mb := CPU_ENGINES[p].peak_worker_mb)]
     return sum(peaks) if peaks else None
 
 

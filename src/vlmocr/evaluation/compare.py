@@ -9,6 +9,8 @@ truth it is the micro CER of A's text against B's, which bounds the gap between 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -58,6 +60,7 @@ class Verdict:
         """One line for a person and a script: agree or differ, and by how much."""
         word = "agree" if self.agree else "differ"
         if self.basis == "truth":
+            assert self.score_a is not None and self.score_b is not None  # scored against the truth
             what = (f"corpus CER against truth A {self.score_a * 100:.2f} % B {self.score_b * 100:.2f} % "
                     f"on {self.scored} of {self.twins} twin pages")
         else:
@@ -89,7 +92,7 @@ class Comparison:
                 "pages": [p.as_dict() for p in self.pages]}
 
 
-def compare_records(a: dict[tuple[str, int], dict], b: dict[tuple[str, int], dict], *, tolerance: float = 0.001,
+def compare_records(a: Mapping[tuple[str, int], dict], b: Mapping[tuple[str, int], dict], *, tolerance: float = 0.001,
                     truth: list[TruthPage] | None = None, folds: Iterable[str] = ()) -> Comparison:
     """Two runs of the same pages: the twins' verdict (corpus scores within `tolerance`) and the
     pages listed for information. A page is flagged (listed) when it is in one run only, when
@@ -108,7 +111,7 @@ def compare_records(a: dict[tuple[str, int], dict], b: dict[tuple[str, int], dic
     sums = {"a_edits": 0, "b_edits": 0, "ref_chars": 0, "ab_edits": 0, "b_chars": 0}
     for key in keys:
         ra, rb = a.get(key), b.get(key)
-        d = PageDiff(key[0], key[1], ra and str(ra.get("status")), rb and str(rb.get("status")), None)
+        d = PageDiff(key[0], key[1], str(ra.get("status")) if ra else None, str(rb.get("status")) if rb else None, None)
         if ra is None or rb is None:
             d.flagged, d.reason = True, f"only in {'B' if ra is None else 'A'}"
             diffs.append(d)

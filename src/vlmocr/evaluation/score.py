@@ -300,7 +300,7 @@ class Evaluation:
         }
 
 
-def score(records: dict[tuple[str, int], dict[str, Any]], truth: list[TruthPage], folds: Iterable[str] = (),
+def score(records: Mapping[tuple[str, int], dict[str, Any]], truth: list[TruthPage], folds: Iterable[str] = (),
           resamples: int = BOOTSTRAP, seed: int = SEED) -> Evaluation:
     """Score final records {(doc_id, page): record} against truth pages."""
     folds = canonical_folds(folds)  # validates them
@@ -348,7 +348,7 @@ def score(records: dict[tuple[str, int], dict[str, Any]], truth: list[TruthPage]
     )
 
 
-def run_records(run_dir: Path, clean: bool = False, rules: Any = None) -> tuple[dict[tuple[str, int], dict], str]:
+def run_records(run_dir: Path, clean: bool = False, rules: Any = None) -> tuple[Mapping[tuple[str, int], dict], str]:
     """The final records of a run: raw, or the cleaned layer (`clean.cleaned_records`)."""
     run_dir = Path(run_dir)
     if not (run_dir / PAGES_FILE).is_file():

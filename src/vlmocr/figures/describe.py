@@ -233,7 +233,7 @@ class _Describer:
             step += 1
 
     async def attempt(self, fig: Figure, attempt: int, step: int, crop: dict[str, Any], page: dict[str, Any],
-                      overrides: dict[str, Any]) -> dict[str, Any] | None:
+                      overrides: dict[str, Any]) -> FigureRecord | None:
         """One request for one figure, through the page reader's own `ask` (request limit,
         context-overflow shrink, endpoint gone); None when stopping before it was sent."""
         t0 = time.monotonic()

@@ -21,7 +21,7 @@ def _short_socket_dir() -> None:
     import tempfile
     from multiprocessing import process, util
 
-    if process.current_process()._config.get("tempdir") or len(tempfile.gettempdir()) <= 60:
+    if getattr(process.current_process(), "_config", {}).get("tempdir") or len(tempfile.gettempdir()) <= 60:
         return
     if not os.access("/tmp", os.W_OK):
         return

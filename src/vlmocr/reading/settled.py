@@ -66,7 +66,7 @@ def _served(cfg: RunConfig, recorded: dict[str, Any]) -> tuple[Profile, str, str
     model = cfg.model or (profile.model if cfg.serve else None)
     if not model:
         return None
-    material = recorded.get("key_material") if isinstance(recorded.get("key_material"), dict) else {}
+    material: dict[str, Any] = recorded["key_material"] if isinstance(recorded.get("key_material"), dict) else {}
     same_model = material.get("model") == model
     if cfg.serve:
         kind: str | None = cfg.server_kind if cfg.server_kind in STARTED_KINDS else "vllm"

@@ -262,9 +262,10 @@ class VlmReader(PageReader):
         if isinstance(prep, PageRecord):
             return prep
         sent = [prep]
+        first = prep
 
         async def shrink(factor: float) -> str | None:
-            side = int(max(prep.width, prep.height) * factor)
+            side = int(max(first.width, first.height) * factor)
             smaller = await self._prepare(task.at(sizing=Sizing(dpi=None, longest_side=max(side, 64),
                                                                  max_pixels=task.sizing.max_pixels)))
             if not isinstance(smaller, Prepared):
@@ -435,7 +436,7 @@ def vlm_key_material(cfg: RunConfig, p: Profile, kind: str, model: str, revision
         "format": [p.image.format, p.image.jpeg_quality if p.image.format == "jpeg" else None],
         "sampling": p.sampling.model_dump(exclude_none=True),
         "max_tokens": p.max_tokens,
-        "extra_body": p.extra_body.get(kind, {}),
+        "extra_body": p.extra_body.get(kind) or {},  # type: ignore[call-overload]  # kind: a ServerKind as a str
         "postprocess": p.postprocess.model_dump(),
         **({"pages_per_request": pages_per_request, "multipage": p.multipage.model_dump()}
            if pages_per_request > 1 else {}),

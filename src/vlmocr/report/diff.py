@@ -32,8 +32,9 @@ def diff_ops(text: str, truth: str) -> list[list[str]]:
 
     # Runs of changed words joined by single unchanged spaces are one change: a garbled line
     # is shown as the line it should have been and the line that was read.
-    runs: list[list] = []  # [tag, text side, truth side]
-    for tag, i1, i2, j1, j2 in Levenshtein.opcodes(ka, kb):
+    runs: list[list[str]] = []  # [tag, text side, truth side]
+    for op in Levenshtein.opcodes(ka, kb):
+        tag, i1, i2, j1, j2 = op.tag, op.src_start, op.src_end, op.dest_start, op.dest_end
         sa, sb = "".join(a[i1:i2]), "".join(b[j1:j2])
         if tag != "equal" and runs and runs[-1][0] == "change":
             runs[-1][1] += sa
@@ -56,7 +57,8 @@ def diff_ops(text: str, truth: str) -> list[list[str]]:
         elif len(sa) + len(sb) <= DIFF_REFINE_CHARS and Levenshtein.normalized_similarity(sa, sb) >= 0.5:
             # Close enough to be a misreading: show which characters differ. Unrelated runs
             # read better as one deletion and one insertion.
-            for ctag, c1, c2, d1, d2 in Levenshtein.opcodes(sa, sb):
+            for cop in Levenshtein.opcodes(sa, sb):
+                ctag, c1, c2, d1, d2 = cop.tag, cop.src_start, cop.src_end, cop.dest_start, cop.dest_end
                 if ctag == "equal":
                     emit("=", sa[c1:c2])
                 else:

@@ -175,7 +175,7 @@ def _snippet(text: str, n: int = 90) -> str:
 def index_html(ctx: IndexContext) -> str:
     n_pages = len(ctx.run.pages)
     st = ctx.statuses
-    groups = Counter()
+    groups: Counter[str] = Counter()
     for s, n in st.items():
         groups[status_group(s)] += n
     last_ph, overall_ph, invocations = _throughput(ctx)

@@ -214,7 +214,8 @@ def measure(text: str, *, engine: str = "", lang: str | None = None, stated_lang
 def _wrong_language(text: str, expected: str | None, n_words: int) -> str | None:
     if not expected or n_words < MIN_WORDS:
         return None
-    return other_language(text, [wordfreq_code(part) for part in expected.split("+")])
+    codes = [code for part in expected.split("+") if (code := wordfreq_code(part))]
+    return other_language(text, codes)
 
 
 def is_suspect(signal: Signal, engine: str, rule: Rule | None = None) -> bool:
@@ -251,7 +252,7 @@ def write_thresholds(fitted: dict[str, dict[str, float]], path: Path = THRESHOLD
         header = f"[thresholds.{engine}]\n"
         pattern = re.compile(rf"^\[thresholds\.{re.escape(engine)}\]\n(?:[^\[\n][^\n]*\n|\n)*?(?=^\[|\Z)", re.M)
         if pattern.search(text):
-            text = pattern.sub(lambda _, h=header, b=body: h + b + "\n", text, count=1)
+            text = pattern.sub(lambda _m: header + body + "\n", text, count=1)
         else:
             text = text.rstrip("\n") + "\n\n" + header + body
     path.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
@@ -272,7 +273,7 @@ def record_verdict(record: dict[str, Any], *, remeasure: bool = False, lang: str
         threshold = stored.get("threshold")
         below = isinstance(threshold, (int, float)) and stored["score"] < threshold
         return stored, below or record.get("status") == "suspect"
-    fields = record.get("fields") if isinstance(record.get("fields"), dict) else {}
+    fields: dict[str, Any] = record.get("fields") if isinstance(record.get("fields"), dict) else {}  # type: ignore[assignment]
     confidence = stored.get("confidence") if stored else None
     return judge(text, str(record.get("engine") or ""), lang=lang,
                  stated_lang=str(fields["language"]) if fields.get("language") else None,

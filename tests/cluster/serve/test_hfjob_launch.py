@@ -228,12 +228,21 @@ def hub_venv(version: str) -> Path:
     import shutil
     import venv
 
+    import sysconfig
+
     where = Path(os.environ.get("VLMOCR_WHEEL_CACHE", "/tmp/vlmocr-wheels")) / f"hub-{version}"
     python = where / "bin" / "python"
     done = where / ".installed"
     if not done.exists():
         shutil.rmtree(where, ignore_errors=True)
         venv.EnvBuilder(system_site_packages=True, with_pip=True).create(where)
+    # A venv made from inside a venv sees the base Python's packages, not the outer venv's (where a
+    # fresh machine keeps vlmocr's dependencies: issue 26): a .pth names the outer ones, after the
+    # new venv's own, so its huggingface_hub wins and the rest comes from the outer environment.
+    (inner,) = (where / "lib").glob("python3*/site-packages")
+    outer = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+    (inner / "vlmocr-outer-env.pth").write_text("".join(f"{path}\n" for path in outer))
+    if not done.exists():
         subprocess.run([str(python), "-m", "pip", "install", "-q", f"huggingface_hub=={version}"], check=True,
                        timeout=600)
         done.touch()

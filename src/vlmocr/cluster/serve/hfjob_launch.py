@@ -360,6 +360,7 @@ def serve_hf_job_for_run(cfg: RunConfig, environ: Mapping[str, str] | None = Non
                        flavor=env.get(HF_JOBS_FLAVOR_ENV, "").strip() or None, timeout=timeout,
                        no_p2p=env_flag(SERVE_NO_P2P, env), served_name=cfg.model)
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    assert cfg.out is not None  # a run's settings always name its folder
     log = Path(cfg.out) / "logs" / f"hf-job-{stamp}-{{job_id}}.log"
     ready_timeout = env_float(SERVE_HEALTH_TIMEOUT, DEFAULT_HEALTH_TIMEOUT, minimum=0.0, environ=env)
     previous_key = os.environ.get(API_KEY_ENV)

@@ -225,6 +225,7 @@ def serve_for_run(cfg: RunConfig, environ: Mapping[str, str] | None = None) -> I
     profile = load_profile(cfg.serve)
     kind = cfg.server_kind if cfg.server_kind in SERVERS else "vllm"
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    assert cfg.out is not None  # a run's settings always name its folder
     log = Path(cfg.out) / "logs" / f"server-{stamp}-{os.getpid()}.log"
     timeout = env_float(ENV_SERVE_HEALTH_TIMEOUT, DEFAULT_HEALTH_TIMEOUT, minimum=0.0, environ=env)
     with running_server(

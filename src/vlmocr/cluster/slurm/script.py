@@ -153,7 +153,7 @@ SUBMITTED_COMMIT={q(commit or 'unknown')}
 MANIFEST="$RUN_DIR/staged/{files}.csv"
 """
     if array:
-        body += f"""N={int(shards)}  # shards
+        body += f"""N={int(shards or 0)}  # shards
 K="${{SLURM_ARRAY_TASK_ID:?this is an array job script: submit it with sbatch}}"
 OUT="$RUN_DIR/shards/{shard_prefix}$K"
 TASK="{files}-$K"

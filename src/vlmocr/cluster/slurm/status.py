@@ -60,7 +60,8 @@ def _tally_shard(run_dir: Path, docs: list[Document]) -> dict[str, Any]:
         by_doc.setdefault(doc_id, {})[page] = rec
         if rec.get("doc_pages"):
             doc_pages[doc_id] = int(rec["doc_pages"])
-    row = {"pages": 0, "final": 0, "ok": 0, "fallback": 0, "review": 0, "failed": 0, "missing": 0, "bad_inputs": 0}
+    row: dict[str, Any] = {"pages": 0, "final": 0, "ok": 0, "fallback": 0, "review": 0, "failed": 0, "missing": 0,
+                           "bad_inputs": 0}
     for doc in docs:
         recs = by_doc.get(doc.doc_id, {})
         n = doc_pages.get(doc.doc_id)
@@ -76,13 +77,13 @@ def _tally_shard(run_dir: Path, docs: list[Document]) -> dict[str, Any]:
             wanted = [0]
         for p in wanted:
             row["pages"] += 1
-            rec = recs.get(p)
-            if rec is None:
+            final = recs.get(p)
+            if final is None:
                 row["missing"] += 1
                 continue
             row["final"] += 1
-            row[STATUS_GROUP[Status(rec["status"])]] += 1
-            row["bad_inputs"] += rec["status"] == Status.bad_input.value
+            row[STATUS_GROUP[Status(final["status"])]] += 1
+            row["bad_inputs"] += final["status"] == Status.bad_input.value
     summary = info.get("summary") or {}
     row["exit_code"] = summary.get("exit_code") if summary else None
     row["last_exit"] = row["exit_code"]

@@ -119,10 +119,10 @@ def stage_documents(run_dir: Path, kind: str, paths: Sequence[str] = (), manifes
     # The originals, for people and for merge (records name the staged file as their source).
     rows = [r for r in previous if r.get("kind") != kind] + [asdict(s) for s in staged]
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=["kind", "doc_id", "staged", "original", "pages", "dpi"],
-                            lineterminator="\n", extrasaction="ignore")
-    writer.writeheader()
-    writer.writerows(rows)
+    originals = csv.DictWriter(buf, fieldnames=["kind", "doc_id", "staged", "original", "pages", "dpi"],
+                               lineterminator="\n", extrasaction="ignore")
+    originals.writeheader()
+    originals.writerows(rows)
     _write_if_changed(run.originals_csv, buf.getvalue())
     # The staged manifest must give the same ids (a manifest strips spaces around a doc_id).
     reread = [d.doc_id for d in from_manifest(manifest_path)]
