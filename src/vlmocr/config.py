@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from .engines.choice import AUTO, DocumentReading, EngineChoice, choose_ocr_engine, for_document, tesseract_languages
 from .engines.languages import canonical_lang
-from .engines.registry import ENGINE_CHOICES, HTTP_ENGINE, OCR_ENGINES, engine_parts
+from .engines.registry import ENGINE_CHOICES, HTTP_ENGINE, OCR_ENGINES, engine_key_material, reads_language
 from .exceptions import UsageError
 from .reading.memory import available_cores
 from .redact import public_url
@@ -195,7 +195,7 @@ class RunConfig(BaseModel):
         if not language or language == self.lang:
             return None
         if (language, reader, auto) not in self._doc_readings:
-            probe = auto or "tesseract" in engine_parts(reader)  # else no data is asked for
+            probe = auto or reads_language(reader)  # else no data is asked for
             self._doc_readings[(language, reader, auto)] = for_document(
                 language, run_lang=self.lang, reader=reader, auto=auto,
                 languages=tesseract_languages() if probe else None)
@@ -213,13 +213,7 @@ class RunConfig(BaseModel):
             "reader": reader,
             "sizing": (sizing or self.sizing(doc_dpi)).as_dict(),
         }
-        if "tesseract" in engine_parts(reader):
-            material["lang"] = lang
-        if "rapidocr" in engine_parts(reader):
-            # RapidOCR's settings change what it reads: a page read with other settings is read again.
-            from .engines.rapidocr import settings_tag
-
-            material["rapidocr"] = settings_tag()
+        material.update(engine_key_material(reader, lang))  # each engine's own share (engines/registry.py)
         return material
 
     def settings_key(self, doc_dpi: float | None = None) -> str:

@@ -10,6 +10,7 @@ import typer
 
 from ..config import RunConfig, load_config
 from ..engines.choice import AUTO_RULE
+from ..engines.registry import ENGINE_CHOICES, ocr_engine_names
 from ..exceptions import UsageError
 from ..preflight import check_run
 from ..progress import RunProgress, console
@@ -22,10 +23,9 @@ def run_command(
     paths: List[str] = typer.Argument(None, help="Files or folders (recursive)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run directory."),
     manifest: Optional[Path] = typer.Option(None, help="CSV or JSONL: doc_id,path[,pages,dpi,language]."),
-    engine: Optional[str] = typer.Option(None, help="auto|textlayer|rapidocr|tesseract|tesseract+rapidocr|openai"),
+    engine: Optional[str] = typer.Option(None, help="|".join(ENGINE_CHOICES)),
     ocr_engine: Optional[str] = typer.Option(
-        None, help=f"What `auto` reads scans with: auto ({AUTO_RULE}) | rapidocr | tesseract | "
-                   "tesseract+rapidocr (both; the better signal per page)."),
+        None, help=f"What `auto` reads scans with: auto ({AUTO_RULE}) | {ocr_engine_names()}."),
     endpoint: Optional[str] = typer.Option(None, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1"),
     model: Optional[str] = typer.Option(None, help="Model name served by the endpoint."),
     profile: Optional[str] = typer.Option(None, help="Model profile (see `vlmocr profiles list`)."),

@@ -34,6 +34,13 @@ def _textlayer(options: dict[str, Any]) -> Any:
     return TextLayerEngine()
 
 
+def _rapidocr_settings() -> dict[str, Any]:
+    # RapidOCR's settings change what it reads: a page read with other settings is read again.
+    from .rapidocr import settings_tag
+
+    return {"rapidocr": settings_tag()}
+
+
 def _rapidocr(options: dict[str, Any]) -> Any:
     from .rapidocr import RapidOcrEngine
 
@@ -62,6 +69,15 @@ class CpuEngine:
     # pages (BENCHMARKS.md, "Engines on ../shared/gt"): the default --workers is what memory
     # holds of these (reading/memory.py), lest a laptop's 8 workers meet the OOM killer.
     peak_worker_mb: int | None = None
+    # Reads with language data (`--lang`, a document's language): the language is its share of
+    # the settings key, and a worker keeps one instance per language.
+    reads_language: bool = False
+    # Its share of the settings key besides the language: what else changes what it reads.
+    key_share: Callable[[], dict[str, Any]] = field(default=lambda: {})
+
+    def key_material(self, lang: str) -> dict[str, Any]:
+        """This engine's part of a page's settings key when it reads with `lang`."""
+        return {**({"lang": lang} if self.reads_language else {}), **self.key_share()}
 
 
 def composite(*members: CpuEngine) -> CpuEngine:
@@ -88,9 +104,10 @@ _TEXTLAYER = CpuEngine("textlayer", _textlayer, ocr=False)
 _RAPIDOCR = CpuEngine("rapidocr", _rapidocr, ocr=True, preload=("rapidocr", "onnxruntime"),
                       versions=lambda: {"rapidocr": dist_version("rapidocr"),
                                         "onnxruntime": dist_version("onnxruntime")},
-                      peak_worker_mb=1540)
+                      peak_worker_mb=1540, key_share=_rapidocr_settings)
 _TESSERACT = CpuEngine("tesseract", _tesseract, ocr=True, preload=("vlmocr.engines.tesseract",),
-                       versions=_tesseract_version, check=_tesseract_check, peak_worker_mb=160)
+                       versions=_tesseract_version, check=_tesseract_check, peak_worker_mb=160,
+                       reads_language=True)
 CPU_ENGINES: dict[str, CpuEngine] = {e.name: e for e in (
     _TEXTLAYER, _RAPIDOCR, _TESSERACT,
     # Tesseract first: it wins a tie (engines/choice.pick), being the better engine on average.
@@ -101,11 +118,31 @@ HTTP_ENGINE = "openai"
 ENGINE_CHOICES = ("auto", *CPU_ENGINES, HTTP_ENGINE)
 
 
+def ocr_engine_names() -> str:
+    """`rapidocr | tesseract | tesseract+rapidocr (both; …)`: what `--ocr-engine` may name, for help."""
+    return " | ".join(f"{name} (both; the better signal per page)" if CPU_ENGINES[name].parts else name
+                      for name in OCR_ENGINES)
+
+
 def make_cpu_engine(name: str, options: dict[str, Any]) -> Any:
     entry = CPU_ENGINES.get(name)
     if entry is None or entry.build is None:
         raise ValueError(f"unknown CPU engine {name!r}" if entry is None else f"{name} is read by its parts")
     return entry.build(options)
+
+
+def reads_language(name: str) -> bool:
+    """Does `name` (or a part of it) read with language data?"""
+    return any(CPU_ENGINES[p].reads_language for p in engine_parts(name) if p in CPU_ENGINES)
+
+
+def engine_key_material(name: str, lang: str) -> dict[str, Any]:
+    """The share of a page's settings key of the engine(s) `name` reads with, in `lang`."""
+    out: dict[str, Any] = {}
+    for part in engine_parts(name):
+        if part in CPU_ENGINES:
+            out.update(CPU_ENGINES[part].key_material(lang))
+    return out
 
 
 def engine_parts(name: str) -> tuple[str, ...]:
