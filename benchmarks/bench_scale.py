@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The run folder at scale (issue 27, point 4): how long `run` (resume), `report`, `evaluate` and
-`export` take, and how much memory they need, on a run of 1 000, 10 000 and 100 000 page records.
+"""The run folder at scale (issue 27, point 4): how long `run` (resume), `report`, `evaluate`,
+`export` and `clean` take, and how much memory they need, on a run of 1 000, 10 000 and 100 000 page records.
 
 The run folders are bench_resume.py's (N records of ~1.5 KB of real transcription, N/100
 documents of 100 pages, hard links to one real PDF, docs/ assembled), made once and reused with
@@ -53,6 +53,7 @@ def commands(base: Path, n: int, inputs: Path, run_dir: Path, truth: Path) -> di
         "report": [*vl, "report", str(run_dir), "--out", str(base / f"report-{n}")],
         "evaluate": [*vl, "evaluate", str(run_dir), "--truth", str(truth), "--json"],
         "export": [*vl, "export", str(run_dir), "--format", "jsonl", "--out", str(base / f"export-{n}.jsonl")],
+        "clean": [*vl, "clean", str(run_dir)],
     }
 
 
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="1000,10000,100000", help="records per run folder (multiples of 100)")
     ap.add_argument("--workdir", type=Path, help="build here and reuse on the next call (default: a temp dir)")
-    ap.add_argument("--only", default="resume,report,evaluate,export", help="commands to measure")
+    ap.add_argument("--only", default="resume,report,evaluate,export,clean", help="commands to measure")
     ap.add_argument("--quick", action="store_true", help="smoke run: 200 and 2 000 records")
     args = ap.parse_args(argv)
     sizes = [200, 2000] if args.quick else [int(s) for s in args.sizes.split(",")]

@@ -50,7 +50,7 @@ def test_bench_resume_quick(tmp_path) -> None:
 def test_bench_scale_quick() -> None:
     """Issue 27, point 4: resume, report, evaluate and export on run folders of 200 and 2 000 records."""
     out = run_bench("bench_scale.py")
-    for name in ("resume", "report", "evaluate", "export"):
+    for name in ("resume", "report", "evaluate", "export", "clean"):
         for n in (200, 2000):
             assert f"RESULT scale {name} {n}: " in out, out
         assert f"RESULT scale {name} RSS ×" in out, out

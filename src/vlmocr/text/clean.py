@@ -485,33 +485,33 @@ def clean_run(run_dir: Path, rules: CleanRules | None = None) -> CleanResult:
     from ..rundir import RunDir
 
     finals = RunDir(run_dir).reading()  # the folder's reading, not the last record of any
-    cleaned = clean_records(finals.values(), rules)
-    raw_text = {k: (r.get("text") or "") for k, r in finals.items()}
 
     out = run_dir / CLEAN_DIR
     docs_dir = out / "docs"
     docs_dir.mkdir(parents=True, exist_ok=True)
+    pages = changed = removed = joined = trimmed = 0
+    written: set[str] = set()
+    # Document by document, in doc_id order: one document's text in memory at a time.
     with atomic_file(out / PAGES_FILE) as tmp, tmp.open("wb") as fh:
-        for rec in cleaned:
-            fh.write(orjson.dumps(rec) + b"\n")
-
-    by_doc: dict[str, list[dict[str, Any]]] = {}
-    for rec in cleaned:
-        by_doc.setdefault(rec["doc_id"], []).append(rec)
-    for doc_id, recs in by_doc.items():
-        pages = [r for r in recs if int(r["page"]) > 0]
-        write_text_atomic(docs_dir / f"{doc_id}.md", assemble_markdown(pages or recs))
+        for doc_id, recs in finals.documents():
+            raw_text = {int(r["page"]): r.get("text") or "" for r in recs}
+            cleaned = clean_document(recs, rules)
+            for rec in cleaned:
+                fh.write(orjson.dumps(rec) + b"\n")
+                pages += 1
+                changed += rec["text"] != raw_text[int(rec["page"])]
+                removed += len(rec["clean"]["removed_lines"])
+                joined += rec["clean"]["dehyphenated"]
+                trimmed += rec["clean"]["loops_trimmed"]
+            with_pages = [r for r in cleaned if int(r["page"]) > 0]
+            write_text_atomic(docs_dir / f"{doc_id}.md", assemble_markdown(with_pages or cleaned))
+            written.add(doc_id)
     for stale in docs_dir.glob("*.md"):
-        if stale.stem not in by_doc:
+        if stale.stem not in written:
             stale.unlink()
 
-    result = CleanResult(
-        out_dir=out, rules_hash=rules.hash, pages=len(cleaned), docs=len(by_doc),
-        changed=sum(1 for r in cleaned if r["text"] != raw_text[(r["doc_id"], int(r["page"]))]),
-        removed_lines=sum(len(r["clean"]["removed_lines"]) for r in cleaned),
-        dehyphenated=sum(r["clean"]["dehyphenated"] for r in cleaned),
-        loops_trimmed=sum(r["clean"]["loops_trimmed"] for r in cleaned),
-    )
+    result = CleanResult(out_dir=out, rules_hash=rules.hash, pages=pages, docs=len(written), changed=changed,
+                         removed_lines=removed, dehyphenated=joined, loops_trimmed=trimmed)
     # No timestamp: the same raw layer and rules give the same bytes.
     write_json_atomic(out / RULES_FILE, {
         "rules_hash": rules.hash, "rules": rules.canonical(),
