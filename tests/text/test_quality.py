@@ -533,9 +533,11 @@ def test_no_text_answers_are_empty(text: str) -> None:
     assert classify(text, "stop", blank_image=True) == (Status.ok, [FLAG_BLANK_PAGE, FLAG_NO_TEXT_ANSWER])
 
 
-def test_text_read_from_a_blank_image_is_flagged() -> None:
+def test_text_read_from_a_blank_image_is_suspect_never_ok() -> None:
+    """Issue 30, point 0: the image says there is nothing to read; the text was made up."""
     status, flags = classify("Happy birthday to you!", "stop", blank_image=True)
-    assert status == Status.ok and FLAG_TEXT_ON_BLANK in flags
+    assert status == Status.suspect and FLAG_TEXT_ON_BLANK in flags
+    assert classify("Happy birthday to you!", "stop")[0] == Status.ok
 
 
 def test_truncated() -> None:

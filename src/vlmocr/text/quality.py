@@ -24,7 +24,11 @@ Precedence of `classify` (the first rule that applies wins; flags record the oth
    `max_tokens` the cause is the loop (retry with repetition controls, not a larger budget),
    and the flag ``finish_length`` records the length stop as well.
 4. **truncated** — `finish_reason == "length"` without a loop (flag ``finish_length``).
-5. **ok**.
+5. **suspect** — text read from an image the caller measured as blank (no ink: flag
+   ``text_on_blank_image``): the image says there is nothing to read, so the text was made up
+   (a VLM's fluent passage on a blank page, the failure users report most). Never `ok`: it goes
+   up a VLM's retry ladder and to review (issue 30, point 0).
+6. **ok**.
 """
 
 from __future__ import annotations
@@ -98,6 +102,8 @@ def assess(reading_text: str, finish_reason: str | None, *, blank_image: bool = 
         return Assessment(Status.loop, flags)
     if reason == "length":
         return Assessment(Status.truncated, flags)
+    if blank_image:
+        return Assessment(Status.suspect, flags)
     return Assessment(Status.ok, flags)
 
 
