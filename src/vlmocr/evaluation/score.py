@@ -351,15 +351,15 @@ def score(records: Mapping[tuple[str, int], dict[str, Any]], truth: list[TruthPa
 def run_records(run_dir: Path, clean: bool = False, rules: Any = None) -> tuple[Mapping[tuple[str, int], dict], str]:
     """The final records of a run: raw, or the cleaned layer (`clean.cleaned_records`)."""
     run_dir = Path(run_dir)
-    if not (run_dir / PAGES_FILE).is_file():
+    from ..rundir import RunDir
+
+    if not RunDir(run_dir).pages.is_file():
         raise UsageError(f"{run_dir} is not a run directory (no {PAGES_FILE})")
     if clean:
         from ..text.clean import cleaned_records
 
         recs, where = cleaned_records(run_dir, rules)
         return recs, f"clean ({where})"
-    from ..rundir import RunDir
-
     return RunDir(run_dir).reading(), "raw"
 
 

@@ -41,7 +41,7 @@ from ..reading.memory import available_cores
 from ..reading.tasks import TaskRunner
 from ..record import LADDER, FigureRecord, Status
 from ..render import DEFAULT_MAX_PIXELS, Sizing, page_pixel_size
-from ..rundir import FIGURES_FILE, SourceFinder
+from ..rundir import FIGURES_FILE, RunDir, SourceFinder
 from ..store import PAGES_FILE, RecordWriter, RunLock
 from .settings import (DescribeOptions, describe_key_material,
                        describing_profile, load_state, owes)
@@ -361,7 +361,7 @@ def settled_summary(run_dir: str | Path, opts: DescribeOptions) -> DescribeSumma
     for --serve the served name), with the final statuses already in figures.jsonl: what
     `describe --serve` decides by before starting a server, and reports when nothing is owed."""
     run_dir = Path(run_dir)
-    if not (run_dir / PAGES_FILE).is_file():
+    if not RunDir(run_dir).pages.is_file():
         raise UsageError(f"{run_dir} is not a run directory (no {PAGES_FILE})")
     figures, no_box = find_figures(run_dir)
     if opts.doc_ids is not None:
@@ -482,7 +482,7 @@ def describe_run(run_dir: str | Path, opts: DescribeOptions, *, progress: Callab
     """Library entry point of `vlmocr describe`: describe every owed figure of a run."""
     run_dir = Path(run_dir)
     opts.check()
-    if not (run_dir / PAGES_FILE).is_file():
+    if not RunDir(run_dir).pages.is_file():
         raise UsageError(f"{run_dir} is not a run directory (no {PAGES_FILE})")
     note = progress or (lambda _msg: None)
     if opts.dry_run:

@@ -21,7 +21,7 @@ from ..exceptions import BadInput
 from ..render import DEFAULT_MAX_PIXELS, Sizing, encode, is_blank, render_page
 from ..store import write_bytes_atomic
 from ..rundir import RunDir
-from ..store import PAGES_FILE, iter_records
+from ..store import iter_records
 from ..text.postprocess import is_figure_block
 
 FIGURES_DIR = "figures"
@@ -187,7 +187,7 @@ def find_figures(run_dir: Path) -> tuple[list[Figure], int]:
     (doc_id, page, figure) order. Streams pages.jsonl keeping only the figures, not the texts."""
     pixel = pixel_grounding(run_dir)
     latest: dict[tuple[str, int], tuple[list[Figure], int]] = {}
-    for rec in iter_records(run_dir / PAGES_FILE):
+    for rec in iter_records(RunDir(run_dir).pages):
         try:
             ident = (str(rec["doc_id"]), int(rec["page"]))
         except (KeyError, TypeError, ValueError):

@@ -20,7 +20,7 @@ from typing import Any
 from ..exceptions import ExitCode
 from ..figures.describe import DescribeSummary, describe_run
 from ..figures.settings import DescribeOptions
-from ..rundir import PAGES_FILE
+from ..rundir import RunDir
 from .catalog import Catalog
 from .publish import PublishResult, publish
 
@@ -83,7 +83,7 @@ def describe_library(library: Path, opts: DescribeOptions, *, progress: Callable
     documents, by_run = library_runs(library)
     result = LibraryDescribe(str(library), documents=documents)
     for (run, layer), doc_ids in sorted(by_run.items()):
-        if not (Path(run) / PAGES_FILE).is_file():
+        if not RunDir(run).pages.is_file():
             result.gone[run] = result.gone.get(run, 0) + len(doc_ids)
             note(f"{run}: not there any more; {len(doc_ids)} document(s) left as published")
             continue
@@ -115,7 +115,7 @@ def describe_library_served(library: Path, opts: DescribeOptions, serve: str, *,
         return describe_library(library, opts, progress=progress, handle_signals=handle_signals)
     _, by_run = library_runs(library)
     owed = any(settled_summary(run, replace(opts, doc_ids=frozenset(ids))).owed
-               for (run, _), ids in sorted(by_run.items()) if (Path(run) / PAGES_FILE).is_file())
+               for (run, _), ids in sorted(by_run.items()) if RunDir(run).pages.is_file())
     if not owed:
         note(NOTHING_OWED)
         return describe_library(library, opts, progress=progress, handle_signals=handle_signals,

@@ -16,7 +16,8 @@ import orjson
 
 from ..record import Status
 from ..sources import Document, neutralise_cell
-from ..store import PAGES_FILE, DocState, ResumeIndex, line_intact, write_text_atomic
+from ..rundir import RunDir
+from ..store import DocState, ResumeIndex, line_intact, write_text_atomic
 
 BAD_INPUTS = "bad_inputs.csv"
 COLUMNS = ("doc_id", "page", "path", "reason")
@@ -63,7 +64,7 @@ def write_bad_inputs(run_dir: Path, docs: list[Document], keys: dict[str, str], 
     if not rows:
         path.unlink(missing_ok=True)
         return 0
-    reasons = _reasons(Path(run_dir) / PAGES_FILE, {(keys[d.doc_id], d.doc_id, p) for d, p in rows})
+    reasons = _reasons(RunDir(run_dir).pages, {(keys[d.doc_id], d.doc_id, p) for d, p in rows})
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(COLUMNS)

@@ -18,7 +18,6 @@ from typing import Any
 
 from ..engines.base import PageInput, Reading
 from ..engines.choice import Candidate, pick
-from ..engines.registry import reads_language
 from ..exceptions import BadInput
 from ..record import PageRecord, PageTask, Status
 from ..sources import printable
@@ -71,11 +70,11 @@ def _die_with_scheduler(pid: int | None) -> None:
 def engine(name: str, lang: str | None = None) -> Any:
     """The worker's engine instance, built on first use (models load once per process).
     `lang`: Tesseract's data when not the run's (a document's language): one instance each."""
+    from ..engines.registry import make_cpu_engine, reads_language
+
     lang = lang if reads_language(name) else None
     eng = _engines.get(f"{name}:{lang}" if lang else name)
     if eng is None:
-        from ..engines.registry import make_cpu_engine
-
         options = {**_engine_options, "tesseract_lang": lang} if lang else _engine_options
         eng = _engines[f"{name}:{lang}" if lang else name] = make_cpu_engine(name, options)
     return eng

@@ -478,11 +478,12 @@ class CleanResult:
 def clean_run(run_dir: Path, rules: CleanRules | None = None) -> CleanResult:
     """Build RUN/clean/ from the final records of RUN/pages.jsonl (which is only read)."""
     rules = rules or load_rules()
-    raw = run_dir / PAGES_FILE
+    from ..rundir import RunDir
+
+    raw = RunDir(run_dir).pages
     if not raw.is_file():
         raise UsageError(f"{run_dir} is not a run directory (no {PAGES_FILE})")
     raw_sha = file_sha256(raw)
-    from ..rundir import RunDir
 
     finals = RunDir(run_dir).reading()  # the folder's reading, not the last record of any
 
@@ -492,7 +493,7 @@ def clean_run(run_dir: Path, rules: CleanRules | None = None) -> CleanResult:
     pages = changed = removed = joined = trimmed = 0
     written: set[str] = set()
     # Document by document, in doc_id order: one document's text in memory at a time.
-    with atomic_file(out / PAGES_FILE) as tmp, tmp.open("wb") as fh:
+    with atomic_file(RunDir(run_dir).clean_pages) as tmp, tmp.open("wb") as fh:
         for doc_id, recs in finals.documents():
             raw_text = {int(r["page"]): r.get("text") or "" for r in recs}
             cleaned = clean_document(recs, rules)

@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 from ...exceptions import UsageError
 from ...figures.settings import DescribeOptions
+from ...rundir import RunDir
 from ...store import PAGES_FILE
 from .jobs import check_not_active
 from .script import SlurmOptions
@@ -42,7 +43,7 @@ def check_describe_job(run_dir: Path | None, library: Path | None, opts: Describ
     if (run_dir is None) == (library is None):
         raise UsageError("give a run directory or --library LIB (one of them)")
     served_options(opts, serve)
-    if run_dir is not None and not (Path(run_dir) / PAGES_FILE).is_file():
+    if run_dir is not None and not RunDir(run_dir).pages.is_file():
         raise UsageError(f"{run_dir} is not a run directory (no {PAGES_FILE})")
     if library is not None:
         from ...library.catalog import Catalog
