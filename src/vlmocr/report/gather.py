@@ -14,7 +14,7 @@ from ..evaluation.score import char_errors, rate
 from ..evaluation.truth import load_truth, match_truth
 from ..record import Status
 from ..rundir import RunDir, run_keys
-from ..store import FinalRecords, final_records, records_with_offsets
+from ..store import FinalRecords, final_index, records_with_offsets
 
 STATUS_ORDER: tuple[str, ...] = tuple(s.value for s in Status)
 # The fields of a page's final record the report keeps in memory: not its text, which is read from
@@ -44,7 +44,7 @@ class Page:
     d: int  # document index
     rec: dict[str, Any]
     tries: int  # records of this page in pages.jsonl
-    clean: str | None = None
+    has_clean: bool = False  # the cleaned layer has the page (its text: RunData.clean_texts)
     truth: str | None = None
     cer: float | None = None
     cer_clean: float | None = None
@@ -87,12 +87,19 @@ class RunData:
     truth_pages: int = 0
     missing_truth: list[tuple[str, int]] = field(default_factory=list)  # truth pages without a record
     records: FinalRecords | None = None  # the final records, text included, read when asked for
+    clean_records: FinalRecords | None = None  # the cleaned layer's, likewise
 
     def text(self, p: "Page") -> str:
         """A page's text, read from pages.jsonl now."""
         if self.records is None or (p.rec["doc_id"], p.page) not in self.records:
             return ""
         return self.records[(p.rec["doc_id"], p.page)].get("text") or ""
+
+    def clean_texts(self, doc: "Doc") -> dict[int, str]:
+        """A document's cleaned page texts by page, read from RUN/clean now."""
+        if self.clean_records is None:
+            return {}
+        return {page: rec.get("text") or "" for page, rec in self.clean_records.document(doc.doc_id).items()}
 
     def texts(self, doc: "Doc") -> dict[int, str]:
         """A document's page texts by page, read from pages.jsonl now."""
@@ -212,11 +219,9 @@ def _add_clean_layer(run: RunData, notes: list[str]) -> None:
     run.clean_present = clean_file.is_file()
     if not run.clean_present:
         return
-    cleaned = final_records(clean_file)
+    run.clean_records = final_index(clean_file)  # its texts are read a document at a time
     for p in run.pages:
-        c = cleaned.get((p.rec["doc_id"], p.page))
-        if c is not None:
-            p.clean = c.get("text") or ""
+        p.has_clean = (p.rec["doc_id"], p.page) in run.clean_records
     try:
         from ..text.clean import cleaned_layer_status
 
@@ -246,5 +251,6 @@ def _score(run: RunData, truth_path: Path) -> None:
         p.truth = ref
         p.edits, p.ref_chars = char_errors(run.text(p), ref)
         p.cer = rate(p.edits, p.ref_chars)
-        if p.clean is not None:
-            p.cer_clean = rate(*char_errors(p.clean, ref))
+        if p.has_clean and run.clean_records is not None:
+            clean = run.clean_records[(p.rec["doc_id"], p.page)].get("text") or ""
+            p.cer_clean = rate(*char_errors(clean, ref))

@@ -134,8 +134,9 @@ def _write_chunks(tmp: Path, run: RunData) -> list[int]:
 
     for doc in run.docs:
         texts = run.texts(doc)  # this document's, read now: one document's text at a time
+        cleans = run.clean_texts(doc)
         for p in doc.pages:
-            obj = _page_obj(p, doc, texts.get(p.page, ""))
+            obj = _page_obj(p, doc, texts.get(p.page, ""), cleans.get(p.page) if p.has_clean else None)
             size = len(obj["text"]) + len(obj.get("clean") or "") + 2 * len(obj.get("truth") or "") + 400
             if cur and (len(cur) >= PAGE_CHUNK or cur_bytes + size > CHUNK_BYTES):
                 flush()
@@ -173,7 +174,7 @@ def _doc_row(doc: Doc) -> list[Any]:
             micro_cer_clean(doc.pages), flagged[0].ordinal if flagged else None, doc.pages[0].g]
 
 
-def _page_obj(p: Page, doc: Doc, text: str) -> dict[str, Any]:
+def _page_obj(p: Page, doc: Doc, text: str, clean: str | None = None) -> dict[str, Any]:
     r = p.rec
     obj: dict[str, Any] = {
         "g": p.g, "d": p.d, "page": p.page, "status": p.status, "text": text,
@@ -186,8 +187,8 @@ def _page_obj(p: Page, doc: Doc, text: str) -> dict[str, Any]:
     }
     if r.get("source") and r.get("source") != doc.source:
         obj["source"] = r.get("source")
-    if p.clean is not None:
-        obj["clean"] = p.clean
+    if clean is not None:
+        obj["clean"] = clean
     if p.truth is not None:
         obj["truth"] = p.truth
         obj["cer"] = p.cer
