@@ -155,3 +155,22 @@ def test_now_iso_precision() -> None:
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", now_iso())
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", now_iso("seconds"))
     assert json.loads(json.dumps(now_iso("seconds")))
+
+
+def test_run_json_reads_back_typed(tmp_path):
+    """Issue 28, point 1: run.json has a typed back door (RunDir.run_info), filled by the scheduler
+    as a RunInfo instead of a literal; a field another version wrote in another shape is left out
+    rather than failing a reader, and fields other writers add are kept."""
+    from vlmocr.rundir import RunDir, RunInfo
+
+    info = RunInfo(key="k1", keys=["k1"], settings={"engine": "auto"}, shard=None)
+    data = info.as_json()
+    assert data["schema"] == 1 and data["shard"] is None and data["keys"] == ["k1"]
+    assert not {"engine_choice", "server", "workers", "summary"} & set(data)  # written only when set
+    (tmp_path / "run.json").write_text(json.dumps({**data, "documents": "many", "merged_from": ["a", "b"],
+                                                   "summary": {"exit_code": 0}}))
+    back = RunDir(tmp_path).run_info()
+    assert back.key == "k1" and back.keys == ["k1"] and back.settings == {"engine": "auto"}
+    assert back.documents is None  # not an int: left out, the rest read
+    assert back.summary == {"exit_code": 0} and back.model_extra == {"merged_from": ["a", "b"]}
+    assert RunDir(tmp_path / "none").run_info() == RunInfo()

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
 from .exceptions import UsageError
 from .store import PAGES_FILE, FinalRecords, final_index
 
@@ -86,7 +88,12 @@ class RunDir:
         """The final records of the folder's reading: the settings keys run.json names (a folder
         holds one reading, issue 27; records of another are history, never shown as this one's).
         A mapping read from the file as it is gone through: one page's text in memory at a time."""
-        return final_index(self.pages, keys=run_keys(self.info()))
+        return final_index(self.pages, keys=run_keys(self.run_info()))
+
+    def run_info(self) -> "RunInfo":
+        """run.json as a RunInfo (an empty one when there is none or it cannot be read; a field of
+        the wrong type is left out rather than failing the reader, as `info()` never fails)."""
+        return RunInfo.read(self.info())
 
     def info(self) -> dict[str, Any]:
         """run.json, or {} when there is none (or it cannot be read: it is rewritten whole at
@@ -151,9 +158,62 @@ class RunDir:
             return list(csv.DictReader(fh))
 
 
-def run_keys(info: dict[str, Any]) -> set[str] | None:
+class RunInfo(BaseModel):
+    """RUN/run.json: what a run was asked, what it chose, what served it, and how it went. The
+    scheduler fills one and writes it whole at every start and end of a run (reading/scheduler.py);
+    readers take it typed (RunDir.run_info). Fields other writers add (merge's `merged_from`)
+    are kept (extra="allow")."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    schema_: int = Field(1, alias="schema")
+    settings: dict[str, Any] = Field(default_factory=dict)  # RunConfig.public_dict(): never secrets
+    key: str | None = None  # the run-level settings key: the folder's reading (issue 27)
+    keys: list[str] = Field(default_factory=list)  # every key its documents were read under
+    key_material: dict[str, Any] = Field(default_factory=dict)
+    engine_choice: dict[str, Any] | None = None  # `auto`'s choice of OCR engine, and why
+    versions: dict[str, Any] = Field(default_factory=dict)
+    git_commit: str | None = None
+    server: dict[str, Any] | None = None  # what served a VLM's pages (reading/served.py)
+    workers: dict[str, Any] | None = None  # the pool started, and why (reading/memory.py)
+    host: str | None = None
+    documents: int | None = None
+    skipped: dict[str, Any] = Field(default_factory=dict)  # files of a folder that are no documents
+    shard: str | None = None
+    current: dict[str, Any] = Field(default_factory=dict)  # this (or the last) invocation
+    history: list[dict[str, Any]] = Field(default_factory=list)  # finished invocations, newest last
+    summary: dict[str, Any] | None = None  # the outcome, once the run ends
+
+    @classmethod
+    def read(cls, data: dict[str, Any]) -> "RunInfo":
+        try:
+            return cls.model_validate(data)
+        except ValidationError:
+            # A run.json another version wrote, or edited by hand: keep what parses.
+            fields = {name: value for name, value in data.items() if _valid_field(cls, name, value)}
+            return cls.model_validate(fields)
+
+    def as_json(self) -> dict[str, Any]:
+        data = self.model_dump(by_alias=True, mode="json")
+        return {k: v for k, v in data.items() if not (k in _WRITTEN_WHEN_SET and v is None)}
+
+
+# Fields run.json holds only when set, as it always had them.
+_WRITTEN_WHEN_SET = ("engine_choice", "server", "workers", "summary")
+
+
+def _valid_field(model: type[BaseModel], name: str, value: Any) -> bool:
+    try:
+        model.model_validate({name: value})
+        return True
+    except ValidationError:
+        return False
+
+
+def run_keys(info: dict[str, Any] | RunInfo) -> set[str] | None:
     """The settings keys run.json names (records under other keys are stale), None without any."""
-    return set(info.get("keys") or []) or None
+    keys = info.keys if isinstance(info, RunInfo) else info.get("keys")
+    return set(keys or []) or None
 
 
 # ---------------------------------------------------------------- the file a record names

@@ -82,7 +82,7 @@ def merge(run_dir: Path, out: Path | None = None, warn: Callable[[str], None] = 
     where: dict[tuple[str, int], str] = {}
     for shard in shards:
         run = RunDir(shard)
-        keys = run_keys(run.info())  # without run.json: the latest record of each page
+        keys = run_keys(run.run_info())  # without run.json: the latest record of each page
         for page_id, rec in final_records(run.pages, keys=keys).items():
             prev = chosen.get(page_id)
             if prev is not None:

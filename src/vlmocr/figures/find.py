@@ -143,8 +143,7 @@ def crop_path(doc_id: str, page: int, figure: int) -> str:
 
 def pixel_grounding(run_dir: Path) -> bool:
     """Were the page's boxes pixels of the sent image (dots.ocr's JSON) rather than 0–1000?"""
-    material = RunDir(run_dir).info().get("key_material") or {}
-    post = material.get("postprocess") if isinstance(material, dict) else None
+    post = RunDir(run_dir).run_info().key_material.get("postprocess")
     return isinstance(post, dict) and post.get("grounding_format") == "dots-json"
 
 

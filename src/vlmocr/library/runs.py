@@ -95,10 +95,10 @@ def run_dirs(paths: Iterable[Path | str]) -> list[Path]:
 
 def run_info(run_dir: Path, source_roots: Iterable[Path] = ()) -> RunInfo:
     run = RunDir(Path(run_dir).resolve())
-    data = run.info()
-    info = RunInfo(path=run.path, keys=run_keys(data), settings=data.get("settings") or {},
-                   key_material=data.get("key_material"), versions=data.get("versions"),
-                   git_commit=data.get("git_commit"))
+    data = run.run_info()
+    info = RunInfo(path=run.path, keys=run_keys(data), settings=data.settings,
+                   key_material=data.key_material or None, versions=data.versions or None,
+                   git_commit=data.git_commit)
     # A SLURM shard (RUN/shards/K): records name the staged symlink; originals.csv names the file
     # and the pages each document's selection holds.
     cluster = run.cluster

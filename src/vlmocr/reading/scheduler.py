@@ -32,7 +32,7 @@ from .cpu import CpuReader
 from .pool import WorkerPool
 from .tasks import TaskRunner
 from ..redact import public_argv
-from ..rundir import RunDir, git_commit, versions
+from ..rundir import RunDir, RunInfo, git_commit, versions
 from ..record import PageRecord, PageTask, Status, now_iso
 from ..skipped import SkippedFiles
 from ..skipped import phrase as skipped_phrase
@@ -537,7 +537,7 @@ class Scheduler(TaskRunner):
 
     def _write_run_json(self, docs: list[Document], keys: dict[str, str], started: str, summary: Summary | None) -> None:
         run_dir = RunDir(self.run_dir)
-        history = list(run_dir.info().get("history", []))
+        history = list(run_dir.run_info().history)
         entry = {"started_at": started, "host": socket.gethostname(), "pid": os.getpid(),
                  "argv": public_argv(sys.argv[1:]), "key": settings_key(self.reader.key_material())}
         stats = self.reader.final_stats()
@@ -547,25 +547,23 @@ class Scheduler(TaskRunner):
             entry["finished_at"] = now_iso()
             entry["summary"] = summary.as_dict()
             history.append(entry)
-        data = {
-            "schema": 1,
-            "settings": self.cfg.public_dict(),
-            "key": settings_key(self.reader.key_material()),
-            "keys": sorted(set(keys.values())),
-            "key_material": self.reader.key_material(),
-            **({"engine_choice": self.cfg.ocr_choice().as_dict(self.cfg.lang)} if self.cfg.uses_ocr_choice() else {}),
+        info = RunInfo(
+            settings=self.cfg.public_dict(),
+            key=settings_key(self.reader.key_material()),
+            keys=sorted(set(keys.values())),
+            key_material=self.reader.key_material(),
+            engine_choice=self.cfg.ocr_choice().as_dict(self.cfg.lang) if self.cfg.uses_ocr_choice() else None,
             **self._provenance(),
-            **({"workers": self.worker_count.as_dict()} if self.worker_count is not None else {}),
-            "host": socket.gethostname(),
-            "documents": len(docs),
-            "skipped": self.skipped.as_dict(),
-            "shard": self.cfg.shard,
-            "current": entry,
-            "history": history[-50:],
-        }
-        if summary is not None:
-            data["summary"] = summary.as_dict()
-        write_json_atomic(run_dir.run_json, data)
+            workers=self.worker_count.as_dict() if self.worker_count is not None else None,
+            host=socket.gethostname(),
+            documents=len(docs),
+            skipped=self.skipped.as_dict(),
+            shard=self.cfg.shard,
+            current=entry,
+            history=history[-50:],
+            summary=summary.as_dict() if summary is not None else None,
+        )
+        write_json_atomic(run_dir.run_json, info.as_json())
         self._write_summary(docs, keys, summary)
 
     def _write_summary(self, docs: list[Document], keys: dict[str, str], final: Summary | None) -> None:
@@ -617,13 +615,13 @@ def check_one_reading(run_dir: Path, material: dict[str, Any], cfg: RunConfig) -
     run = RunDir(run_dir)
     if not (run.pages.exists() and run.pages.stat().st_size > 0):
         return False
-    info = run.info()
-    old, new = info.get("key"), settings_key(material)
+    info = run.run_info()
+    old, new = info.key, settings_key(material)
     if not old or old == new:
         return False
     if cfg.reread or cfg.force:
         return True
-    before = info.get("key_material") or {}
+    before = info.key_material
     differ = {k: v for k, v in material.items() if before.get(k) != v} or material
     raise UsageError(
         f"{run_dir} holds the reading {old[:12]} ({_said(before)}); these settings read {new[:12]} "

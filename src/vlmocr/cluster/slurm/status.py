@@ -51,7 +51,7 @@ def _tally_shard(run_dir: Path, docs: list[Document]) -> dict[str, Any]:
     from ...store import final_records
 
     run = RunDir(run_dir)
-    info = run.info()
+    info = run.run_info()
     keys = run_keys(info)
     finals = final_records(run.pages, keys=keys) if keys else {}
     by_doc: dict[str, dict[int, dict]] = {}
@@ -84,10 +84,10 @@ def _tally_shard(run_dir: Path, docs: list[Document]) -> dict[str, Any]:
             row["final"] += 1
             row[STATUS_GROUP[Status(final["status"])]] += 1
             row["bad_inputs"] += final["status"] == Status.bad_input.value
-    summary = info.get("summary") or {}
+    summary = info.summary or {}
     row["exit_code"] = summary.get("exit_code") if summary else None
     row["last_exit"] = row["exit_code"]
-    row["updated"] = (info.get("current") or {}).get("finished_at") or (info.get("current") or {}).get("started_at")
+    row["updated"] = info.current.get("finished_at") or info.current.get("started_at")
     return row
 
 

@@ -217,9 +217,9 @@ def complete_shards(run_dir: Path, n: int, run_args: Sequence[str], part: str | 
     for k in range(1, n + 1):
         shard = run.shard(shard_name(part, k))
         path = shard.run_json
-        info = shard.info()
-        summary = info.get("summary") or {}
-        argv = (info.get("current") or {}).get("argv")
+        info = shard.run_info()
+        summary = info.summary or {}
+        argv = info.current.get("argv")
         try:
             fresh = path.stat().st_mtime > manifest_mtime
         except OSError:
