@@ -73,16 +73,21 @@ def test_a_second_engine_in_one_folder_never_shows_one_reading_under_anothers_na
     assert {r["engine"] for r in records.values()} == {"rapidocr"} == {r["engine"] for r in RunDir(run).reading().values()}
     res = run_cli("clean", str(run))
     assert res.returncode == 0, res.stderr
+    assert f"reading {auto_key[:12]} (engine auto, reader rapidocr" in res.stderr  # each says which it reads
     cleaned = [json.loads(x) for x in (run / "clean" / "pages.jsonl").read_text().splitlines()]
     assert {r["engine"] for r in cleaned} == {"rapidocr"}
     # … and so do report and export: Tesseract's records (the last written for each page) are
     # history, not shown under the folder's reading (the report had shown them).
-    assert run_cli("report", str(run), "--out", str(tmp_path / "rep")).returncode == 0
+    res = run_cli("report", str(run), "--out", str(tmp_path / "rep"))
+    assert res.returncode == 0 and f"reading {auto_key[:12]}" in res.stderr, res.stderr
     chunk = (tmp_path / "rep" / "data" / "c" / "0.js").read_text(encoding="utf-8")
     pages = json.loads(chunk[chunk.index("{"):chunk.rindex("}") + 1])["pages"]
     assert {p["engine"] for p in pages} == {"rapidocr"} and len(pages) == 2
     assert {p["text"] for p in pages} == {r["text"] for r in records.values()}
     assert "2 records" not in chunk and all(p["tries"] == 1 for p in pages)
-    assert run_cli("export", str(run), "--format", "jsonl", "--out", str(tmp_path / "e.jsonl")).returncode == 0
+    res = run_cli("export", str(run), "--format", "jsonl", "--out", str(tmp_path / "e.jsonl"))
+    assert res.returncode == 0 and f"reading {auto_key[:12]}" in res.stderr, res.stderr
+    res = run_cli("evaluate", str(run), "--truth", str(tmp_path / "in"))
+    assert res.returncode == 0 and f"reading {auto_key[:12]}" in res.stderr, res.stderr
     exported = [json.loads(x) for x in (tmp_path / "e.jsonl").read_text().splitlines()]
     assert {s["engine"] for doc in exported for s in doc["page_spans"]} == {"rapidocr"}, exported

@@ -193,9 +193,24 @@ class RunInfo(BaseModel):
             fields = {name: value for name, value in data.items() if _valid_field(cls, name, value)}
             return cls.model_validate(fields)
 
+    def reading(self) -> str:
+        """`reading 29e8530485f0 (engine auto, reader rapidocr, dpi 200.0)`: the folder's reading as
+        the commands that read it name it (issue 27), or what they read without a run.json."""
+        if not self.key:
+            return "every reading (no run.json names one: the last record of each page)"
+        return f"reading {self.key[:12]} ({reading_said(self.key_material)})"
+
     def as_json(self) -> dict[str, Any]:
         data = self.model_dump(by_alias=True, mode="json")
         return {k: v for k, v in data.items() if not (k in _WRITTEN_WHEN_SET and v is None)}
+
+
+def reading_said(material: dict[str, Any]) -> str:
+    """A reading's settings for a person: engine, reader, model, prompt, sizing."""
+    parts = [f"{k} {material[k]}" for k in ("engine", "reader", "model", "prompt_id", "lang") if material.get(k)]
+    sizing = material.get("sizing") or {}
+    parts += [f"{k} {v}" for k, v in sizing.items() if v and k in ("dpi", "longest_side")]
+    return ", ".join(parts) or "?"
 
 
 # Fields run.json holds only when set, as it always had them.

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import sys
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -108,6 +109,14 @@ def _register(argv: list[str] | None = None) -> None:
     wanted = [COMMAND_MODULES[first]] if first in COMMAND_MODULES else sorted(set(COMMAND_MODULES.values()))
     for module in dict.fromkeys(wanted):
         importlib.import_module(f"{__name__}.{module}")
+
+
+def say_reading(run_dir: Path) -> None:
+    """On stderr: which reading of a run folder a command reads (issue 27: a folder holds one,
+    named by its settings key), e.g. `runs/a: reading 29e8530485f0 (engine auto, reader rapidocr)`."""
+    from ..rundir import RunDir
+
+    console.print(f"{run_dir}: {RunDir(run_dir).run_info().reading()}", markup=False, highlight=False)
 
 
 def path_error(exc: OSError) -> str:

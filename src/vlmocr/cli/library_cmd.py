@@ -12,7 +12,7 @@ from rich.markup import escape
 
 from ..exceptions import ExitCode, UsageError
 from ..progress import console
-from . import app
+from . import app, say_reading
 
 
 def _note(message: str) -> None:
@@ -136,9 +136,13 @@ def export_command(
 ) -> int:
     """Export documents with page markers (md, txt), page spans (jsonl), Parquet tables or a HF dataset folder."""
     from ..library.export import export
+    from ..rundir import RunDir
 
     result = export(source, fmt, out, layer, include_incomplete=include_incomplete,
                     source_roots=source_root or [], clean_rules=rules)
+    for path in source:
+        if RunDir(path).pages.is_file():
+            say_reading(path)
     for note in result.notes:
         _note(f"note: {note}")
     if json_out:

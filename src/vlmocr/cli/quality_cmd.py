@@ -17,7 +17,7 @@ from rich.table import Table
 
 from ..exceptions import ExitCode, UsageError
 from ..progress import console
-from . import app
+from . import app, say_reading
 
 
 def _stdout() -> Console:
@@ -109,6 +109,7 @@ def evaluate_command(
     gates = [parse_gate(g) for g in gate or []]
     ev = evaluate_run(run, truth, clean=clean, rules=_rules(rules) if clean else None, folds=_folds(fold),
                       resamples=bootstrap, seed=seed)
+    say_reading(run)  # once it is read: a mistake stays one line (exit 3)
     results = check_gates(ev, gates, allow_missing)
     layouts = ", ".join(f"{n} as {layout}" for layout, n in (ev.meta.get("truth_layouts") or {}).items())
     console.print(f"truth: {len(ev.pages)} pages ({layouts}); {len(ev.pages) - len(ev.missing)} matched a record of "
@@ -261,6 +262,7 @@ def clean_command(
     if run is None:
         raise UsageError("give a run directory")
     result = clean_run(run, _rules(rules))
+    say_reading(run)
     if json_out:
         _dump(result.as_dict())
     else:

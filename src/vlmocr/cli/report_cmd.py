@@ -11,7 +11,7 @@ import typer
 from ..progress import console
 from ..report.build import build_report
 from ..report.gather import ReportOptions
-from . import app
+from . import app, say_reading
 
 
 @app.command("report")
@@ -33,6 +33,7 @@ def report_command(
                          cer_threshold=cer_threshold, source_roots=list(source_root or []), workers=workers,
                          title=title)
     result = build_report(opts, log=lambda msg: console.print(f"[dim][report] {msg}"))
+    say_reading(run_dir)
     for note in result.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
     if json_out:

@@ -32,7 +32,7 @@ from .cpu import CpuReader
 from .pool import WorkerPool
 from .tasks import TaskRunner
 from ..redact import public_argv
-from ..rundir import RunDir, RunInfo, git_commit, versions
+from ..rundir import RunDir, RunInfo, git_commit, reading_said, versions
 from ..record import PageRecord, PageTask, Status, now_iso
 from ..skipped import SkippedFiles
 from ..skipped import phrase as skipped_phrase
@@ -599,14 +599,6 @@ def run(cfg: RunConfig, progress: RunProgress | None = None, skip: DocumentFilte
     return asyncio.run(Scheduler(cfg, progress, reader_factory=reader_factory, skip=skip).run())
 
 
-def _said(material: dict[str, Any]) -> str:
-    """A reading's settings for a person: engine, reader, model, prompt, sizing."""
-    parts = [f"{k} {material[k]}" for k in ("engine", "reader", "model", "prompt_id", "lang") if material.get(k)]
-    sizing = material.get("sizing") or {}
-    parts += [f"{k} {v}" for k, v in sizing.items() if v and k in ("dpi", "longest_side")]
-    return ", ".join(parts) or "?"
-
-
 def check_one_reading(run_dir: Path, material: dict[str, Any], cfg: RunConfig) -> bool:
     """A run folder holds one reading (issue 27): run with other settings than the folder's
     reading — engine, model, prompt, dpi, decoding: the settings key resume uses — and the run is
@@ -624,8 +616,8 @@ def check_one_reading(run_dir: Path, material: dict[str, Any], cfg: RunConfig) -
     before = info.key_material
     differ = {k: v for k, v in material.items() if before.get(k) != v} or material
     raise UsageError(
-        f"{run_dir} holds the reading {old[:12]} ({_said(before)}); these settings read {new[:12]} "
-        f"({_said(differ)}): give a new --out to keep both "
+        f"{run_dir} holds the reading {old[:12]} ({reading_said(before)}); these settings read {new[:12]} "
+        f"({reading_said(differ)}): give a new --out to keep both "
         "(an A/B test), or --reread to make this the folder's reading (its pages read again; docs/, evaluate, "
         "report and export then show it)")
 
