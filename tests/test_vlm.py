@@ -212,7 +212,8 @@ def test_grounded_output_becomes_blocks_and_clean_text(tmp_path):
 
 def test_olmocr_front_matter_becomes_record_fields(tmp_path):
     pdf = make_coded_pdf(tmp_path / "o.pdf", [1])
-    answer = ("---\nprimary_language: de\nis_rotation_valid: false\nrotation_correction: 90\n"
+    # (An answer saying the page is not upright is asked again turned: tests/reading/test_rotation_answer.py.)
+    answer = ("---\nprimary_language: de\nis_rotation_valid: true\nrotation_correction: 0\n"
               "is_table: true\nis_diagram: false\n---\nEine Tabelle.")
     with serve_in_process(ServerConfig(answer="script", script={1: answer})) as srv:
         res = vlm_run(pdf, tmp_path / "r", srv.url, "--profile", "olmocr-2", "--engine", "openai")
@@ -220,7 +221,7 @@ def test_olmocr_front_matter_becomes_record_fields(tmp_path):
     assert res.returncode == 0, res.stderr
     (rec,) = finals(tmp_path / "r").values()
     assert rec["text"] == "Eine Tabelle."
-    assert rec["fields"]["language"] == "de" and rec["fields"]["rotation"] == 90
+    assert rec["fields"]["language"] == "de" and rec["fields"]["rotation"] == 0 and rec["fields"]["rotation_valid"]
     assert rec["fields"]["is_table"] is True
     assert max(req["image_sizes"][0]) == 1288  # olmOCR's longest side
 

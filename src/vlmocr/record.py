@@ -87,6 +87,10 @@ class PageRecord(BaseModel):
     # when there is no reading (error, bad_input) or the record predates it.
     quality: dict[str, Any] | None = None
     engine: str = ""
+    # Degrees the page image was turned (counter-clockwise) before it was read, and who said so
+    # (`rotation_from`: model — the VLM's own answer, olmOCR's rotation_correction); absent: as scanned.
+    rotation: int | None = None
+    rotation_from: str | None = None
     # The language the page was read as (Tesseract's names, as given): its document's, from the
     # manifest (a person's column) or triage's suggestion, else the run's (--lang, a VLM profile's,
     # or the default); `language_from` says which: manifest | triage | --lang | profile | default.
@@ -131,7 +135,8 @@ class PageRecord(BaseModel):
         # Every schema field is present (null when unknown) so consumers never guess; the
         # optional structures appear only when an engine produced them.
         data = self.model_dump(mode="json", by_alias=True)
-        for optional in ("quality", "engine_choice", "server", "blocks", "fields", "language", "language_from"):
+        for optional in ("quality", "engine_choice", "server", "blocks", "fields", "language", "language_from",
+                         "rotation", "rotation_from"):
             if data.get(optional) is None:
                 data.pop(optional, None)
         return data
@@ -234,6 +239,10 @@ class PageTask:
     # The document's own dpi (its manifest row): a VLM's fallback renders the page for a CPU
     # engine with it, not with the run's --dpi (`sizing` is the VLM's, the profile's image included).
     doc_dpi: float | None = None
+    # Degrees the rendered page is turned counter-clockwise before it is sent (0, 90, 180, 270;
+    # PIL's Transpose.ROTATE_*, olmOCR's convention): set when the model said the page is not
+    # upright (olmOCR's is_rotation_valid: false, rotation_correction: N) and it is asked again.
+    rotate: int = 0
 
     def at(self, **changes: Any) -> "PageTask":
         return dataclasses.replace(self, **changes)

@@ -187,3 +187,15 @@ def test_split_pages() -> None:
     assert split_pages(profile, "one<PAGE>two", 3) is None
     assert split_pages(profile, "one<PAGE>two<PAGE>three", 2) is None
     assert split_pages(profile, "only page", 1) == ["only page"]
+
+
+def test_the_turn_an_olmocr_answer_asks_for():
+    from vlmocr.text.postprocess import parse_front_matter, rotation_asked
+
+    body, fields = parse_front_matter("---\nprimary_language: en\nis_rotation_valid: False\nrotation_correction: 90\n"
+                                      "is_table: False\nis_diagram: False\n---\ntext")
+    assert body == "text" and rotation_asked(fields) == 90
+    assert rotation_asked({"rotation_valid": True, "rotation": 90}) == 0  # upright: nothing to do
+    assert rotation_asked({"rotation_valid": False, "rotation": 45}) == 0  # not a quarter turn
+    assert rotation_asked({"rotation_valid": False, "rotation": True}) == 0
+    assert rotation_asked(None) == 0 and rotation_asked({}) == 0

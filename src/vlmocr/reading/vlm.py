@@ -15,7 +15,7 @@ from ..config import RunConfig
 from ..exceptions import EndpointUnavailable, UsageError
 from ..profiles import Profile, load_profile
 from ..record import LADDER, PageRecord, PageTask, Sizing, Status
-from ..text.postprocess import is_figure_block, postprocess, split_pages
+from ..text.postprocess import is_figure_block, postprocess, rotation_asked, split_pages
 from .base import PageReader
 from .client import ChatResult, OpenAIClient, RequestFailed, api_key_from_env, parse_metrics, public_url, queue_depth
 from .limiter import Limiter, next_limit, render_ahead
@@ -281,9 +281,17 @@ class VlmReader(PageReader):
             return self._record(task, Status.error, t0, error=answer.error, prep=prep,
                                 flags=[*prep.flags, *answer.flags])
         text, blocks, fields = postprocess(self.profile, result.text)
+        turn = rotation_asked(fields)
+        if turn and not task.rotate:
+            # The model says the page is not upright and by how much (olmOCR's front matter): turn
+            # it and ask once more, as olmOCR's pipeline does; that answer is the page's record.
+            again = await self._attempt(task.at(rotate=turn), overrides, step)
+            return again.model_copy(update={"flags": [*again.flags, f"asked_again_rotated:{turn}"]})
         status, qflags = classify(text, result.finish_reason, blank_image=prep.blank)
         status, quality = self._judge(task, status, text, result.confidence, prep, fields, blocks)
         flags = [*prep.flags, *answer.flags, *qflags]
+        if turn:
+            flags.append("rotation_still_invalid")  # turned once already: kept, and said
         if step:
             flags.append(f"ladder:{step}")
         if result.requests > 1:
@@ -324,6 +332,9 @@ class VlmReader(PageReader):
                 flags: list[str] | None = None, **fields: Any) -> PageRecord:
         seen = {} if prep is None else dict(dpi=prep.dpi, image_sha256=prep.sha256, width=prep.width,
                                              height=prep.height)
+        if task.rotate:
+            fields.setdefault("rotation", task.rotate)
+            fields.setdefault("rotation_from", "model")
         return task.record(status, engine="openai", model=self.model_name, revision=self.revision,
                            server=self.server, prompt_id=self.prompt_id, seconds=round(time.monotonic() - t0, 4),
                            flags=flags if flags is not None else list(prep.flags if prep else ()), **seen, **fields)

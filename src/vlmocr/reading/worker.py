@@ -16,6 +16,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from PIL import Image
+
 from ..engines.base import PageInput, Reading
 from ..engines.choice import Candidate, pick
 from ..exceptions import BadInput
@@ -253,6 +255,10 @@ class Prepared:
         return dataclasses.replace(self, flags=(*self.flags, flag))
 
 
+# Degrees counter-clockwise → the transposition that turns a page image so (PageTask.rotate).
+ROTATIONS = {90: Image.Transpose.ROTATE_90, 180: Image.Transpose.ROTATE_180, 270: Image.Transpose.ROTATE_270}
+
+
 def prepare_for_http(task: PageTask) -> Prepared | PageRecord:
     """For an HTTP engine: a finished record when the text layer serves the page (auto) or the
     page is bad input; otherwise the page rendered and encoded as a data URL, ready to send."""
@@ -267,6 +273,8 @@ def prepare_for_http(task: PageTask) -> Prepared | PageRecord:
                 return rec
         rendered = render_page(Path(task.path), task.page, task.sizing)
         img = grey_if_neutral(rendered.image)
+        if task.rotate:
+            img = img.transpose(ROTATIONS[task.rotate])
         fmt = task.image_format
         data = encode(img, fmt, task.jpeg_quality)
         mime = "image/jpeg" if fmt in ("jpeg", "jpg") else "image/png"

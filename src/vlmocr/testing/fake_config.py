@@ -20,7 +20,7 @@ from PIL import Image
 from .pagecode import read_code
 
 AnswerMode = Literal["pagecode", "ocr", "static", "script"]
-ANSWER_MODES: tuple[str, ...] = ("pagecode", "ocr", "static", "script")
+ANSWER_MODES: tuple[str, ...] = ("pagecode", "ocr", "static", "script", "olmocr")
 SERVER_KINDS: tuple[str, ...] = ("vllm", "sglang")
 
 # Faults that replace the HTTP exchange, then faults that shape the generated text. At most one

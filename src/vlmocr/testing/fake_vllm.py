@@ -256,6 +256,9 @@ class FakeVLLM:
                 answers.append(await loop.run_in_executor(self._ocr_pool, self._ocr, image.data))
                 continue
             code = image.code
+            if cfg.answer == "olmocr":
+                answers.append(olmocr_answer(image.data, code))
+                continue
             if cfg.answer == "script" and cfg.script is not None:
                 if callable(cfg.script):
                     answers.append(cfg.script(code))
@@ -500,3 +503,27 @@ def logprobs(content: str, fault: str | None) -> dict[str, Any]:
 
 def header_number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def olmocr_answer(data: bytes, code: int | None) -> str:
+    """What olmOCR answers, as the test server can tell it: YAML front matter, then the page. A page
+    whose code reads as sent is upright (`is_rotation_valid: True`); one whose code reads only once
+    the image is turned counter-clockwise by N degrees (PIL's Transpose.ROTATE_N) answers
+    `is_rotation_valid: False` with `rotation_correction: N` and text read sideways (garbage)."""
+    from PIL import Image
+
+    from .pagecode import read_code
+
+    def front(valid: bool, turn: int) -> str:
+        return (f"---\nprimary_language: en\nis_rotation_valid: {valid}\nrotation_correction: {turn}\n"
+                "is_table: False\nis_diagram: False\n---\n")
+
+    if code is not None:
+        return front(True, 0) + expected_text(code)
+    img = Image.open(io.BytesIO(data))
+    for turn, transpose in ((90, Image.Transpose.ROTATE_90), (180, Image.Transpose.ROTATE_180),
+                            (270, Image.Transpose.ROTATE_270)):
+        if read_code(img.transpose(transpose)) is not None:
+            return front(False, turn) + "sdrawkcab si egap sihT"
+    return front(True, 0) + NOCODE
+

@@ -126,6 +126,15 @@ def _scalar(raw: str) -> Any:
     return value
 
 
+def rotation_asked(fields: dict[str, Any] | None) -> int:
+    """The turn (degrees counter-clockwise: 90, 180 or 270) a model says its page needs — olmOCR's
+    `is_rotation_valid: false` with `rotation_correction: N` — else 0."""
+    if not isinstance(fields, dict) or fields.get("rotation_valid") is not False:
+        return 0
+    turn = fields.get("rotation")
+    return turn if isinstance(turn, int) and not isinstance(turn, bool) and turn in (90, 180, 270) else 0
+
+
 def parse_front_matter(text: str) -> tuple[str, dict[str, Any] | None]:
     """(body, fields) from ``---\\nkey: value\\n---\\nbody``; (text, None) without one."""
     match = _FRONT_MATTER.match(text)
