@@ -40,6 +40,9 @@ class RunConfig(BaseModel):
     # By --lang's script (engines/choice.AUTO_RULE): RapidOCR for Latin, Tesseract for Greek, Cyrillic …
     ocr_engine: str = AUTO
     lang: str = "eng"  # tesseract languages, e.g. "deu+eng"
+    # A CPU reading that fails its signal asks Tesseract's OSD whether the page is on its side or
+    # upside down, and reads it again turned (reading/worker.py); off: pages are read as they lie.
+    rotate_pages: Literal["auto", "off"] = "auto"
     dpi: float | None = None
     longest_side: int | None = None
     max_pixels: int = Field(default=DEFAULT_MAX_PIXELS, ge=4096)
@@ -214,6 +217,8 @@ class RunConfig(BaseModel):
             "sizing": (sizing or self.sizing(doc_dpi)).as_dict(),
         }
         material.update(engine_key_material(reader, lang))  # each engine's own share (engines/registry.py)
+        if self.rotate_pages != "auto":
+            material["rotate_pages"] = self.rotate_pages  # only when off: the keys of runs before it hold
         return material
 
     def settings_key(self, doc_dpi: float | None = None) -> str:

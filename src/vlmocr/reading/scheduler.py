@@ -103,7 +103,7 @@ class Summary:
 
 async def make_reader(cfg: RunConfig) -> PageReader:
     reader = cfg.reader()
-    options: dict[str, Any] = {"lang": cfg.lang, "threads": 1,
+    options: dict[str, Any] = {"lang": cfg.lang, "threads": 1, "rotate_pages": cfg.rotate_pages,
                                # a language a person gave, not the default: wrong_language judges by it
                                "lang_given": "lang" in cfg.model_fields_set}
     if cfg.uses_ocr_choice():

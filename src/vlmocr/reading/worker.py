@@ -166,6 +166,47 @@ def read_judged(name: str, page: PageInput, blank_page: bool, ink: float | None,
     return Judged(name, reading, status, quality, qflags, round(time.perf_counter() - t0, 4))
 
 
+# Statuses whose page is worth an orientation check (issue 33): a sideways or upside-down page
+# reads as garbage (suspect) or as nothing (empty); a page read well is upright enough.
+TURN_WHEN = (Status.suspect, Status.empty)
+
+
+def _read_image(task: PageTask, reader: str, img: Image.Image, layer: str, dpi: float | None, flags: list[str],
+                same: str | None) -> tuple[list[Judged], int, str, bool]:
+    """Every engine of `reader` on one page image: (readings, the chosen one, why, blank page?).
+    A composite engine (tesseract+rapidocr) keeps the reading with the better signal; the
+    others' scores stay in `quality.alternatives`."""
+    from ..engines.registry import engine_parts  # as engine(): the registry pulls in rundir
+
+    page = PageInput(task.doc_id, task.page, img, layer, dpi, flags, same)
+    # The ink says whether an empty reading is right (a blank page) and how much text the page
+    # should give (the quality signal).
+    blank_page, ink = blank_and_ink(img)
+    readings = [read_judged(name, page, blank_page, ink, task.language, task.ocr_lang, task.language_suggested)
+                for name in engine_parts(reader)]
+    best, why = pick([r.candidate for r in readings]) if len(readings) > 1 else (0, "")
+    return readings, best, why, blank_page
+
+
+def _read_turned(task: PageTask, reader: str, img: Image.Image, layer: str, dpi: float | None, flags: list[str],
+                 same: str | None, before: Judged
+                 ) -> tuple[list[Judged], int, str, Image.Image, int, float] | None:
+    """The page read again turned upright, when OSD is sure it is not and the turned reading has
+    the better signal: (readings, chosen, why, the turned image, degrees turned counter-clockwise,
+    OSD's confidence); None to keep the reading as it was."""
+    from ..engines.osd import osd_image
+
+    osd = osd_image(img)
+    if not osd.turns:
+        return None
+    upright = img.transpose(ROTATIONS[osd.turn])
+    # Not the file's pixels any more: no engine may read the file in its place (same_as_file).
+    readings, best, why, _blank = _read_image(task, reader, upright, layer, dpi, flags, None)
+    if pick([before.candidate, readings[best].candidate])[0] != 1:
+        return None  # turned, it reads no better: OSD was wrong, or the page is hard either way
+    return readings, best, why, upright, osd.turn, osd.turn_confidence
+
+
 def read_page(task: PageTask) -> PageRecord:
     """Read one page with a CPU engine; always returns a record (never raises for bad input)."""
     t0 = time.perf_counter()
@@ -183,17 +224,18 @@ def read_page(task: PageTask) -> PageRecord:
         flags += rendered.flags
         img = rendered.image
         same = str(rendered.same_as_file) if rendered.same_as_file else None
-        page = PageInput(task.doc_id, task.page, img, layer, rendered.dpi, flags, same)
-        # The ink says whether an empty reading is right (a blank page) and how much text the
-        # page should give (the quality signal).
-        blank_page, ink = blank_and_ink(img)
-        # A composite engine (tesseract+rapidocr) reads the page with each part and keeps the
-        # reading with the better signal; the others' scores stay in `quality.alternatives`.
-        from ..engines.registry import engine_parts  # as engine(): the registry pulls in rundir
-
-        readings = [read_judged(name, page, blank_page, ink, task.language, task.ocr_lang, task.language_suggested)
-                    for name in engine_parts(reader)]
-        best, why = pick([r.candidate for r in readings]) if len(readings) > 1 else (0, "")
+        readings, best, why, blank_page = _read_image(task, reader, img, layer, rendered.dpi, flags, same)
+        turned = None
+        if (_engine_options.get("rotate_pages", "auto") == "auto" and not blank_page
+                and readings[best].status in TURN_WHEN):
+            # The reading failed its signal: is the page on its side or upside down? Tesseract's
+            # OSD (0.4–2.5 s) is asked only now, so upright pages that read well pay nothing.
+            turned = _read_turned(task, reader, img, layer, rendered.dpi, flags, same, readings[best])
+        rotation_fields: dict[str, Any] = {}
+        if turned is not None:
+            readings, best, why, img, turn, sure = turned
+            flags = [*flags, f"rotated:{turn}", f"osd_confidence:{sure:.1f}"]
+            rotation_fields = {"rotation": turn, "rotation_from": "osd"}
         chosen = readings[best]
         quality = chosen.quality
         if why:
@@ -206,7 +248,7 @@ def read_page(task: PageTask) -> PageRecord:
             model=chosen.reading.model, revision=chosen.reading.revision, dpi=rendered.dpi,
             finish_reason=chosen.reading.finish_reason, seconds=round(time.perf_counter() - t0, 4),
             image_sha256=image_digest(img), width=img.width, height=img.height,
-            flags=flags + chosen.flags + chosen.reading.flags,
+            flags=flags + chosen.flags + chosen.reading.flags, **rotation_fields,
         )
     except BadInput as exc:
         return task.record(Status.bad_input, engine=mode, error=exc.reason, seconds=round(time.perf_counter() - t0, 4))

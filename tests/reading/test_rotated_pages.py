@@ -1,0 +1,60 @@
+"""Issue 33, point 1: a page scanned on its side or upside down was read as it lay — CER above 80 %
+where the same page upright reads at a few per cent — and every such page went to review. A CPU
+reading that fails its signal now asks Tesseract's OSD how the page lies (upright pages that read
+well pay nothing), reads it again turned, keeps the better reading, and the record says what was
+done. A real typewritten page (tests/data/gt), real RapidOCR and real OSD."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from PIL import Image
+from support.cli import run_cli
+from support.components import GT, need
+from support.records import finals
+
+from vlmocr.engines import languages
+from vlmocr.evaluation.score import cer
+
+PAGE = GT / "ehri_en" / "EHRI-BF-19380509b_EN_02.jpg"
+TURNED = {"upright": None, "quarter": Image.Transpose.ROTATE_90, "upside_down": Image.Transpose.ROTATE_180}
+
+
+@pytest.fixture(scope="module")
+def scans(tmp_path_factory):
+    need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
+    need("osd" in languages.installed_languages(), "tesseract OSD data", "tesseract-ocr-osd")
+    folder = tmp_path_factory.mktemp("turned")
+    with Image.open(PAGE) as im:
+        for name, how in TURNED.items():
+            (im.transpose(how) if how is not None else im.copy()).save(folder / f"{name}.png")
+    return folder
+
+
+def test_pages_on_their_side_or_upside_down_are_read_turned(scans, tmp_path):
+    truth = PAGE.with_suffix(".txt").read_text(encoding="utf-8")
+    run = tmp_path / "auto"
+    res = run_cli("run", str(scans), "--out", str(run), "--workers", "1", "--engine", "rapidocr")
+    assert res.returncode == 0, res.stderr
+    recs = {doc: rec for (doc, _), rec in finals(run).items()}
+    upright = recs["upright"]
+    assert "rotation" not in upright and not any(f.startswith("rotated:") for f in upright["flags"])
+    base = cer(upright["text"], truth)
+    assert base < 0.08, base
+    # ROTATE_90 turned the scan a quarter counter-clockwise: 270 more make it upright.
+    for doc, turn in (("quarter", 270), ("upside_down", 180)):
+        rec = recs[doc]
+        assert (rec["rotation"], rec["rotation_from"]) == (turn, "osd"), rec["flags"]
+        assert f"rotated:{turn}" in rec["flags"] and rec["status"] == "ok"
+        assert cer(rec["text"], truth) < base + 0.02, (doc, cer(rec["text"], truth), base)
+        assert rec["width"] < rec["height"]  # the page as it was read: upright (portrait)
+
+    # Off: the pages are read as they lie — garbage, flagged for review (what the check saves).
+    off = tmp_path / "off"
+    res = run_cli("run", str(scans), "--out", str(off), "--workers", "1", "--engine", "rapidocr",
+                  "--rotate-pages", "off")
+    assert res.returncode == 2, res.stderr
+    lying = {doc: rec for (doc, _), rec in finals(off).items()}
+    assert lying["quarter"]["status"] == "suspect" and cer(lying["quarter"]["text"], truth) > 0.5
+    assert "rotation" not in lying["quarter"] and lying["upright"]["text"] == upright["text"]
