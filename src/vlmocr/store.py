@@ -248,30 +248,31 @@ class FinalRecords(Mapping[tuple[str, int], dict[str, Any]]):
     def values(self) -> Iterator[dict[str, Any]]:  # type: ignore[override]
         return (rec for _key, rec in self.items())
 
+    def _pages_by_doc(self) -> dict[str, list[tuple[int, int]]]:
+        """{doc_id: [(page, offset)] by page}, grouped once."""
+        if self._by_doc is None:
+            self._by_doc = {}
+            for (doc_id, page), offset in self._offsets.items():
+                self._by_doc.setdefault(doc_id, []).append((page, offset))
+            for pages in self._by_doc.values():
+                pages.sort()
+        return self._by_doc
+
     def documents(self) -> Iterator[tuple[str, list[dict[str, Any]]]]:
         """(doc_id, its final records by page), document by document in doc_id order: one
         document's text in memory at a time."""
-        by_doc: dict[str, list[tuple[int, int]]] = {}
-        for (doc_id, page), offset in self._offsets.items():
-            by_doc.setdefault(doc_id, []).append((page, offset))
+        by_doc = self._pages_by_doc()
         with self.path.open("rb") as fh:
             for doc_id in sorted(by_doc):
-                yield doc_id, [self._read(fh, offset) for _page, offset in sorted(by_doc[doc_id])]
+                yield doc_id, [self._read(fh, offset) for _page, offset in by_doc[doc_id]]
 
     def doc_ids(self) -> list[str]:
-        return sorted({doc_id for doc_id, _page in self._offsets})
+        return sorted(self._pages_by_doc())
 
     def document(self, doc_id: str) -> dict[int, dict[str, Any]]:
         """One document's final records by page, read now."""
-        if self._by_doc is None:
-            self._by_doc = {}
-            for (d, page), offset in self._offsets.items():
-                self._by_doc.setdefault(d, []).append((page, offset))
         with self.path.open("rb") as fh:
-            return {page: self._read(fh, offset) for page, offset in sorted(self._by_doc.get(doc_id, []))}
-
-    def subset(self, keep: Callable[[tuple[str, int]], bool]) -> "FinalRecords":
-        return FinalRecords(self.path, {k: v for k, v in self._offsets.items() if keep(k)})
+            return {page: self._read(fh, offset) for page, offset in self._pages_by_doc().get(doc_id, [])}
 
 
 def final_index(path: Path, keys: set[str] | None = None, docs: set[str] | None = None) -> FinalRecords:
