@@ -43,7 +43,7 @@ from pathlib import Path
 
 from vlmocr.config import RunConfig
 from vlmocr.assemble import write_document
-from vlmocr.record import PageRecord, Status
+from vlmocr.record import PageRecord, Row, Status
 from vlmocr.sources import discover
 from vlmocr.store import PAGES_FILE, RecordWriter
 
@@ -110,7 +110,7 @@ def build(base: Path, records: int, master_pdf: Path, text: str, text_bytes: int
                     finish_reason="stop", seconds=0.0123, flags=["textlayer"],
                 ).to_json_dict()
                 writer.append(rec)
-                recs.append(rec)
+                recs.append(Row.of(rec))
             write_document(run_dir, doc.doc_id, recs)
     (run_dir / READY).write_text(f"{records}\n")
     size = (run_dir / PAGES_FILE).stat().st_size

@@ -44,7 +44,7 @@ from vlmocr.assemble import write_document
 from vlmocr.cluster.slurm.jobs import record_job
 from vlmocr.cluster.slurm.status import status
 from vlmocr.config import RunConfig
-from vlmocr.record import PageRecord, Status
+from vlmocr.record import PageRecord, Row, Status
 from vlmocr.rundir import RunDir
 from vlmocr.sources import from_manifest, shard_of
 from vlmocr.store import RecordWriter
@@ -98,7 +98,7 @@ def build(root: Path, shards: int, per_shard: int) -> Path:
                                      finish_reason="stop", seconds=0.0123, flags=["textlayer"]).to_json_dict()
                     n += 1
                     writer.append(rec)
-                    recs.append(rec)
+                    recs.append(Row.of(rec))
                 write_document(shard.path, doc_id, recs)
     print(f"# wrote {n:,} records in {shards} shards, {time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
     # run.json and summary.json as a real run writes them: every shard resumed with nothing owed.

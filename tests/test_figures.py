@@ -22,6 +22,7 @@ from PIL import Image
 from support.cli import run_cli
 from support.records import finals
 from vlmocr.assemble import assemble_markdown
+from vlmocr.record import Row
 from vlmocr.exceptions import EndpointUnavailable
 from vlmocr.rundir import FIGURES_FILE
 from vlmocr.figures.describe import describe_run
@@ -338,12 +339,13 @@ def test_cli_describes_and_markdown_carries_alt_text(run, server):
     assert run_cli("describe", str(run), "--endpoint", server.url, "--model", "test-model").returncode == 0
     assert (run / "docs" / "report.md").read_text() == md
     # The integration point for outputs: final page records in, records with figures out.
-    recs = [r for _, r in sorted(finals(run).items())]
+    lines = [r for _, r in sorted(finals(run).items())]
+    recs = [Row.of(r) for r in lines]
     assert assemble_markdown(add_figures(run, recs)) == md
     # A page re-read with the figure elsewhere does not keep the stale description.
-    moved = json.loads(json.dumps(recs))
+    moved = json.loads(json.dumps(lines))
     moved[0]["blocks"][2]["bbox"] = [100, 100, 200, 200]
-    assert "p1-f1.png" not in assemble_markdown(add_figures(run, moved))
+    assert "p1-f1.png" not in assemble_markdown(add_figures(run, [Row.of(r) for r in moved]))
     assert add_figures(run, recs[2:]) == recs[2:]  # a page without figures is left as it is
     # Exports carry the descriptions too (links relative to the run directory).
     out = run.parent / "export.jsonl"
@@ -425,12 +427,12 @@ def test_boxes_are_normalized_and_numbered_in_block_order():
     box, crop = pixel_boxes([100, 200, 300, 400], 1000, 2000, 0.005)
     assert box == [100, 400, 300, 800] and crop == [90, 390, 310, 810]
     assert pixel_boxes([990, 990, 1000, 1000], 100, 100, 0.05)[1] == [94, 94, 100, 100]
-    rec = {"doc_id": "d", "page": 2, "source": "d.pdf", "key": "k", "blocks": [
+    rec = Row.of({"doc_id": "d", "page": 2, "source": "d.pdf", "key": "k", "status": "ok", "blocks": [
         {"type": "text", "bbox": [0, 0, 1000, 100], "text": "Above.\nLast line above."},
         {"type": "Figure", "bbox": None, "text": ""},
         {"type": "PICTURE", "bbox": [100, 200, 500, 600], "text": ""},
         {"type": "image_caption", "bbox": [100, 610, 500, 640], "text": "Caption here."},
-    ]}
+    ]})
     (fig,) = page_figures(rec)
     assert isinstance(fig, Figure) and (fig.figure, fig.block_index) == (2, 2)  # the box-less one keeps no. 1
     assert fig.anchor == {"text": "", "before": "Last line above.", "after": "Caption here."}

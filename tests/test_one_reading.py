@@ -70,7 +70,7 @@ def test_a_second_engine_in_one_folder_never_shows_one_reading_under_anothers_na
     from vlmocr.rundir import RunDir
 
     records, _ = run_records(run)
-    assert {r["engine"] for r in records.values()} == {"rapidocr"} == {r["engine"] for r in RunDir(run).reading().values()}
+    assert {r.engine for r in records.values()} == {"rapidocr"} == {r.engine for r in RunDir(run).reading().values()}
     res = run_cli("clean", str(run))
     assert res.returncode == 0, res.stderr
     assert f"reading {auto_key[:12]} (engine auto, reader rapidocr" in res.stderr  # each says which it reads
@@ -83,7 +83,7 @@ def test_a_second_engine_in_one_folder_never_shows_one_reading_under_anothers_na
     chunk = (tmp_path / "rep" / "data" / "c" / "0.js").read_text(encoding="utf-8")
     pages = json.loads(chunk[chunk.index("{"):chunk.rindex("}") + 1])["pages"]
     assert {p["engine"] for p in pages} == {"rapidocr"} and len(pages) == 2
-    assert {p["text"] for p in pages} == {r["text"] for r in records.values()}
+    assert {p["text"] for p in pages} == {r.text for r in records.values()}
     assert "2 records" not in chunk and all(p["tries"] == 1 for p in pages)
     res = run_cli("export", str(run), "--format", "jsonl", "--out", str(tmp_path / "e.jsonl"))
     assert res.returncode == 0 and f"reading {auto_key[:12]}" in res.stderr, res.stderr

@@ -142,7 +142,7 @@ def test_a_record_damaged_after_writing_is_read_again_not_counted_done(tmp_path,
     with RecordWriter(path) as w:
         w.append(PageRecord(doc_id="d", source="d.pdf", page=3, doc_pages=6, key="k", status=Status.ok,
                             attempt=2, text="page 3 text"))
-    assert final_records(path)[("d", 3)]["text"] == "page 3 text"
+    assert final_records(path)[("d", 3)].text == "page 3 text"
     assert ResumeIndex.load(path, {"k"}).get("k", "d").attempts_of(3) == 2
     # Written again (as publish or a merge may do), a record gets a fresh check, not two.
     with RecordWriter(path) as w:

@@ -3,30 +3,31 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 from .figures.placement import add_figures, figures_by_page
+from .record import Row
 from .rundir import RunDir
 from .store import final_records, write_text_atomic
 
 
-def page_marker(rec: dict[str, Any]) -> str:
+def page_marker(rec: Row) -> str:
     """An HTML comment: invisible when the Markdown renders, easy to split on."""
-    parts = [f"page {rec['page']}", rec["status"], rec.get("engine") or "?"]
-    if rec.get("error"):
-        parts.append(str(rec["error"]).splitlines()[0].replace("--", "- -")[:200])
+    parts = [f"page {rec.page}", rec.status.value, rec.engine or "?"]
+    if rec.error:
+        parts.append(rec.error.splitlines()[0].replace("--", "- -")[:200])
     return "<!-- " + " | ".join(parts) + " -->"
 
 
-def assemble_markdown(records: Iterable[dict[str, Any]]) -> str:
+def assemble_markdown(records: Iterable[Row]) -> str:
     chunks = []
-    for rec in sorted(records, key=lambda r: int(r["page"])):
-        text = (rec.get("text") or "").strip("\n")
+    for rec in sorted(records, key=lambda r: r.page):
+        text = rec.text.strip("\n")
         chunks.append(page_marker(rec) + ("\n\n" + text if text else ""))
     return "\n\n".join(chunks) + "\n"
 
 
-def write_document(run_dir: Path, doc_id: str, records: Iterable[dict[str, Any]]) -> Path:
+def write_document(run_dir: Path, doc_id: str, records: Iterable[Row]) -> Path:
     path = RunDir(run_dir).doc(doc_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, assemble_markdown(records))
@@ -42,13 +43,13 @@ def rebuild_documents(run_dir: Path, wanted: dict[str, str] | None = None, docs:
         keys=set(wanted.values()) if wanted else None,
         docs=set(wanted) if wanted else docs,
     )
-    by_doc: dict[str, list[dict[str, Any]]] = {}
+    by_doc: dict[str, list[Row]] = {}
     for (doc_id, _page), rec in finals.items():
-        if wanted and rec.get("key") != wanted.get(doc_id):
+        if wanted and rec.key != wanted.get(doc_id):
             continue
         by_doc.setdefault(doc_id, []).append(rec)
     for doc_id, recs in by_doc.items():
-        pages = [r for r in recs if int(r["page"]) > 0]
+        pages = [r for r in recs if r.page > 0]
         # A document-level failure (page 0) is shown only while no page of it was read.
         write_document(run_dir, doc_id, add_figures(run_dir, pages or recs))
     return len(by_doc)

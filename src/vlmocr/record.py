@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from enum import Enum
 from typing import Any, Literal
@@ -56,6 +57,74 @@ RETRY_ON_RESUME = frozenset({Status.error})
 # Compact codes for the resume index (one byte per page); 0 means "no final record".
 STATUS_CODE = {s: i + 1 for i, s in enumerate(Status)}
 CODE_STATUS = {v: k for k, v in STATUS_CODE.items()}
+
+
+@dataclass(frozen=True)
+class Signal:
+    """The quality signal of a reading (text/signal.py measures it): a score in [0, 1] and the
+    components it is made of; `threshold` is the one its engine and script were judged by, when
+    it was judged. A record stores it as `quality` (as_dict) and reads it back (of)."""
+
+    score: float
+    confidence: float | None
+    known_words: float | None
+    implausible: float
+    garbage_lines: float
+    text_vs_ink: float | None
+    language: str | None
+    script: str
+    words: int
+    # The language the text is in when it is clearly not the page's known one (a translation,
+    # not a transcription: suspect whatever the score); None otherwise.
+    wrong_language: str | None = None
+    threshold: float | None = None
+
+    def as_dict(self, threshold: float | None = None) -> dict[str, Any]:
+        """What the page record stores as `quality` (rounded: four digits say enough)."""
+        out: dict[str, Any] = {"score": self.score, "threshold": self.threshold if threshold is None else threshold}
+        for name, value in asdict(self).items():
+            if name not in ("score", "threshold"):
+                out[name] = round(value, 4) if isinstance(value, float) else value
+        return out
+
+    @classmethod
+    def of(cls, stored: Mapping[str, Any]) -> "Signal | None":
+        """A record's `quality` read back; None when it holds no score. Records written before a
+        component existed lack it: None (not measured)."""
+        score = stored.get("score")
+        if not isinstance(score, (int, float)):
+            return None
+
+        def num(name: str) -> float | None:
+            v = stored.get(name)
+            return float(v) if isinstance(v, (int, float)) else None
+
+        return cls(score=float(score), confidence=num("confidence"), known_words=num("known_words"),
+                   implausible=num("implausible") or 0.0, garbage_lines=num("garbage_lines") or 0.0,
+                   text_vs_ink=num("text_vs_ink"), language=stored.get("language") or None,
+                   script=str(stored.get("script") or ""), words=int(stored.get("words") or 0),
+                   wrong_language=stored.get("wrong_language") or None, threshold=num("threshold"))
+
+    @property
+    def below(self) -> bool:
+        """Under the threshold it was judged by."""
+        return self.threshold is not None and self.score < self.threshold
+
+    def components_text(self) -> str:
+        def pct(v: float | None) -> str:
+            return "—" if v is None else f"{v:.2f}"
+
+        return (f"conf={pct(self.confidence)} known={pct(self.known_words)} implausible={self.implausible:.3f} "
+                f"garbage={self.garbage_lines:.2f} ink={pct(self.text_vs_ink)} lang={self.language} "
+                f"script={self.script} words={self.words}")
+
+    def reason(self) -> str:
+        """One line saying why the signal calls a page suspect, for a person."""
+        if self.wrong_language:
+            return (f"wrong_language: the text is in {self.wrong_language}, not the page's language "
+                    f"(a translation, not a transcription?)")
+        return (f"signal {self.score:.2f} < {self.threshold} ({self.script or '?'}: conf={self.confidence}, "
+                f"known={self.known_words}, garbage lines={self.garbage_lines})")
 
 
 class Block(BaseModel):
@@ -140,6 +209,98 @@ class PageRecord(BaseModel):
             if data.get(optional) is None:
                 data.pop(optional, None)
         return data
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """A page record as read back from a run folder (store.FinalRecords, RunDir.reading()): the
+    fields of PageRecord as types, without validating the line again (it was validated when it
+    was written, and its CRC-32 says it is as written) — so reading 100 000 of them costs little.
+    `quality` is a Signal; `data` is the line as stored, for the few that pass a record on whole
+    (export's jsonl, the cluster's merge) or read a field another layer adds (the clean layer's
+    `clean`). A field PageRecord gains is a field here too (tests/test_record.py holds them equal)."""
+
+    schema_: int
+    doc_id: str
+    source: str
+    page: int
+    doc_pages: int | None
+    key: str
+    status: Status
+    attempt: int
+    text: str
+    quality: Signal | None
+    engine: str
+    rotation: int | None
+    rotation_from: str | None
+    language: str | None
+    language_from: str | None
+    engine_choice: str | None
+    model: str | None
+    revision: str | None
+    server: str | None
+    prompt_id: str | None
+    dpi: float | None
+    finish_reason: str | None
+    tokens_in: int | None
+    tokens_out: int | None
+    seconds: float
+    image_sha256: str | None
+    width: int | None
+    height: int | None
+    error: str | None
+    flags: tuple[str, ...]
+    blocks: tuple[Block, ...] | None
+    fields: Mapping[str, Any] | None
+    finished_at: str
+    data: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, d: Mapping[str, Any]) -> "Row":
+        q = d.get("quality")
+        blocks = d.get("blocks")
+        fields = d.get("fields")
+        return cls(
+            schema_=int(d.get("schema") or SCHEMA), doc_id=str(d["doc_id"]), source=str(d.get("source") or ""),
+            page=int(d["page"]), doc_pages=_int(d.get("doc_pages")), key=str(d.get("key") or ""),
+            status=Status(d["status"]), attempt=int(d.get("attempt") or 1), text=str(d.get("text") or ""),
+            quality=Signal.of(q) if isinstance(q, Mapping) else None, engine=str(d.get("engine") or ""),
+            rotation=_int(d.get("rotation")), rotation_from=d.get("rotation_from"), language=d.get("language"),
+            language_from=d.get("language_from"), engine_choice=d.get("engine_choice"), model=d.get("model"),
+            revision=d.get("revision"), server=d.get("server"), prompt_id=d.get("prompt_id"),
+            dpi=_float(d.get("dpi")), finish_reason=d.get("finish_reason"), tokens_in=_int(d.get("tokens_in")),
+            tokens_out=_int(d.get("tokens_out")), seconds=float(d.get("seconds") or 0.0),
+            image_sha256=d.get("image_sha256"), width=_int(d.get("width")), height=_int(d.get("height")),
+            error=d.get("error"), flags=tuple(d.get("flags") or ()),
+            blocks=tuple(Block.model_validate(b) for b in blocks) if isinstance(blocks, list) else None,
+            fields=fields if isinstance(fields, Mapping) else None, finished_at=str(d.get("finished_at") or ""),
+            data=d)
+
+    @property
+    def page_id(self) -> tuple[str, int]:
+        return self.doc_id, self.page
+
+    def amended(self, **changes: Any) -> "Row":
+        """A copy with `changes` made, in its fields and its stored line alike: a text with its
+        figures' descriptions, a cleaned text and what cleaning did (`clean`), the original
+        source of a staged file (merge)."""
+        own = {k: v for k, v in changes.items() if k in _ROW_FIELDS}
+        return dataclasses.replace(self, **own, data={**self.data, **changes})
+
+    def extra(self, name: str, default: Any = None) -> Any:
+        """A field another layer adds to the line (the clean layer's `clean`, merge's `shard`)."""
+        return self.data.get(name, default)
+
+
+_ROW_FIELDS = frozenset(f.name for f in dataclasses.fields(Row)) - {"data", "schema_"}
+
+
+def _int(v: Any) -> int | None:
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _float(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
 class FigureRecord(BaseModel):

@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Iterator
 import orjson
 
 from .exceptions import RunLocked, UsageError, VlmocrError
-from .record import CODE_STATUS, STATUS_CODE, FigureRecord, PageRecord, Status
+from .record import CODE_STATUS, STATUS_CODE, FigureRecord, PageRecord, Row, Status
 
 log = logging.getLogger(__name__)
 
@@ -185,24 +185,44 @@ def _head(line: bytes) -> dict[str, Any] | None:
     return head if isinstance(head, dict) and all(k in head for k in _RESUME_FIELDS) else None
 
 
+def iter_rows(path: Path) -> Iterator[Row]:
+    """Every page record of a pages.jsonl, typed (record.Row), in file order; a line that is not
+    a page record (no doc_id, page or status: an edited file) is logged and skipped."""
+    for n, rec in enumerate(iter_records(path), 1):
+        try:
+            yield Row.of(rec)
+        except (KeyError, TypeError, ValueError):
+            log.warning("%s: record %d is not a page record; skipped", path, n)
+
+
+def iter_figures(path: Path) -> Iterator[FigureRecord]:
+    """Every figure record of a figures.jsonl (vlmocr describe), typed, in file order; a record
+    that does not validate (an edited file) is logged and skipped."""
+    for n, rec in enumerate(iter_records(path), 1):
+        try:
+            yield FigureRecord.model_validate(rec)
+        except ValueError:  # pydantic's ValidationError is one
+            log.warning("%s: record %d is not a figure record; skipped", path, n)
+
+
 def resume_fields(path: Path) -> Iterator[dict[str, Any]]:
     """Like iter_records, for resume: each record parsed only up to its text (`_head`)."""
     return iter_records(path, heads=True)
 
 
-def final_records(path: Path, keys: set[str] | None = None, docs: set[str] | None = None) -> dict[tuple[str, int], dict]:
+def final_records(path: Path, keys: set[str] | None = None, docs: set[str] | None = None) -> dict[tuple[str, int], Row]:
     """The last record of each (doc_id, page), optionally for some keys/documents only."""
-    out: dict[tuple[str, int], dict] = {}
+    out: dict[tuple[str, int], dict[str, Any]] = {}
     for rec in iter_records(path):
         if keys is not None and rec.get("key") not in keys:
             continue
         if docs is not None and rec.get("doc_id") not in docs:
             continue
         out[(rec["doc_id"], int(rec["page"]))] = rec
-    return out
+    return {page_id: Row.of(rec) for page_id, rec in out.items()}
 
 
-class FinalRecords(Mapping[tuple[str, int], dict[str, Any]]):
+class FinalRecords(Mapping[tuple[str, int], Row]):
     """The last record of each (doc_id, page), read from the file when asked for: the index holds
     each record's byte offset (found from the records' heads, as resume reads them), never its
     text, so a command that goes through 100 000 pages one at a time holds one page's text at a
@@ -225,27 +245,27 @@ class FinalRecords(Mapping[tuple[str, int], dict[str, Any]]):
     def __contains__(self, key: object) -> bool:
         return key in self._offsets
 
-    def __getitem__(self, key: tuple[str, int]) -> dict[str, Any]:
+    def __getitem__(self, key: tuple[str, int]) -> Row:
         offset = self._offsets[key]
         with self.path.open("rb") as fh:
             return self._read(fh, offset)
 
-    def _read(self, fh: Any, offset: int) -> dict[str, Any]:
+    def _read(self, fh: Any, offset: int) -> Row:
         fh.seek(offset)
         rec = _parse(fh.readline(), self.path, 0)
         if rec is None:  # the line parsed when the index was made: the file changed under us
             raise VlmocrError(f"{self.path}: the record at byte {offset} can no longer be read (the file was "
                               "changed while being read)")
-        return rec
+        return Row.of(rec)
 
-    def items(self) -> Iterator[tuple[tuple[str, int], dict[str, Any]]]:  # type: ignore[override]
+    def items(self) -> Iterator[tuple[tuple[str, int], Row]]:  # type: ignore[override]
         """Every final record, read in one forward pass over the file: in the order the final
         records were written (a page read again late comes late), not the index's."""
         with self.path.open("rb") as fh:
             for key, offset in sorted(self._offsets.items(), key=lambda kv: kv[1]):
                 yield key, self._read(fh, offset)
 
-    def values(self) -> Iterator[dict[str, Any]]:  # type: ignore[override]
+    def values(self) -> Iterator[Row]:  # type: ignore[override]
         return (rec for _key, rec in self.items())
 
     def _pages_by_doc(self) -> dict[str, list[tuple[int, int]]]:
@@ -258,7 +278,7 @@ class FinalRecords(Mapping[tuple[str, int], dict[str, Any]]):
                 pages.sort()
         return self._by_doc
 
-    def documents(self) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    def documents(self) -> Iterator[tuple[str, list[Row]]]:
         """(doc_id, its final records by page), document by document in doc_id order: one
         document's text in memory at a time."""
         by_doc = self._pages_by_doc()
@@ -269,7 +289,7 @@ class FinalRecords(Mapping[tuple[str, int], dict[str, Any]]):
     def doc_ids(self) -> list[str]:
         return sorted(self._pages_by_doc())
 
-    def document(self, doc_id: str) -> dict[int, dict[str, Any]]:
+    def document(self, doc_id: str) -> dict[int, Row]:
         """One document's final records by page, read now."""
         with self.path.open("rb") as fh:
             return {page: self._read(fh, offset) for page, offset in self._pages_by_doc().get(doc_id, [])}

@@ -84,7 +84,7 @@ def _real_twin(real_run, path, edit=None):
     recs = final_records(real_run / "pages.jsonl")
     with RecordWriter(path / "pages.jsonl") as w:
         for key in sorted(recs):
-            rec = dict(recs[key])
+            rec = dict(recs[key].data)
             if edit is not None:
                 rec["text"] = edit(key, rec["text"])
             w.append(rec)
@@ -95,7 +95,7 @@ def _real_twin(real_run, path, edit=None):
 def test_real_runs_with_identical_settings_are_twins(real_run, gt, tmp_path):
     # a second Tesseract run of the same pages with the same settings: the twins agree, with and without truth
     again = tmp_path / "again"
-    sources = sorted({r["source"] for r in final_records(real_run / "pages.jsonl").values()})
+    sources = sorted({r.source for r in final_records(real_run / "pages.jsonl").values()})
     res = run_cli("run", *sources, "--out", str(again), "--engine", "tesseract",
                   "--lang", "eng", "--workers", "2")
     assert res.returncode == 0, res.stderr
@@ -112,7 +112,7 @@ def test_real_twins_differ_beyond_the_tolerance(real_run, gt, tmp_path):
     # one page of the twin loses its first line: the corpus CER moves by more than 0.1 pp
     twin, recs = _real_twin(real_run, tmp_path / "twin")
     key = min(recs)
-    rec = dict(recs[key])
+    rec = dict(recs[key].data)
     rec["text"] = "\n".join(rec["text"].splitlines()[1:])
     with RecordWriter(twin / "pages.jsonl") as w:
         w.append(rec)
@@ -139,7 +139,7 @@ def test_real_page_differences_are_listed_not_failed(real_run, gt, tmp_path):
     # two stray characters at the end of the shorter page (about 1,370 characters): that page is
     # 0.15 pp off, the corpus of both pages (about 3,700) 0.05 pp: listed, and the twins agree
     recs = final_records(real_run / "pages.jsonl")
-    short = min(recs, key=lambda k: len(recs[k]["text"]))
+    short = min(recs, key=lambda k: len(recs[k].text))
     twin, _ = _real_twin(real_run, tmp_path / "twin", lambda key, text: text + "##" if key == short else text)
     for extra in (("--truth", str(gt / "pages.csv")), ()):
         res = cli("compare", str(real_run), str(twin), *extra, "--json")

@@ -213,7 +213,7 @@ def test_real_tesseract_run_against_pages_csv(real_run, gt):
     for page in (p for p in data["pages"] if not p["missing"]):
         rec = recs[(page["doc_id"], 1)]
         truth = (gt / "ehri_en" / (page["doc_id"] + ".txt")).read_text(encoding="utf-8")
-        assert page["cer"] == pytest.approx(cer(rec["text"], truth))  # one scorer: the same number
+        assert page["cer"] == pytest.approx(cer(rec.text, truth))  # one scorer: the same number
         assert 0 < page["cer"] < 0.08
     lo, hi = data["corpus"]["cer_ci"]
     assert lo <= data["corpus"]["cer"] <= hi

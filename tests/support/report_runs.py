@@ -9,7 +9,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from vlmocr.record import PageRecord, Status
-from vlmocr.store import PAGES_FILE, RecordWriter, final_records
+from vlmocr.store import PAGES_FILE, RecordWriter
+
+from .records import finals
 
 from .documents import make_text_pdf, text_image
 
@@ -85,7 +87,7 @@ def make_flagged_run(root: Path) -> FlaggedRun:
             w.append(rec)
     # The cleaned layer (what `vlmocr clean` writes): one record per page, text cleaned.
     with RecordWriter(run / "clean" / PAGES_FILE) as w:
-        for rec in final_records(run / PAGES_FILE).values():
+        for rec in finals(run).values():
             text = rec.get("text") or ""
             if rec["status"] == "loop":
                 text = "the the"
@@ -105,7 +107,7 @@ def make_flagged_run(root: Path) -> FlaggedRun:
         'gamma,1,"Gamma scanned page\nTypewritten report of 1938"\n'
         "missingdoc,1,never read\n",
         encoding="utf-8")
-    return FlaggedRun(run, truth_csv, pdf, image, final_records(run / PAGES_FILE))
+    return FlaggedRun(run, truth_csv, pdf, image, finals(run))
 
 
 def write_large_run(run: Path, pdf: Path, *, docs: int, pages_per_doc: int, flag_every: int = 37) -> int:

@@ -25,7 +25,7 @@ from vlmocr.text.clean import (
 )
 from support.cli import cli_in_process as cli
 from vlmocr.exceptions import UsageError
-from vlmocr.record import PageRecord
+from vlmocr.record import PageRecord, Row
 from vlmocr.store import RecordWriter
 from vlmocr.profiles import load_profile
 from vlmocr.text.postprocess import postprocess, strip_grounding
@@ -34,9 +34,15 @@ from vlmocr.text.textquality import lexicon
 
 
 
-def recs(doc_id: str, texts: list[str], **extra) -> list[dict]:
+def lines_of(doc_id: str, texts: list[str], **extra) -> list[dict]:
+    """Page records as a pages.jsonl holds them."""
     return [{"doc_id": doc_id, "page": i, "status": "ok", "text": t, "key": "k", **extra}
             for i, t in enumerate(texts, 1)]
+
+
+def recs(doc_id: str, texts: list[str], **extra) -> list[Row]:
+    """The same records as a run folder hands them back."""
+    return [Row.of(d) for d in lines_of(doc_id, texts, **extra)]
 
 
 def write_run(run: Path, records: list[dict]) -> Path:
@@ -61,8 +67,8 @@ def test_page_numbers_of_goethe_pages_removed(gt):
     for raw, cleaned in zip(pages, out):
         first, second = raw.split("\n")[:2]
         assert is_page_number(first)
-        assert cleaned["clean"]["removed_lines"] == [first]
-        assert cleaned["text"].split("\n")[0].startswith(second.split()[0])  # the body starts where it did
+        assert cleaned.extra("clean")["removed_lines"] == [first]
+        assert cleaned.text.split("\n")[0].startswith(second.split()[0])  # the body starts where it did
 
 
 def test_running_heads_of_zonaras_removed_apparatus_kept(gt):
@@ -70,12 +76,12 @@ def test_running_heads_of_zonaras_removed_apparatus_kept(gt):
     out = clean_records(recs("zonaras", pages))
     for raw, cleaned in zip(pages, out):
         head = raw.split("\n")[0]
-        assert "LIB." in head and cleaned["clean"]["removed_lines"][0] == head
-        assert "LIB. XI" not in cleaned["text"].split("\n")[0]
+        assert "LIB." in head and cleaned.extra("clean")["removed_lines"][0] == head
+        assert "LIB. XI" not in cleaned.text.split("\n")[0]
         # the critical apparatus at the foot of the page is content, not a footer
         last = raw.rstrip("\n").split("\n")[-1]
         if not is_page_number(last):
-            assert cleaned["text"].rstrip().endswith(last.strip()[-10:])
+            assert cleaned.text.rstrip().endswith(last.strip()[-10:])
 
 
 def test_headers_footers_on_a_synthetic_multipage_doc(gt):
@@ -83,15 +89,15 @@ def test_headers_footers_on_a_synthetic_multipage_doc(gt):
     pages = [f"AMERICAN JOINT DISTRIBUTION COMMITTEE\nReport No. {i}\n{body}\n- {i} -" for i, body in enumerate(bodies, 1)]
     out = clean_records(recs("report", pages))
     for i, (body, cleaned) in enumerate(zip(bodies, out), 1):
-        assert cleaned["clean"]["removed_lines"] == ["AMERICAN JOINT DISTRIBUTION COMMITTEE", f"Report No. {i}", f"- {i} -"]
-        assert "COMMITTEE" not in cleaned["text"] and not cleaned["text"].endswith(f"- {i} -")
-        assert cleaned["text"].split("\n")[0] == body.split("\n")[0]
+        assert cleaned.extra("clean")["removed_lines"] == ["AMERICAN JOINT DISTRIBUTION COMMITTEE", f"Report No. {i}", f"- {i} -"]
+        assert "COMMITTEE" not in cleaned.text and not cleaned.text.endswith(f"- {i} -")
+        assert cleaned.text.split("\n")[0] == body.split("\n")[0]
     # one page alone has no neighbours: nothing is taken for a header
     alone = clean_records(recs("one", pages[:1]))[0]
-    assert alone["clean"]["removed_lines"] == [] and alone["text"].startswith("AMERICAN JOINT")
+    assert alone.extra("clean")["removed_lines"] == [] and alone.text.startswith("AMERICAN JOINT")
     # two pages: page numbers go (they need two), a header needs three
     two = clean_records(recs("two", pages[:2]))
-    assert [r["clean"]["removed_lines"] for r in two] == [["- 1 -"], ["- 2 -"]]
+    assert [r.extra("clean")["removed_lines"] for r in two] == [["- 1 -"], ["- 2 -"]]
 
 
 def test_recurring_first_lines_of_letters_are_not_headers():
@@ -133,19 +139,19 @@ def test_dehyphenation_of_real_german_pages(gt):
     page = gt_pages(gt, "goethe", 1)[0]
     assert "Gesell-\nschaft" in page and "freund-\nlich" in page
     cleaned = clean_records(recs("g", [page]))[0]
-    assert cleaned["clean"]["language"] == "de" and cleaned["clean"]["dehyphenated"] >= 5
-    assert "Gesellschaft" in cleaned["text"] and "freundlich" in cleaned["text"]
-    assert "-\n" not in cleaned["text"]
+    assert cleaned.extra("clean")["language"] == "de" and cleaned.extra("clean")["dehyphenated"] >= 5
+    assert "Gesellschaft" in cleaned.text and "freundlich" in cleaned.text
+    assert "-\n" not in cleaned.text
     # no character is lost: only hyphens and line breaks change
     squeeze = lambda s: s.replace("-", "").replace("\n", "").replace(" ", "")  # noqa: E731
-    assert squeeze(cleaned["text"]) == squeeze(page)
+    assert squeeze(cleaned.text) == squeeze(page)
 
 
 def test_record_language_wins_over_the_guess():
     text = "the com-\nmittee met"
-    assert clean_records(recs("d", [text], fields={"language": "en"}))[0]["text"] == "the committee\nmet"
+    assert clean_records(recs("d", [text], fields={"language": "en"}))[0].text == "the committee\nmet"
     de = clean_records(recs("d", [text], fields={"language": "German"}))[0]
-    assert de["clean"]["language"] == "de"
+    assert de.extra("clean")["language"] == "de"
 
 
 # --- page rules ----------------------------------------------------------------------------
@@ -187,7 +193,7 @@ def test_page_rules_are_idempotent(gt):
                         ("ehri_cs", 5)):
         once = clean_records(recs(set_name, gt_pages(gt, set_name, n)))
         twice = clean_records(once)
-        assert [r["text"] for r in twice] == [r["text"] for r in once], set_name
+        assert [r.text for r in twice] == [r.text for r in once], set_name
 
 
 # --- rules ---------------------------------------------------------------------------------
@@ -220,11 +226,11 @@ def sha(path: Path) -> str:
 
 def test_clean_run_writes_a_layer_and_never_touches_pages_jsonl(gt, tmp_path):
     pages = gt_pages(gt, "goethe", 4)
-    records = recs("goethe", pages)
+    records = lines_of("goethe", pages)
     records.insert(1, {**records[0], "text": "an earlier attempt", "attempt": 1})  # superseded below
     records[0]["attempt"] = 1
     records[2:2] = []
-    run = write_run(tmp_path / "run", [records[1]] + records[0:1] + records[2:] + recs("other", ["Kurz."]))
+    run = write_run(tmp_path / "run", [records[1]] + records[0:1] + records[2:] + lines_of("other", ["Kurz."]))
     raw = run / "pages.jsonl"
     before, mtime = sha(raw), raw.stat().st_mtime_ns
 
@@ -265,6 +271,6 @@ def test_clean_cli_usage(tmp_path):
     assert cli("clean", str(tmp_path / "nope")).returncode == 3
     bad = tmp_path / "bad.toml"
     bad.write_text("unknown_rule = 1\n", encoding="utf-8")
-    run = write_run(tmp_path / "run", recs("d", ["x"]))
+    run = write_run(tmp_path / "run", lines_of("d", ["x"]))
     res = cli("clean", str(run), "--rules", str(bad))
     assert res.returncode == 3 and "unknown_rule" in res.stderr

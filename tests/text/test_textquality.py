@@ -13,7 +13,7 @@ import pytest
 from support.cli import cli_in_process as cli
 from support.cli import run_cli
 
-from vlmocr.record import PageRecord
+from vlmocr.record import PageRecord, Row
 from vlmocr.store import RecordWriter
 from vlmocr.text.textquality import (
     assess_page,
@@ -26,8 +26,8 @@ from vlmocr.text.textquality import (
 )
 
 
-def rec(text: str, doc_id: str = "d", page: int = 1, **extra) -> dict:
-    return {"doc_id": doc_id, "page": page, "status": "ok", "text": text, "key": "k", **extra}
+def rec(text: str, doc_id: str = "d", page: int = 1, **extra) -> Row:
+    return Row.of({"doc_id": doc_id, "page": page, "status": "ok", "text": text, "key": "k", **extra})
 
 
 def garble(text: str, seed: int = 1) -> str:
@@ -90,7 +90,7 @@ def test_short_pages_are_not_judged_on_words():
     q = assess_page(rec("Xqzt vlorp."), lang="en")
     assert q.words == 2 and q.known_share == 0 and not q.suspicious
     assert assess_page(rec(""), lang="en").reasons == ["no text"]
-    failed = assess_page({**rec(""), "status": "error"}, lang="en")
+    failed = assess_page(rec("", status="error"), lang="en")
     assert failed.suspicious and failed.reasons == ["status error"]
 
 
@@ -114,10 +114,10 @@ def test_lexicon_lookups():
     assert words_of("Self-esteem, l’homme — 42 x") == ["Self-esteem", "l’homme"]
 
 
-def write_run(run: Path, records: list[dict]) -> Path:
+def write_run(run: Path, records: list[Row]) -> Path:
     with RecordWriter(run / "pages.jsonl") as w:
         for r in records:
-            w.append(PageRecord(source="x.pdf", engine="test", **r))
+            w.append(PageRecord(source="x.pdf", engine="test", **r.data))
     return run
 
 

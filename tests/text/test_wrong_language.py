@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from support.cli import run_cli
 
-from vlmocr.text.signal import judge, signal_reason
+from vlmocr.record import Signal
+from vlmocr.text.signal import judge
 from vlmocr.text.textquality import other_language
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 from vlmocr.testing.pagecode import make_coded_pdf
@@ -29,7 +30,7 @@ def test_the_measure():
     assert other_language(GERMAN, ["de", "en"]) is None  # "deu+eng" allows both
     assert other_language(GERMAN, []) is None  # nobody said what the page is in
     quality, suspect = judge(GERMAN, "openai", lang="eng", expected="eng")
-    assert suspect and quality["wrong_language"] == "de" and "wrong_language" in signal_reason(quality)
+    assert suspect and quality["wrong_language"] == "de" and "wrong_language" in Signal.of(quality).reason()
     quality, suspect = judge(GERMAN, "openai", lang="eng")
     assert quality["wrong_language"] is None  # the default language is no one's word
 

@@ -299,7 +299,7 @@ def _suspicious(run: Path, *, clean: bool = False, rules: Optional[Path] = None,
                 max_suspicious: Optional[int] = None, all_pages: bool = False, limit: int = 50,
                 json_out: bool = False, gates: Sequence[Any] = ()) -> int:
     from ..evaluation import run_records
-    from ..text.signal import record_verdict, signal_reason
+    from ..text.signal import record_verdict
     from ..text.textquality import assess_records, summary, suspicion_rank
 
     records, layer = run_records(run, clean, _rules(rules) if clean else None)
@@ -310,10 +310,10 @@ def _suspicious(run: Path, *, clean: bool = False, rules: Optional[Path] = None,
     signals: dict[tuple[str, int], Any] = {}
     for q in pages:
         quality, suspect = record_verdict(records[(q.doc_id, q.page)], remeasure=clean, lang=lang)
-        signals[(q.doc_id, q.page)] = quality
+        signals[(q.doc_id, q.page)] = quality.as_dict() if quality else None
         if suspect and quality is not None:
             q.suspicious = True
-            q.reasons.append(signal_reason(quality))
+            q.reasons.append(quality.reason())
     summ = summary(pages)
     flagged = sorted((q for q in pages if q.suspicious), key=suspicion_rank)
     from ..evaluation.score import check_spelling_gate

@@ -16,12 +16,13 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any, Sequence
 
 from ..evaluation import TruthPage, check_gate, load_truth, match_truth, parse_gate, score
 from ..exceptions import ExitCode, UsageError, VlmocrError
 from ..credentials import secrets_out_of_job
-from ..record import now_iso
+from ..record import Row, now_iso
 from ..redact import public_argv
 from ..rundir import RunDir
 from .slurm.jobs import (
@@ -137,11 +138,12 @@ def score_gate_without_truth(run_dir: Path, checks: Sequence[str]) -> GateScore:
     from ..record import FAILED
 
     run = RunDir(run_dir)
-    finals = run.reading() if run.pages.is_file() else {}
+    finals: Mapping[tuple[str, int], Row] = run.reading() if run.pages.is_file() else {}
     statuses: dict[str, int] = {}
+    failed = 0
     for rec in finals.values():
-        statuses[str(rec.get("status"))] = statuses.get(str(rec.get("status")), 0) + 1
-    failed = sum(n for s, n in statuses.items() if s in {str(x.value) for x in FAILED})
+        statuses[rec.status.value] = statuses.get(rec.status.value, 0) + 1
+        failed += rec.status in FAILED
     spelling = measure_spelling(finals)
     results = []
     for spec in checks:

@@ -26,7 +26,7 @@ import orjson
 
 from ..assemble import write_document
 from ..exceptions import UsageError
-from ..record import STATUS_GROUP, Status
+from ..record import STATUS_GROUP, Row, Status
 from ..rundir import RunDir, run_keys
 from ..store import OutputBuild, final_records, write_json_atomic
 
@@ -55,11 +55,8 @@ class MergeResult:
                 f"{self.duplicates} page(s) in two shards, {len(self.conflicts)} with different text -> {self.out}")
 
 
-def _rank(rec: dict[str, Any]) -> int:
-    try:
-        return _RANK[STATUS_GROUP[Status(rec["status"])]]
-    except (KeyError, ValueError):
-        return 3
+def _rank(rec: Row) -> int:
+    return _RANK[rec.status.group]
 
 
 def _originals(run_dir: Path) -> dict[str, str]:
@@ -78,7 +75,7 @@ def merge(run_dir: Path, out: Path | None = None, warn: Callable[[str], None] = 
     build.check()  # refuse a folder merge may not replace before reading any shard
     originals = _originals(run_dir)
     result = MergeResult(out=out, shards=[p.name for p in shards])
-    chosen: dict[tuple[str, int], dict[str, Any]] = {}
+    chosen: dict[tuple[str, int], Row] = {}
     where: dict[tuple[str, int], str] = {}
     for shard in shards:
         run = RunDir(shard)
@@ -88,13 +85,13 @@ def merge(run_dir: Path, out: Path | None = None, warn: Callable[[str], None] = 
             if prev is not None:
                 result.duplicates += 1
                 same_group = _rank(prev) == _rank(rec)
-                if same_group and (prev.get("text") or "") != (rec.get("text") or "") and _rank(rec) < 2:
+                if same_group and prev.text != rec.text and _rank(rec) < 2:
                     result.conflicts.append({"doc_id": page_id[0], "page": page_id[1],
                                              "shards": [where[page_id], shard.name]})
                     warn(f"warning: {page_id[0]} page {page_id[1]} has different text in shards "
                          f"{where[page_id]} and {shard.name}; keeping the newer record")
                 better = _rank(rec) < _rank(prev) or (
-                    _rank(rec) == _rank(prev) and str(rec.get("finished_at", "")) >= str(prev.get("finished_at", "")))
+                    _rank(rec) == _rank(prev) and rec.finished_at >= prev.finished_at)
                 if not better:
                     continue
             chosen[page_id] = rec
@@ -112,24 +109,23 @@ def _merged_before_markers(folder: Path) -> bool:
     return "merged_from" in RunDir(folder).info()
 
 
-def _write_merged(tmp: Path, shards: list[Path], chosen: dict[tuple[str, int], dict[str, Any]],
+def _write_merged(tmp: Path, shards: list[Path], chosen: dict[tuple[str, int], Row],
                   where: dict[tuple[str, int], str], originals: dict[str, str], result: MergeResult) -> None:
-    by_doc: dict[str, list[dict[str, Any]]] = {}
+    by_doc: dict[str, list[Row]] = {}
     merged = RunDir(tmp)
     with merged.pages.open("wb") as fh:
         for (doc_id, page) in sorted(chosen):
-            rec = dict(chosen[(doc_id, page)])
-            staged = rec.get("source")
-            if staged in originals:
-                rec["staged_source"] = staged
-                rec["source"] = originals[staged]
-            rec["shard"] = where[(doc_id, page)]
-            fh.write(orjson.dumps(rec) + b"\n")
+            rec = chosen[(doc_id, page)]
+            if rec.source in originals:
+                rec = rec.amended(staged_source=rec.source, source=originals[rec.source])
+            rec = rec.amended(shard=where[(doc_id, page)])
+            fh.write(orjson.dumps(dict(rec.data)) + b"\n")
             by_doc.setdefault(doc_id, []).append(rec)
-            result.statuses[rec["status"]] = result.statuses.get(rec["status"], 0) + 1
+            status = rec.status.value
+            result.statuses[status] = result.statuses.get(status, 0) + 1
             result.records += 1
     for doc_id, recs in by_doc.items():
-        pages = [r for r in recs if int(r["page"]) > 0]
+        pages = [r for r in recs if r.page > 0]
         # A document-level failure (page 0) is shown only while no page of it was read.
         write_document(tmp, doc_id, pages or recs)
     result.docs = len(by_doc)

@@ -111,16 +111,16 @@ def _busy_window(pages_jsonl: Path) -> float:
     """Seconds from the start of the first page to the end of the last, from the records."""
     from datetime import datetime
 
-    from ..store import iter_records
+    from ..store import iter_rows
 
     starts, ends = [], []
-    for rec in iter_records(pages_jsonl):
+    for rec in iter_rows(pages_jsonl):
         try:
-            end = datetime.fromisoformat(rec["finished_at"]).timestamp()
-        except (KeyError, TypeError, ValueError):
+            end = datetime.fromisoformat(rec.finished_at).timestamp()
+        except ValueError:
             continue
         ends.append(end)
-        starts.append(end - float(rec.get("seconds") or 0.0))
+        starts.append(end - rec.seconds)
     return max(ends) - min(starts) if ends else 0.0
 
 
@@ -237,9 +237,9 @@ def measure(triage_csv: Path, endpoint: str | None = None, profile: str | None =
 
 def _engines_used(pages_jsonl: Path) -> tuple[str, ...]:
     """The CPU engines that read the sample (auto picks per document), for their memory."""
-    from ..store import iter_records
+    from ..store import iter_rows
 
-    return tuple(sorted({str(r["engine"]) for r in iter_records(pages_jsonl) if r.get("engine")}))
+    return tuple(sorted({r.engine for r in iter_rows(pages_jsonl) if r.engine}))
 
 
 # ---------------------------------------------------------------- the plan

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..exceptions import UsageError
+from ..record import Row
 from .score import distances, normalisation_name, rate, run_records
 from .truth import TruthPage, load_truth, match_truth
 
@@ -92,7 +93,7 @@ class Comparison:
                 "pages": [p.as_dict() for p in self.pages]}
 
 
-def compare_records(a: Mapping[tuple[str, int], dict], b: Mapping[tuple[str, int], dict], *, tolerance: float = 0.001,
+def compare_records(a: Mapping[tuple[str, int], Row], b: Mapping[tuple[str, int], Row], *, tolerance: float = 0.001,
                     truth: list[TruthPage] | None = None, folds: Iterable[str] = ()) -> Comparison:
     """Two runs of the same pages: the twins' verdict (corpus scores within `tolerance`) and the
     pages listed for information. A page is flagged (listed) when it is in one run only, when
@@ -111,12 +112,12 @@ def compare_records(a: Mapping[tuple[str, int], dict], b: Mapping[tuple[str, int
     sums = {"a_edits": 0, "b_edits": 0, "ref_chars": 0, "ab_edits": 0, "b_chars": 0}
     for key in keys:
         ra, rb = a.get(key), b.get(key)
-        d = PageDiff(key[0], key[1], str(ra.get("status")) if ra else None, str(rb.get("status")) if rb else None, None)
+        d = PageDiff(key[0], key[1], ra.status.value if ra else None, rb.status.value if rb else None, None)
         if ra is None or rb is None:
             d.flagged, d.reason = True, f"only in {'B' if ra is None else 'A'}"
             diffs.append(d)
             continue
-        ta, tb = ra.get("text") or "", rb.get("text") or ""
+        ta, tb = ra.text, rb.text
         ab_edits, b_chars, _, _ = distances(ta, tb, folds)
         d.cer_ab = rate(ab_edits, b_chars)
         sums["ab_edits"] += ab_edits

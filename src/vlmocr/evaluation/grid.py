@@ -116,7 +116,7 @@ def run_grid(truth_path: Path, out: Path, axes: dict[str, list[Any]], *, inputs:
         ev = score(records, truth, (), resamples, seed)
         ev.layer = "raw"
         scored = {(p.doc_id, p.page) for p in ev.pages if not p.missing}
-        seconds = sum(float(records[k].get("seconds") or 0) for k in scored)
+        seconds = sum(records[k].seconds for k in scored)
         cell = GridCell(name, settings, str(run_dir), int(summary.exit_code()), ev, round(seconds, 3))
         cells.append(cell)
         if on_cell:

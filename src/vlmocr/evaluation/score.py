@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from rapidfuzz.distance import Levenshtein
 
 from ..exceptions import UsageError
+from ..record import Row
 from ..store import PAGES_FILE
 from ..text import historic
 from .truth import TruthPage, load_truth, match_truth
@@ -250,7 +251,7 @@ class Evaluation:
     notes: list[str] = field(default_factory=list)  # what a person should know about the truth's fit
     # The final records scored (truth or not): what the spelling count is measured over, once a
     # gate asks for it (`spelling`): a wordfreq pass over every page costs, and most runs never ask.
-    records: Mapping[tuple[str, int], Mapping[str, Any]] = field(default_factory=dict, repr=False)
+    records: Mapping[tuple[str, int], Row] = field(default_factory=dict, repr=False)
     _spelling: dict[str, Any] | None = field(default=None, repr=False)
 
     @property
@@ -300,7 +301,7 @@ class Evaluation:
         }
 
 
-def score(records: Mapping[tuple[str, int], dict[str, Any]], truth: list[TruthPage], folds: Iterable[str] = (),
+def score(records: Mapping[tuple[str, int], Row], truth: list[TruthPage], folds: Iterable[str] = (),
           resamples: int = BOOTSTRAP, seed: int = SEED) -> Evaluation:
     """Score final records {(doc_id, page): record} against truth pages."""
     folds = canonical_folds(folds)  # validates them
@@ -317,12 +318,12 @@ def score(records: Mapping[tuple[str, int], dict[str, Any]], truth: list[TruthPa
                                    1.0 if rw else 0.0, t.doc_id))
             continue
         used.add((run_doc, t.page))
-        doc_pages = rec.get("doc_pages")
-        if t.unpaged and isinstance(doc_pages, int) and doc_pages > 1:
+        doc_pages = rec.doc_pages
+        if t.unpaged and doc_pages is not None and doc_pages > 1:
             notes.append(f"{t.origin}: one page of truth for {run_doc}, which has {doc_pages} pages: scored as its "
                          "page 1 (separate a document's pages with form feeds, \\f, or give name.pN.txt per page)")
-        ce, rc, we, rw = distances(rec.get("text") or "", t.text, folds)
-        pages.append(PageScore(run_doc, t.page, t.set, str(rec.get("status")), rc, ce, rw, we, rate(ce, rc),
+        ce, rc, we, rw = distances(rec.text, t.text, folds)
+        pages.append(PageScore(run_doc, t.page, t.set, rec.status.value, rc, ce, rw, we, rate(ce, rc),
                                rate(we, rw), t.doc_id))
     pages.sort(key=lambda p: (p.set, p.doc_id, p.page))
     sets: dict[str, list[PageScore]] = {}
@@ -348,7 +349,7 @@ def score(records: Mapping[tuple[str, int], dict[str, Any]], truth: list[TruthPa
     )
 
 
-def run_records(run_dir: Path, clean: bool = False, rules: Any = None) -> tuple[Mapping[tuple[str, int], dict], str]:
+def run_records(run_dir: Path, clean: bool = False, rules: Any = None) -> tuple[Mapping[tuple[str, int], Row], str]:
     """The final records of a run: raw, or the cleaned layer (`clean.cleaned_records`)."""
     run_dir = Path(run_dir)
     from ..rundir import RunDir

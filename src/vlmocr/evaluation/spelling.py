@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..record import Row
+
 NO_TRUTH_METRICS = ("unknown_words",)
 
 
@@ -38,7 +40,7 @@ class Spelling:
                 "unknown_words": self.unknown_words, "languages": dict(sorted(self.languages.items()))}
 
 
-def measure_spelling(records: Mapping[tuple[str, int], Mapping[str, Any]],
+def measure_spelling(records: Mapping[tuple[str, int], Row],
                      lang: str | None = None) -> dict[str, Spelling]:
     """{"corpus": …, "doc:NAME": …} over the final records (page 0, a document that never opened,
     has no words). ``lang``: the language of pages whose record names none."""
@@ -49,8 +51,8 @@ def measure_spelling(records: Mapping[tuple[str, int], Mapping[str, Any]],
         if page <= 0:
             continue
         # The language the page was judged in when it was read (its quality signal's), unless given.
-        judged_in = (rec.get("quality") or {}).get("language") if isinstance(rec.get("quality"), Mapping) else None
-        q = assess_page(dict(rec), lang=lang or judged_in)
+        judged_in = rec.quality.language if rec.quality else None
+        q = assess_page(rec, lang=lang or judged_in)
         for key in ("corpus", f"doc:{doc_id}"):
             s = out.setdefault(key, Spelling())
             s.pages += 1

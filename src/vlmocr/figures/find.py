@@ -12,7 +12,6 @@ import base64
 import hashlib
 import math
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,8 @@ from ..exceptions import BadInput
 from ..render import DEFAULT_MAX_PIXELS, Sizing, encode, is_blank, render_page
 from ..store import write_bytes_atomic
 from ..rundir import RunDir
-from ..store import iter_records
+from ..record import Row
+from ..store import iter_rows
 from ..text.postprocess import is_figure_block
 
 FIGURES_DIR = "figures"
@@ -147,38 +147,36 @@ def pixel_grounding(run_dir: Path) -> bool:
     return isinstance(post, dict) and post.get("grounding_format") == "dots-json"
 
 
-def page_figures(rec: Mapping[str, Any], pixel_grounding: bool = False) -> list[Figure]:
+def page_figures(rec: Row, pixel_grounding: bool = False) -> list[Figure]:
     """Every figure block of one page record that has a usable box, numbered in block order
     (a figure without a box keeps its number: the others' crops keep their names)."""
-    blocks = rec.get("blocks") or []
-    if not isinstance(blocks, list):
-        return []
+    blocks = rec.blocks or ()
     scale = None
-    if pixel_grounding and rec.get("width") and rec.get("height"):
-        scale = (float(rec["width"]), float(rec["height"]))
-    texts = [str(b.get("text") or "") if isinstance(b, dict) else "" for b in blocks]
+    if pixel_grounding and rec.width and rec.height:
+        scale = (float(rec.width), float(rec.height))
+    texts = [b.text for b in blocks]
     out: list[Figure] = []
     number = 0
     for i, block in enumerate(blocks):
-        if not isinstance(block, dict) or not is_figure_block(block):
+        if not is_figure_block(block.model_dump()):
             continue
         number += 1
-        bbox = normalize_bbox(block.get("bbox"), scale)
+        bbox = normalize_bbox(block.bbox, scale)
         if bbox is None:
             continue
         before = next((_last_line(t) for t in reversed(texts[:i]) if t.strip()), "")
         after = next((_first_line(t) for t in texts[i + 1:] if t.strip()), "")
         out.append(Figure(
-            doc_id=str(rec["doc_id"]), page=int(rec["page"]), figure=number, block_index=i,
-            type=str(block.get("type")), bbox=bbox, source=str(rec.get("source") or ""),
-            page_key=rec.get("key"), anchor={"text": _first_line(texts[i]), "before": before, "after": after},
-            page_width=rec.get("width"), page_height=rec.get("height"), page_dpi=rec.get("dpi"),
+            doc_id=rec.doc_id, page=rec.page, figure=number, block_index=i,
+            type=block.type, bbox=bbox, source=rec.source,
+            page_key=rec.key, anchor={"text": _first_line(texts[i]), "before": before, "after": after},
+            page_width=rec.width, page_height=rec.height, page_dpi=rec.dpi,
         ))
     return out
 
 
-def count_figure_blocks(rec: Mapping[str, Any]) -> int:
-    return sum(1 for b in rec.get("blocks") or [] if isinstance(b, dict) and is_figure_block(b))
+def count_figure_blocks(rec: Row) -> int:
+    return sum(1 for b in rec.blocks or () if is_figure_block(b.model_dump()))
 
 
 def find_figures(run_dir: Path) -> tuple[list[Figure], int]:
@@ -186,13 +184,10 @@ def find_figures(run_dir: Path) -> tuple[list[Figure], int]:
     (doc_id, page, figure) order. Streams pages.jsonl keeping only the figures, not the texts."""
     pixel = pixel_grounding(run_dir)
     latest: dict[tuple[str, int], tuple[list[Figure], int]] = {}
-    for rec in iter_records(RunDir(run_dir).pages):
-        try:
-            ident = (str(rec["doc_id"]), int(rec["page"]))
-        except (KeyError, TypeError, ValueError):
-            continue
-        found = page_figures(rec, pixel) if ident[1] > 0 and rec.get("blocks") else []
-        no_box = count_figure_blocks(rec) - len(found) if rec.get("blocks") else 0
+    for rec in iter_rows(RunDir(run_dir).pages):
+        ident = rec.page_id
+        found = page_figures(rec, pixel) if ident[1] > 0 and rec.blocks else []
+        no_box = count_figure_blocks(rec) - len(found) if rec.blocks else 0
         if found or no_box:
             latest[ident] = (found, no_box)
         else:

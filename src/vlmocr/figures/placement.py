@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..record import Status
-from ..store import iter_records
+from ..record import FigureRecord, Row, Status
+from ..store import iter_figures
 from ..rundir import FIGURES_FILE
 from .find import MIN_ANCHOR_CHARS, Figure, page_figures, pixel_grounding, same_box
 
@@ -59,22 +59,16 @@ def figures_by_page(run_dir: str | Path) -> dict[tuple[str, int], list[FigureRef
     latest ``ok`` record (any describe key: a later failed attempt with other settings does
     not hide a good description). Empty when the run has no figures.jsonl."""
     path = Path(run_dir) / FIGURES_FILE
-    latest: dict[tuple[str, int, int], dict[str, Any]] = {}
-    for rec in iter_records(path):
-        if rec.get("status") != Status.ok.value or not rec.get("description") or not rec.get("crop"):
-            continue
-        try:
-            latest[(str(rec["doc_id"]), int(rec["page"]), int(rec["figure"]))] = rec
-        except (KeyError, TypeError, ValueError):
-            continue
+    latest: dict[tuple[str, int, int], FigureRecord] = {}
+    for rec in iter_figures(path):
+        if rec.status is Status.ok and rec.description and rec.crop:
+            latest[(rec.doc_id, rec.page, rec.figure)] = rec
     out: dict[tuple[str, int], list[FigureRef]] = {}
     for (doc_id, page, number), rec in sorted(latest.items()):
-        bbox = rec.get("bbox")
         out.setdefault((doc_id, page), []).append(FigureRef(
-            doc_id=doc_id, page=page, figure=number, crop=str(rec["crop"]), description=str(rec["description"]),
-            bbox=tuple(bbox) if isinstance(bbox, list) else None, anchor=dict(rec.get("anchor") or {}),
-            type=str(rec.get("type") or ""), model=rec.get("model"), prompt_id=rec.get("prompt_id"),
-            crop_sha256=rec.get("crop_sha256"),
+            doc_id=doc_id, page=page, figure=number, crop=str(rec.crop), description=rec.description,
+            bbox=tuple(rec.bbox) if rec.bbox else None, anchor=dict(rec.anchor),
+            type=rec.type, model=rec.model, prompt_id=rec.prompt_id, crop_sha256=rec.crop_sha256,
         ))
     return out
 
@@ -183,24 +177,23 @@ def _current(fig: FigureRef, current: list[Figure] | None) -> bool:
     return match is not None and fig.bbox is not None and same_box(list(fig.bbox), match.bbox)
 
 
-def with_figures(records: Iterable[dict[str, Any]], figures: Mapping[tuple[str, int], list[FigureRef]],
-                 link_prefix: str = "../", pixel_grounding: bool = False) -> list[dict[str, Any]]:
+def with_figures(records: Iterable[Row], figures: Mapping[tuple[str, int], list[FigureRef]],
+                 link_prefix: str = "../", pixel_grounding: bool = False) -> list[Row]:
     """Copies of page records whose text carries their figures' descriptions (records without
     described figures are returned as they are)."""
     out = []
     for rec in records:
-        figs = figures.get((str(rec.get("doc_id")), int(rec.get("page") or 0)))
+        figs = figures.get(rec.page_id)
         if figs:
-            current = page_figures(rec, pixel_grounding) if rec.get("blocks") else None
+            current = page_figures(rec, pixel_grounding) if rec.blocks else None
             figs = [f for f in figs if _current(f, current)]
         if figs:
-            rec = {**rec, "text": apply_descriptions(rec.get("text") or "", figs, link_prefix)}
+            rec = rec.amended(text=apply_descriptions(rec.text, figs, link_prefix))
         out.append(rec)
     return out
 
 
-def add_figures(run_dir: str | Path, records: Iterable[dict[str, Any]],
-                link_prefix: str = "../") -> list[dict[str, Any]]:
+def add_figures(run_dir: str | Path, records: Iterable[Row], link_prefix: str = "../") -> list[Row]:
     """The integration point for assembled documents: ``records`` (final page records of one
     or more documents of ``run_dir``) with their figures' descriptions in the text. Returns the
     records unchanged (as a list) when the run has no described figures."""

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..exceptions import UsageError
 from ..record import LADDER, Status
-from ..store import iter_records
+from ..store import iter_figures
 from .find import DEFAULT_DPI, DEFAULT_MARGIN, DEFAULT_MIN_AREA, FIGURE_REVISION, Figure, same_box
 
 # A description is a paragraph, not a page: a short budget also bounds a looping answer.
@@ -129,24 +129,19 @@ class FigureState:
     attempts: int  # highest attempt number under the key
     steps: int  # ladder steps taken (records with a ladder status) under the key
     bbox: list[float] | None
-    record: dict[str, Any]
 
 
 def load_state(path: Path, key: str) -> dict[tuple[str, int, int], FigureState]:
     """The last record of each figure under ``key``, with its attempt and ladder counts."""
     out: dict[tuple[str, int, int], FigureState] = {}
-    for rec in iter_records(path):
-        if rec.get("key") != key:
+    for rec in iter_figures(path):
+        if rec.key != key:
             continue
-        try:
-            ident = (str(rec["doc_id"]), int(rec["page"]), int(rec["figure"]))
-            status = Status(rec["status"])
-        except (KeyError, ValueError, TypeError):
-            continue
+        ident = (rec.doc_id, rec.page, rec.figure)
         prev = out.get(ident)
-        attempts = max(int(rec.get("attempt") or 1), prev.attempts if prev else 0)
-        steps = (prev.steps if prev else 0) + (status in LADDER)
-        out[ident] = FigureState(status, attempts, steps, rec.get("bbox"), rec)
+        attempts = max(rec.attempt, prev.attempts if prev else 0)
+        steps = (prev.steps if prev else 0) + (rec.status in LADDER)
+        out[ident] = FigureState(rec.status, attempts, steps, rec.bbox)
     return out
 
 

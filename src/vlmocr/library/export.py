@@ -28,13 +28,14 @@ from typing import Any, Callable, Iterable, Iterator
 import orjson
 
 from ..exceptions import UsageError
+from ..record import Row
 from ..figures.placement import add_figures
 from ..assemble import assemble_markdown
 from ..store import OutputBuild, kill_point
 from ..writable import check_output_path
 from .catalog import DOCS, Catalog, is_library
 from .identify import identify_records
-from .publish import PAGES_FILE as LIB_PAGES_FILE
+from .publish import DOC_PAGES
 from .runs import DocRecords, document_text, original_name, run_dirs, run_documents
 
 FORMATS = ("md", "txt", "jsonl", "parquet", "hf")
@@ -45,7 +46,7 @@ ROWS_PER_FILE = 50_000  # pages per Parquet file in an hf export (documents: the
 @dataclass
 class ExportDoc:
     doc_id: str
-    records: list[dict[str, Any]]
+    records: list[Row]
     layer: str
     info: dict[str, Any] = field(default_factory=dict)  # lib_id, source, sha256, identifiers, provenance…
     name: str = ""  # file stem in md/txt exports
@@ -115,10 +116,10 @@ def _from_library(lib: Path, layer: str | None, clean_rules: Path | None, notes:
         idents = {r["lib_id"]: cat.identifiers(r["lib_id"]) for r in rows}
     rules = None
     for row in rows:
-        path = lib / row["path"] / LIB_PAGES_FILE
+        path = lib / row["path"] / DOC_PAGES
         if not path.is_file():
-            path = lib / DOCS / row["lib_id"] / LIB_PAGES_FILE
-        records = [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+            path = lib / DOCS / row["lib_id"] / DOC_PAGES
+        records = [Row.of(orjson.loads(line)) for line in path.read_bytes().splitlines() if line.strip()]
         have = row["layer"]
         if layer is not None and layer != have:
             if layer == "raw":
@@ -156,28 +157,30 @@ def export_documents(source: list[Path], layer: str | None = None, include_incom
 
 
 def _provenance(doc: ExportDoc) -> dict[str, Any]:
-    def common(key: str) -> Any:
-        values = [r.get(key) for r in doc.records if r.get(key) not in (None, "")]
-        return max(set(values), key=values.count) if values else None
+    def common(values: list[str | None]) -> str | None:
+        given = [v for v in values if v]
+        return max(set(given), key=given.count) if given else None
 
-    return {"run": doc.info.get("run"), "settings_key": common("key"),
-            "engines": sorted({str(r["engine"]) for r in doc.records if r.get("engine")}),
-            "model": common("model"), "revision": common("revision"), "prompt_id": common("prompt_id")}
+    recs = doc.records
+    return {"run": doc.info.get("run"), "settings_key": common([r.key for r in recs]),
+            "engines": sorted({r.engine for r in recs if r.engine}),
+            "model": common([r.model for r in recs]), "revision": common([r.revision for r in recs]),
+            "prompt_id": common([r.prompt_id for r in recs])}
 
 
 def document_row(doc: ExportDoc) -> dict[str, Any]:
     text, spans = doc.text_and_spans()
     statuses: dict[str, int] = {}
     for r in doc.records:
-        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
-    by_page = {int(r["page"]): r for r in doc.records}
+        statuses[r.status.value] = statuses.get(r.status.value, 0) + 1
+    by_page = {r.page: r for r in doc.records}
     return {
         "doc_id": doc.doc_id, "lib_id": doc.info.get("lib_id"), "source": doc.info.get("source"),
         "original_name": doc.info.get("original_name"), "sha256": doc.info.get("sha256"), "layer": doc.layer,
         "pages": len(doc.records), "doc_pages": doc.info.get("doc_pages"), "complete": bool(doc.info.get("complete")),
         "text": text,
-        "page_spans": [{"page": p, "start": s, "end": e, "status": by_page[p]["status"],
-                        "engine": by_page[p].get("engine")} for p, s, e in spans],
+        "page_spans": [{"page": p, "start": s, "end": e, "status": by_page[p].status.value,
+                        "engine": by_page[p].engine} for p, s, e in spans],
         "statuses": json.dumps(dict(sorted(statuses.items()))),
         "identifiers": [{"type": i["type"], "value": i["value"], "page": int(i["page"]), "snippet": i["snippet"]}
                         for i in doc.info.get("identifiers") or []],
@@ -189,13 +192,13 @@ def document_row(doc: ExportDoc) -> dict[str, Any]:
 def page_rows(doc: ExportDoc) -> list[dict[str, Any]]:
     _text, spans = doc.text_and_spans()
     out = []
-    for rec, (page, start, end) in zip(sorted(doc.records, key=lambda r: int(r["page"])), spans):
+    for rec, (page, start, end) in zip(sorted(doc.records, key=lambda r: r.page), spans):
         out.append({
-            "doc_id": doc.doc_id, "lib_id": doc.info.get("lib_id"), "page": page, "text": rec.get("text") or "",
-            "status": rec["status"], "engine": rec.get("engine"), "model": rec.get("model"),
-            "revision": rec.get("revision"), "prompt_id": rec.get("prompt_id"), "key": rec.get("key"),
+            "doc_id": doc.doc_id, "lib_id": doc.info.get("lib_id"), "page": page, "text": rec.text,
+            "status": rec.status.value, "engine": rec.engine, "model": rec.model,
+            "revision": rec.revision, "prompt_id": rec.prompt_id, "key": rec.key,
             "layer": doc.layer, "start": start, "end": end, "chars": end - start,
-            "flags": [str(f) for f in rec.get("flags") or []], "finished_at": rec.get("finished_at"),
+            "flags": [str(f) for f in rec.flags], "finished_at": rec.finished_at,
         })
     return out
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from ..record import Row
 from ..store import write_text_atomic
 
 DEFAULT_CROSSREF = "https://api.crossref.org"
@@ -154,9 +155,8 @@ def find_identifiers(pages: Iterable[tuple[int, str]], max_pages: int = DEFAULT_
     return [ident for _page, _pos, ident in found]
 
 
-def identify_records(records: Iterable[dict[str, Any]], max_pages: int = DEFAULT_PAGES) -> list[Identifier]:
-    return find_identifiers(((int(r["page"]), r.get("text") or "") for r in records if int(r["page"]) > 0),
-                            max_pages)
+def identify_records(records: Iterable[Row], max_pages: int = DEFAULT_PAGES) -> list[Identifier]:
+    return find_identifiers(((r.page, r.text) for r in records if r.page > 0), max_pages)
 
 
 # ------------------------------------------------------------------------------ Crossref

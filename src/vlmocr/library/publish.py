@@ -36,7 +36,7 @@ import orjson
 
 from ..exceptions import ExitCode, UsageError
 from ..assemble import assemble_markdown
-from ..record import now_iso
+from ..record import Row, now_iso
 from ..store import exchange, kill_point, write_text_atomic
 from ..text.clean import search_text
 from ..text.textquality import page_language
@@ -46,7 +46,7 @@ from .runs import DocRecords, document_text, fsync_dir, original_name, read_run,
 
 TEXT_FILE = "document.txt"
 MD_FILE = "document.md"
-PAGES_FILE = "pages.jsonl"
+DOC_PAGES = "pages.jsonl"  # a library document's page records (a run folder's are RunDir.pages)
 META_FILE = "meta.json"
 
 OUTCOMES = ("published", "updated", "unchanged", "kept", "duplicate", "held", "incomplete", "unreadable")
@@ -149,22 +149,22 @@ class Built:
     identifiers: list[dict[str, Any]]
 
 
-def pages_bytes(records: list[dict[str, Any]]) -> bytes:
-    return b"".join(orjson.dumps(r) + b"\n" for r in sorted(records, key=lambda r: int(r["page"])))
+def pages_bytes(records: list[Row]) -> bytes:
+    return b"".join(orjson.dumps(dict(r.data)) + b"\n" for r in sorted(records, key=lambda r: r.page))
 
 
-def content_digest(records: list[dict[str, Any]], layer: str) -> str:
+def content_digest(records: list[Row], layer: str) -> str:
     return hashlib.sha256(pages_bytes(records) + b"\0" + layer.encode()).hexdigest()
 
 
 def build(c: Candidate, text_sha256: str | None) -> Built:
     doc = c.doc
-    records = sorted(doc.records, key=lambda r: int(r["page"]))
+    records = sorted(doc.records, key=lambda r: r.page)
     text, spans = document_text(records)
     g = doc.groups()
     page_rows = []
     for rec, (page, start, end) in zip(records, spans):
-        page_rows.append({"page": page, "status": rec["status"], "engine": rec.get("engine"),
+        page_rows.append({"page": page, "status": rec.status.value, "engine": rec.engine,
                           "chars": end - start, "start": start, "end": end})
     source_bytes = None
     if c.source_path is not None:
@@ -174,7 +174,7 @@ def build(c: Candidate, text_sha256: str | None) -> Built:
             pass
     clean_rules = None
     if doc.layer == "clean":
-        clean_rules = _most_common((r.get("clean") or {}).get("rules") for r in records)
+        clean_rules = _most_common((r.extra("clean") or {}).get("rules") for r in records)
     lib_id = c.lib_id
     row = {
         "lib_id": lib_id, "doc_id": doc.doc_id, "sha256": c.sha256, "text_sha256": text_sha256,
@@ -184,20 +184,20 @@ def build(c: Candidate, text_sha256: str | None) -> Built:
         "pages": len(records), "doc_pages": doc.doc_pages,
         "ok_pages": g["ok"], "fallback_pages": g["fallback"], "review_pages": g["review"], "failed_pages": g["failed"],
         "statuses": doc.statuses, "chars": len(text), "layer": doc.layer, "clean_rules": clean_rules,
-        "run": str(doc.run.path), "settings_key": _most_common(r.get("key") for r in records),
-        "engines": sorted({str(r.get("engine")) for r in records if r.get("engine")}),
-        "model": _most_common(r.get("model") for r in records),
-        "revision": _most_common(r.get("revision") for r in records),
-        "prompt_id": _most_common(r.get("prompt_id") for r in records),
-        "provenance": {**doc.run.provenance(), "keys": sorted({str(r.get("key")) for r in records})},
+        "run": str(doc.run.path), "settings_key": _most_common(r.key for r in records),
+        "engines": sorted({r.engine for r in records if r.engine}),
+        "model": _most_common(r.model for r in records),
+        "revision": _most_common(r.revision for r in records),
+        "prompt_id": _most_common(r.prompt_id for r in records),
+        "provenance": {**doc.run.provenance(), "keys": sorted({r.key for r in records})},
         "metadata": c.metadata, "path": f"{DOCS}/{lib_id}", "finished_at": doc.finished_at or None,
         "published_at": now_iso(),
     }
     idents = [i.as_dict() for i in c.identifiers]
     meta = {**row, "identifiers": idents, "page_spans": page_rows,
-            "files": {"text": TEXT_FILE, "markdown": MD_FILE, "pages": PAGES_FILE}}
+            "files": {"text": TEXT_FILE, "markdown": MD_FILE, "pages": DOC_PAGES}}
     files = {
-        PAGES_FILE: pages_bytes(records),
+        DOC_PAGES: pages_bytes(records),
         TEXT_FILE: text.encode("utf-8"),
         MD_FILE: assemble_markdown(records).encode("utf-8"),
         META_FILE: (json.dumps(meta, ensure_ascii=False, indent=2, sort_keys=True) + "\n").encode("utf-8"),
@@ -389,7 +389,7 @@ def folder_digest(folder: Path) -> str | None:
     it is missing or unreadable."""
     try:
         layer = json.loads((folder / META_FILE).read_text(encoding="utf-8"))["layer"]
-        data = (folder / PAGES_FILE).read_bytes()
+        data = (folder / DOC_PAGES).read_bytes()
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return hashlib.sha256(data + b"\0" + str(layer).encode()).hexdigest()

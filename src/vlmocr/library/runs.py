@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..exceptions import UsageError
-from ..record import RETRY_ON_RESUME, STATUS_GROUP, Status
+from ..record import RETRY_ON_RESUME, Row
 from ..rundir import PAGES_FILE, RunDir, SourceFinder, run_keys
 from ..store import file_sha256, final_index
 
@@ -45,7 +45,7 @@ class DocRecords:
 
     doc_id: str
     run: RunInfo
-    records: list[dict[str, Any]]  # final records of the selected pages (page ≥ 1), by page
+    records: list[Row]  # final records of the selected pages (page ≥ 1), by page
     complete: bool
     reason: str = ""  # why not complete
     source: str = ""
@@ -57,21 +57,18 @@ class DocRecords:
     def statuses(self) -> dict[str, int]:
         out: dict[str, int] = {}
         for r in self.records:
-            out[r["status"]] = out.get(r["status"], 0) + 1
+            out[r.status.value] = out.get(r.status.value, 0) + 1
         return dict(sorted(out.items()))
 
     def groups(self) -> dict[str, int]:
         g = {"ok": 0, "fallback": 0, "review": 0, "failed": 0}
         for r in self.records:
-            try:
-                g[STATUS_GROUP[Status(r["status"])]] += 1
-            except ValueError:
-                g["failed"] += 1
+            g[r.status.group] += 1
         return g
 
     @property
     def finished_at(self) -> str:
-        return max((str(r.get("finished_at") or "") for r in self.records), default="")
+        return max((r.finished_at for r in self.records), default="")
 
 
 def run_dirs(paths: Iterable[Path | str]) -> list[Path]:
@@ -155,11 +152,11 @@ def run_documents(run_dir: Path, layer: str = "raw", source_roots: Iterable[Path
         from ..text.clean import cleaned_records, load_rules
 
         finals, _where = cleaned_records(info.path, load_rules(clean_rules) if clean_rules else None)
-        by_doc: dict[str, dict[int, dict[str, Any]]] = {}
+        by_doc: dict[str, dict[int, Row]] = {}
         for (doc_id, page), rec in finals.items():
-            if info.keys is not None and rec.get("key") not in info.keys:
+            if info.keys is not None and rec.key not in info.keys:
                 continue
-            by_doc.setdefault(doc_id, {})[int(page)] = rec
+            by_doc.setdefault(doc_id, {})[page] = rec
         return info, {doc_id: functools.partial(assess, doc_id, recs, info, layer) for doc_id, recs in by_doc.items()}
     if layer != "raw":
         raise UsageError(f"--layer {layer!r}: expected raw or clean")
@@ -171,15 +168,16 @@ def run_documents(run_dir: Path, layer: str = "raw", source_roots: Iterable[Path
     return info, {doc_id: functools.partial(load, doc_id) for doc_id in index.doc_ids()}
 
 
-def assess(doc_id: str, recs: dict[int, dict[str, Any]], info: RunInfo, layer: str = "raw") -> DocRecords:
+def assess(doc_id: str, recs: dict[int, Row], info: RunInfo, layer: str = "raw") -> DocRecords:
     pages = {p: r for p, r in recs.items() if p > 0}
-    any_rec = next(iter(pages.values()), None) or recs.get(0) or {}
-    source = str(any_rec.get("source") or "")
+    any_rec = next(iter(pages.values()), None) or recs.get(0)
+    source = any_rec.source if any_rec else ""
     if not pages:
-        why = (recs.get(0) or {}).get("error") or "no page records"
+        opened = recs.get(0)
+        why = (opened.error if opened else None) or "no page records"
         return DocRecords(doc_id, info, [], False, f"could not be opened: {why}", source, None, layer,
                           failed_to_open=True)
-    counts = [int(r["doc_pages"]) for r in pages.values() if r.get("doc_pages") is not None]
+    counts = [r.doc_pages for r in pages.values() if r.doc_pages is not None]
     doc_pages = max(counts) if counts else None
     selected = info.selections.get(doc_id)
     if selected:
@@ -190,7 +188,7 @@ def assess(doc_id: str, recs: dict[int, dict[str, Any]], info: RunInfo, layer: s
         selected = tuple(range(1, max(pages) + 1))  # page count unknown: pages 1…last seen
     records = [pages[p] for p in selected if p in pages]
     missing = [p for p in selected if p not in pages]
-    retry = [p for p in selected if p in pages and Status(pages[p]["status"]) in RETRY_ON_RESUME]
+    retry = [p for p in selected if p in pages and pages[p].status in RETRY_ON_RESUME]
     reason = ""
     if missing:
         reason = f"{len(missing)} of {len(selected)} page(s) without a record ({_short(missing)})"
@@ -204,18 +202,18 @@ def _short(pages: list[int]) -> str:
     return "pages " + shown + (" …" if len(pages) > 8 else "")
 
 
-def document_text(records: list[dict[str, Any]]) -> tuple[str, list[tuple[int, int, int]]]:
+def document_text(records: list[Row]) -> tuple[str, list[tuple[int, int, int]]]:
     """The document's text (pages in order, exactly as recorded, joined by PAGE_SEPARATOR) and
     each page's character span in it: text[start:end] is the page's text."""
     parts: list[str] = []
     spans: list[tuple[int, int, int]] = []
     pos = 0
-    for i, rec in enumerate(sorted(records, key=lambda r: int(r["page"]))):
+    for i, rec in enumerate(sorted(records, key=lambda r: r.page)):
         if i:
             parts.append(PAGE_SEPARATOR)
             pos += len(PAGE_SEPARATOR)
-        text = rec.get("text") or ""
-        spans.append((int(rec["page"]), pos, pos + len(text)))
+        text = rec.text
+        spans.append((rec.page, pos, pos + len(text)))
         parts.append(text)
         pos += len(text)
     return "".join(parts), spans

@@ -33,7 +33,7 @@ from .pool import WorkerPool
 from .tasks import TaskRunner
 from ..redact import public_argv
 from ..rundir import RunDir, RunInfo, git_commit, reading_said, versions
-from ..record import PageRecord, PageTask, Status, now_iso
+from ..record import PageRecord, PageTask, Row, Status, now_iso
 from ..skipped import SkippedFiles
 from ..skipped import phrase as skipped_phrase
 from ..sources import Document, discover, parse_shard, shard_of
@@ -150,7 +150,9 @@ class Scheduler(TaskRunner):
         self.skip = skip
         self.summary = Summary(run_dir=str(self.run_dir))
         self.skipped = SkippedFiles()
-        self._collect: dict[str, dict[str, Any]] = {}
+        # Documents being read in full this run: their pages' records, kept until the last comes
+        # and the document is assembled from them (doc_id → (pages expected, records by page)).
+        self._collect: dict[str, tuple[int, dict[int, Row]]] = {}
         self._deferred: set[str] = set()
         self._ladder: deque[PageTask] = deque()
         # summary.json: rewritten with run.json and every SUMMARY_EVERY s of reading in between.
@@ -425,7 +427,7 @@ class Scheduler(TaskRunner):
                 self._deferred.add(doc.doc_id)
             return []
         if len(pending) == len(pages):
-            self._collect[doc.doc_id] = {"expect": len(pages), "recs": {}}
+            self._collect[doc.doc_id] = (len(pages), {})
         tasks = [spec(p, (state.attempts_of(p) if state else 0) + 1) for p in pending]
         n = self.reader.pages_per_request
         if n <= 1:
@@ -452,13 +454,14 @@ class Scheduler(TaskRunner):
                 pass  # a full disk: the next record's write says so; this file is only a view
         self.progress.extra = self.reader.live()
         if page_done:
-            self.progress.advance(rec["status"])
-        doc_id = rec["doc_id"]
+            self.progress.advance(record.status.value)
+        doc_id = record.doc_id
         slot = self._collect.get(doc_id)
-        if slot is not None and int(rec["page"]) > 0:
-            slot["recs"][int(rec["page"])] = rec
-            if len(slot["recs"]) >= slot["expect"]:
-                write_document(self.run_dir, doc_id, add_figures(self.run_dir, list(slot["recs"].values())))
+        if slot is not None and record.page > 0:
+            expect, recs = slot
+            recs[record.page] = Row.of(rec)
+            if len(recs) >= expect:
+                write_document(self.run_dir, doc_id, add_figures(self.run_dir, list(recs.values())))
                 del self._collect[doc_id]
         else:
             # Assembled at the end from pages.jsonl (a resumed document, a ladder step, …).

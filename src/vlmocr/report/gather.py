@@ -12,7 +12,7 @@ from typing import Any
 
 from ..evaluation.score import char_errors, rate
 from ..evaluation.truth import load_truth, match_truth
-from ..record import Status
+from ..record import Row, Status
 from ..rundir import RunDir, run_keys
 from ..store import FinalRecords, final_index, records_with_offsets
 
@@ -42,7 +42,7 @@ class ReportOptions:
 class Page:
     g: int  # position in document order over the whole run
     d: int  # document index
-    rec: dict[str, Any]
+    rec: Row  # the page's final record without its text (RunData.text reads it)
     tries: int  # records of this page in pages.jsonl
     has_clean: bool = False  # the cleaned layer has the page (its text: RunData.clean_texts)
     truth: str | None = None
@@ -57,11 +57,15 @@ class Page:
 
     @property
     def status(self) -> str:
-        return str(self.rec.get("status"))
+        return self.rec.status.value
 
     @property
     def page(self) -> int:
-        return int(self.rec["page"])
+        return self.rec.page
+
+    @property
+    def page_id(self) -> tuple[str, int]:
+        return self.rec.page_id
 
 
 @dataclass
@@ -91,21 +95,21 @@ class RunData:
 
     def text(self, p: "Page") -> str:
         """A page's text, read from pages.jsonl now."""
-        if self.records is None or (p.rec["doc_id"], p.page) not in self.records:
+        if self.records is None or p.page_id not in self.records:
             return ""
-        return self.records[(p.rec["doc_id"], p.page)].get("text") or ""
+        return self.records[p.page_id].text
 
     def clean_texts(self, doc: "Doc") -> dict[int, str]:
         """A document's cleaned page texts by page, read from RUN/clean now."""
         if self.clean_records is None:
             return {}
-        return {page: rec.get("text") or "" for page, rec in self.clean_records.document(doc.doc_id).items()}
+        return {page: rec.text for page, rec in self.clean_records.document(doc.doc_id).items()}
 
     def texts(self, doc: "Doc") -> dict[int, str]:
         """A document's page texts by page, read from pages.jsonl now."""
         if self.records is None:
             return {}
-        return {page: rec.get("text") or "" for page, rec in self.records.document(doc.doc_id).items()}
+        return {page: rec.text for page, rec in self.records.document(doc.doc_id).items()}
 
 
 def status_group(status: str) -> str:
@@ -113,11 +117,10 @@ def status_group(status: str) -> str:
     return Status(status).group if status in STATUS_ORDER else "failed"
 
 
-def read_as(rec: dict[str, Any]) -> str | None:
+def read_as(rec: Row) -> str | None:
     """The language a record's page was read as (record.language), else the word list it was
     judged by (quality.language, records from before the field)."""
-    lang = rec.get("language") or (rec.get("quality") or {}).get("language")
-    return str(lang) if lang else None
+    return rec.language or (rec.quality.language if rec.quality else None)
 
 
 def languages_read(pages: list[Any]) -> str:
@@ -166,12 +169,12 @@ def gather(opts: ReportOptions, notes: list[str], say: Callable[[str], None]) ->
 
 
 def _load_records(pages_file: Path, keys: set[str] | None = None
-                  ) -> tuple[dict[tuple[str, int], dict], Counter, int, list[float], FinalRecords]:
+                  ) -> tuple[dict[tuple[str, int], Row], Counter, int, list[float], FinalRecords]:
     """Of the folder's reading (the settings keys run.json names; every record without one): the
     last record of each page without its text, the number of records per page, all records, the
     finish times (epoch seconds) of every record for the throughput chart, and where each final
     record is (its text is read from there when the page is written out)."""
-    finals: dict[tuple[str, int], dict] = {}
+    finals: dict[tuple[str, int], Row] = {}
     offsets: dict[tuple[str, int], int] = {}
     tries: Counter = Counter()
     total = 0
@@ -180,12 +183,13 @@ def _load_records(pages_file: Path, keys: set[str] | None = None
         if keys is not None and rec.get("key") not in keys:
             continue  # another reading's record: history, not this folder's (issue 27)
         try:
-            key = (str(rec["doc_id"]), int(rec["page"]))
+            row = Row.of({k: rec[k] for k in _KEEP_FIELDS if k in rec})
         except (KeyError, TypeError, ValueError):
             continue
+        key = row.page_id
         total += 1
         tries[key] += 1
-        finals[key] = {k: rec.get(k) for k in _KEEP_FIELDS}
+        finals[key] = row
         offsets[key] = offset
         stamp = rec.get("finished_at")
         if isinstance(stamp, str):
@@ -196,7 +200,7 @@ def _load_records(pages_file: Path, keys: set[str] | None = None
     return finals, tries, total, times, FinalRecords(pages_file, offsets)
 
 
-def _documents(finals: dict[tuple[str, int], dict], tries: Counter) -> list[Doc]:
+def _documents(finals: dict[tuple[str, int], Row], tries: Counter) -> list[Doc]:
     # A document-level failure (page 0) stands for its document only while no page was read.
     with_pages = {d for d, p in finals if p > 0}
     for key in [k for k in finals if k[1] == 0 and k[0] in with_pages]:
@@ -208,7 +212,7 @@ def _documents(finals: dict[tuple[str, int], dict], tries: Counter) -> list[Doc]
         doc = docs[doc_index[key[0]]]
         rec = finals[key]
         if not doc.source:
-            doc.source = str(rec.get("source") or "")
+            doc.source = rec.source
         doc.pages.append(Page(0, doc.i, rec, tries[key]))
     return docs
 
@@ -221,7 +225,7 @@ def _add_clean_layer(run: RunData, notes: list[str]) -> None:
         return
     run.clean_records = final_index(clean_file)  # its texts are read a document at a time
     for p in run.pages:
-        p.has_clean = (p.rec["doc_id"], p.page) in run.clean_records
+        p.has_clean = p.page_id in run.clean_records
     try:
         from ..text.clean import cleaned_layer_status
 
@@ -241,7 +245,7 @@ def _score(run: RunData, truth_path: Path) -> None:
     truth = load_truth(truth_path)
     run.truth_pages = len(truth)
     doc_map = match_truth(truth, [d.doc_id for d in run.docs])
-    by_key = {(p.rec["doc_id"], p.page): p for p in run.pages}
+    by_key = {p.page_id: p for p in run.pages}
     matched = {(doc_map.get(t.doc_id, t.doc_id), t.page): t.text for t in truth}
     for key, ref in matched.items():
         p = by_key.get(key)
@@ -252,5 +256,5 @@ def _score(run: RunData, truth_path: Path) -> None:
         p.edits, p.ref_chars = char_errors(run.text(p), ref)
         p.cer = rate(p.edits, p.ref_chars)
         if p.has_clean and run.clean_records is not None:
-            clean = run.clean_records[(p.rec["doc_id"], p.page)].get("text") or ""
+            clean = run.clean_records[p.page_id].text
             p.cer_clean = rate(*char_errors(clean, ref))

@@ -108,7 +108,7 @@ def _charts(ctx: IndexContext) -> str:
     charts = []
     status_items = [(s, ctx.statuses.get(s, 0), f"st-{s}") for s in STATUS_ORDER if ctx.statuses.get(s)]
     charts.append(svg.hbars("Pages by status", status_items, chart_id="chart-status"))
-    attempts = Counter(min(int(p.rec.get("attempt") or 1), 5) for p in ctx.run.pages)
+    attempts = Counter(min(p.rec.attempt, 5) for p in ctx.run.pages)
     charts.append(svg.histogram("Attempts per page (final record)",
                                 [(str(k) if k < 5 else "5+", attempts.get(k, 0)) for k in range(1, 6)],
                                 chart_id="chart-attempts", x_title="attempt number"))
@@ -118,7 +118,7 @@ def _charts(ctx: IndexContext) -> str:
         bins = _bins(cers, edges, lambda e: f"≥{e * 100:g}%", "≥100%")
         charts.append(svg.histogram("CER per page (pages with truth)", bins, chart_id="chart-cer", cls="bar-cer",
                                     x_title="character error rate"))
-    secs = [float(p.rec.get("seconds") or 0) for p in ctx.run.pages if p.page > 0]
+    secs = [p.rec.seconds for p in ctx.run.pages if p.page > 0]
     if secs:
         edges = [0, 0.1, 0.5, 1, 2, 5, 10, 30, 60]
         charts.append(svg.histogram("Seconds per page", _bins(secs, edges, lambda e: f"{e:g}", "60+"),
@@ -252,7 +252,7 @@ def index_html(ctx: IndexContext) -> str:
             f'<tr><td class="num">{(p.ordinal or 0) + 1}</td>'
             f'<td><a href="review.html#q=all&amp;n={p.ordinal}">{escape(doc.doc_id)}</a></td>'
             f'<td class="num">{p.page}</td><td>{reasons}</td>{cer}'
-            f'<td class="snip">{escape(_snippet(ctx.run.text(p) or p.rec.get("error") or ""))}</td></tr>'
+            f'<td class="snip">{escape(_snippet(ctx.run.text(p) or p.rec.error or ""))}</td></tr>'
         )
     preview_html = ""
     if preview:

@@ -169,8 +169,8 @@ def _doc_row(doc: Doc) -> list[Any]:
     flagged = [p for p in doc.pages if p.reasons]
     return [doc.i, doc.doc_id, doc.source, languages_read(doc.pages), len(doc.pages), groups["ok"], groups["fallback"],
             groups["review"], groups["failed"], len(flagged),
-            sum(1 for p in doc.pages if int(p.rec.get("attempt") or 1) > 1),
-            round(sum(float(p.rec.get("seconds") or 0) for p in doc.pages), 3), micro_cer(doc.pages),
+            sum(1 for p in doc.pages if p.rec.attempt > 1),
+            round(sum(p.rec.seconds for p in doc.pages), 3), micro_cer(doc.pages),
             micro_cer_clean(doc.pages), flagged[0].ordinal if flagged else None, doc.pages[0].g]
 
 
@@ -178,15 +178,15 @@ def _page_obj(p: Page, doc: Doc, text: str, clean: str | None = None) -> dict[st
     r = p.rec
     obj: dict[str, Any] = {
         "g": p.g, "d": p.d, "page": p.page, "status": p.status, "text": text,
-        "engine": r.get("engine"), "model": r.get("model"), "finish_reason": r.get("finish_reason"),
-        "attempt": r.get("attempt"), "tries": p.tries, "flags": r.get("flags") or [], "error": r.get("error"),
-        "seconds": r.get("seconds"), "width": r.get("width"), "height": r.get("height"), "dpi": r.get("dpi"),
-        "tokens_in": r.get("tokens_in"), "tokens_out": r.get("tokens_out"), "finished_at": r.get("finished_at"),
-        "reasons": p.reasons, "ord": p.ordinal, "quality": r.get("quality"),
-        "language": r.get("language"), "language_from": r.get("language_from"),
+        "engine": r.engine, "model": r.model, "finish_reason": r.finish_reason,
+        "attempt": r.attempt, "tries": p.tries, "flags": list(r.flags), "error": r.error,
+        "seconds": r.seconds, "width": r.width, "height": r.height, "dpi": r.dpi,
+        "tokens_in": r.tokens_in, "tokens_out": r.tokens_out, "finished_at": r.finished_at,
+        "reasons": p.reasons, "ord": p.ordinal, "quality": r.quality.as_dict() if r.quality else None,
+        "language": r.language, "language_from": r.language_from,
     }
-    if r.get("source") and r.get("source") != doc.source:
-        obj["source"] = r.get("source")
+    if r.source and r.source != doc.source:
+        obj["source"] = r.source
     if clean is not None:
         obj["clean"] = clean
     if p.truth is not None:

@@ -48,8 +48,8 @@ def make_thumbs(flagged: list[Page], docs: list[Doc], opts: ReportOptions, run_i
             result.skipped_cap += 1
             p.thumb_note = f"no thumbnail: the report renders at most {opts.max_thumbs} (--max-thumbs)"
             continue
-        src = p.rec.get("source") or docs[p.d].source
-        path = finder.find(str(src), str(p.rec.get("doc_id") or docs[p.d].doc_id))
+        src = p.rec.source or docs[p.d].source
+        path = finder.find(src, p.rec.doc_id)
         if path is None:
             p.thumb_note = f"no thumbnail: source not found ({src}); pass --source-root"
             continue

@@ -58,6 +58,8 @@ from rapidfuzz import fuzz
 
 from ..assemble import assemble_markdown
 from ..exceptions import UsageError
+from ..record import Row
+from ..rundir import RunDir
 from ..store import PAGES_FILE, atomic_file, file_sha256, final_records, write_json_atomic, write_text_atomic
 from . import historic
 from .loops import detect_loop, trim_loop
@@ -406,19 +408,19 @@ def clean_text(text: str, rules: CleanRules | None = None, lang: str | None = No
     return clean_page_last(text, rules, lex, changes)
 
 
-def _doc_language(recs: list[dict[str, Any]], rules: CleanRules) -> str | None:
+def _doc_language(recs: list[Row], rules: CleanRules) -> str | None:
     default = None if rules.language == "auto" else rules.language
     # One guess per document (a page alone may be too short to tell).
     if default is None:
-        default = guess_language("\n".join((r.get("text") or "") for r in recs[:20]))
+        default = guess_language("\n".join(r.text for r in recs[:20]))
     return default
 
 
-def clean_document(recs: list[dict[str, Any]], rules: CleanRules) -> list[dict[str, Any]]:
+def clean_document(recs: list[Row], rules: CleanRules) -> list[Row]:
     """Cleaned copies of one document's records (sorted by page), each with a `clean` entry."""
-    recs = sorted(recs, key=lambda r: int(r["page"]))
-    changes = {int(r["page"]): PageChanges() for r in recs}
-    texts = {int(r["page"]): clean_page_first(r.get("text") or "", rules, changes[int(r["page"])]) for r in recs}
+    recs = sorted(recs, key=lambda r: r.page)
+    changes = {r.page: PageChanges() for r in recs}
+    texts = {r.page: clean_page_first(r.text, rules, changes[r.page]) for r in recs}
     if rules.headers.enabled:
         pages = [(p, t) for p, t in texts.items() if p > 0 and t]
         for p, idx in find_running_lines(pages, rules.headers).items():
@@ -430,24 +432,21 @@ def clean_document(recs: list[dict[str, Any]], rules: CleanRules) -> list[dict[s
     rule_hash = rules.hash
     out = []
     for r in recs:
-        p = int(r["page"])
+        p = r.page
         lang, _origin = page_language(r, doc_default)
         lex = lexicon(lang) if lang else None
         text = clean_page_last(texts[p], rules, lex, changes[p])
-        cleaned = dict(r)
-        cleaned["text"] = text
-        cleaned["clean"] = {"rules": rule_hash, "language": lang, **changes[p].as_dict()}
-        out.append(cleaned)
+        out.append(r.amended(text=text, clean={"rules": rule_hash, "language": lang, **changes[p].as_dict()}))
     return out
 
 
-def clean_records(records: Iterable[dict[str, Any]], rules: CleanRules | None = None) -> list[dict[str, Any]]:
+def clean_records(records: Iterable[Row], rules: CleanRules | None = None) -> list[Row]:
     """Cleaned copies of final records (one per page), sorted by document and page."""
     rules = rules or CleanRules()
-    by_doc: dict[str, list[dict[str, Any]]] = {}
+    by_doc: dict[str, list[Row]] = {}
     for r in records:
-        by_doc.setdefault(str(r["doc_id"]), []).append(r)
-    out: list[dict[str, Any]] = []
+        by_doc.setdefault(r.doc_id, []).append(r)
+    out: list[Row] = []
     for doc_id in sorted(by_doc):
         out += clean_document(by_doc[doc_id], rules)
     return out
@@ -478,8 +477,6 @@ class CleanResult:
 def clean_run(run_dir: Path, rules: CleanRules | None = None) -> CleanResult:
     """Build RUN/clean/ from the final records of RUN/pages.jsonl (which is only read)."""
     rules = rules or load_rules()
-    from ..rundir import RunDir
-
     raw = RunDir(run_dir).pages
     if not raw.is_file():
         raise UsageError(f"{run_dir} is not a run directory (no {PAGES_FILE})")
@@ -495,16 +492,17 @@ def clean_run(run_dir: Path, rules: CleanRules | None = None) -> CleanResult:
     # Document by document, in doc_id order: one document's text in memory at a time.
     with atomic_file(RunDir(run_dir).clean_pages) as tmp, tmp.open("wb") as fh:
         for doc_id, recs in finals.documents():
-            raw_text = {int(r["page"]): r.get("text") or "" for r in recs}
+            raw_text = {r.page: r.text for r in recs}
             cleaned = clean_document(recs, rules)
             for rec in cleaned:
-                fh.write(orjson.dumps(rec) + b"\n")
+                fh.write(orjson.dumps(dict(rec.data)) + b"\n")
+                what = rec.extra("clean")
                 pages += 1
-                changed += rec["text"] != raw_text[int(rec["page"])]
-                removed += len(rec["clean"]["removed_lines"])
-                joined += rec["clean"]["dehyphenated"]
-                trimmed += rec["clean"]["loops_trimmed"]
-            with_pages = [r for r in cleaned if int(r["page"]) > 0]
+                changed += rec.text != raw_text[rec.page]
+                removed += len(what["removed_lines"])
+                joined += what["dehyphenated"]
+                trimmed += what["loops_trimmed"]
+            with_pages = [r for r in cleaned if r.page > 0]
             write_text_atomic(docs_dir / f"{doc_id}.md", assemble_markdown(with_pages or cleaned))
             written.add(doc_id)
     for stale in docs_dir.glob("*.md"):
@@ -525,29 +523,27 @@ def clean_run(run_dir: Path, rules: CleanRules | None = None) -> CleanResult:
 def cleaned_layer_status(run_dir: Path, rules: CleanRules | None = None) -> str:
     """'current', 'missing', 'stale' (the raw layer changed since) or 'other-rules'."""
     info_path = run_dir / CLEAN_DIR / RULES_FILE
-    if not info_path.is_file() or not (run_dir / CLEAN_DIR / PAGES_FILE).is_file():
+    run = RunDir(run_dir)
+    if not info_path.is_file() or not run.clean_pages.is_file():
         return "missing"
     try:
         info = json.loads(info_path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return "missing"
-    if info.get("raw", {}).get("sha256") != file_sha256(run_dir / PAGES_FILE):
+    if info.get("raw", {}).get("sha256") != file_sha256(run.pages):
         return "stale"
     if rules is not None and info.get("rules_hash") != rules.hash:
         return "other-rules"
     return "current"
 
 
-def cleaned_records(run_dir: Path, rules: CleanRules | None = None) -> tuple[dict[tuple[str, int], dict], str]:
+def cleaned_records(run_dir: Path, rules: CleanRules | None = None) -> tuple[dict[tuple[str, int], Row], str]:
     """The cleaned final records of a run: from RUN/clean when it is current, else cleaned in
     memory now from the raw layer (nothing written). Returns (records, where they came from)."""
     status = cleaned_layer_status(run_dir, rules)
     if status == "current":
-        return final_records(run_dir / CLEAN_DIR / PAGES_FILE), "layer"
-    raw = run_dir / PAGES_FILE
-    if not raw.is_file():
+        return final_records(RunDir(run_dir).clean_pages), "layer"
+    if not RunDir(run_dir).pages.is_file():
         raise UsageError(f"{run_dir} is not a run directory (no {PAGES_FILE})")
-    from ..rundir import RunDir
-
     recs = clean_records(RunDir(run_dir).reading().values(), rules or load_rules())
-    return {(r["doc_id"], int(r["page"])): r for r in recs}, f"in memory ({status} layer)"
+    return {r.page_id: r for r in recs}, f"in memory ({status} layer)"

@@ -40,12 +40,13 @@ from __future__ import annotations
 import math
 import re
 import tomllib
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 
+from ..record import Row, Signal, Status
 from .textquality import MIN_WORDS, assess_text, guess_language, lexicon, other_language, wordfreq_code
 
 THRESHOLDS_FILE = Path(__file__).with_name("signal_thresholds.toml")
@@ -61,38 +62,6 @@ MIN_INK = 0.002
 _GREEK = {"el", "grc"}
 _CYRILLIC = {"ru", "uk", "bg"}
 _FRAKTUR = re.compile(r"frk|fraktur|latf", re.I)
-
-
-@dataclass(frozen=True)
-class Signal:
-    score: float
-    confidence: float | None
-    known_words: float | None
-    implausible: float
-    garbage_lines: float
-    text_vs_ink: float | None
-    language: str | None
-    script: str
-    words: int
-    # The language the text is in when it is clearly not the page's known one (a translation,
-    # not a transcription: suspect whatever the score); None otherwise.
-    wrong_language: str | None = None
-
-    def as_dict(self, threshold: float | None = None) -> dict[str, Any]:
-        """What the page record stores as `quality` (rounded: four digits say enough)."""
-        out: dict[str, Any] = {"score": self.score, "threshold": threshold}
-        for name, value in asdict(self).items():
-            if name != "score":
-                out[name] = round(value, 4) if isinstance(value, float) else value
-        return out
-
-    def components_text(self) -> str:
-        def pct(v: float | None) -> str:
-            return "—" if v is None else f"{v:.2f}"
-
-        return (f"conf={pct(self.confidence)} known={pct(self.known_words)} implausible={self.implausible:.3f} "
-                f"garbage={self.garbage_lines:.2f} ink={pct(self.text_vs_ink)} lang={self.language} "
-                f"script={self.script} words={self.words}")
 
 
 def page_language(text: str, stated: str | None = None, given: str | None = None) -> str | None:
@@ -259,33 +228,18 @@ def write_thresholds(fitted: dict[str, dict[str, float]], path: Path = THRESHOLD
     load_thresholds.cache_clear()
 
 
-def record_verdict(record: dict[str, Any], *, remeasure: bool = False, lang: str | None = None) -> tuple[dict[str, Any] | None, bool]:
+def record_verdict(record: Row, *, remeasure: bool = False, lang: str | None = None) -> tuple[Signal | None, bool]:
     """(the signal, suspect?) of a stored page record — what `vlmocr suspicious` and the report
     say about a page, by the rule the run applied. The stored `quality` when the record has one
     and the text is the one it was measured on; with `remeasure` (a cleaned layer, or a record
     from before the signal) the text is measured again, with the engine confidence the record
     kept. A record without text (failed, bad input) has no signal."""
-    text = record.get("text")
-    if not isinstance(text, str) or not text.strip():
+    if not record.text.strip():
         return None, False
-    stored = record.get("quality") if isinstance(record.get("quality"), dict) else None
-    if stored is not None and not remeasure and isinstance(stored.get("score"), (int, float)):
-        threshold = stored.get("threshold")
-        below = isinstance(threshold, (int, float)) and stored["score"] < threshold
-        return stored, below or record.get("status") == "suspect"
-    fields: dict[str, Any] = record.get("fields") if isinstance(record.get("fields"), dict) else {}  # type: ignore[assignment]
-    confidence = stored.get("confidence") if stored else None
-    return judge(text, str(record.get("engine") or ""), lang=lang,
-                 stated_lang=str(fields["language"]) if fields.get("language") else None,
-                 confidence=confidence if isinstance(confidence, (int, float)) else None,
-                 ink=None)
-
-
-def signal_reason(quality: dict[str, Any]) -> str:
-    """One line saying why the signal calls a page suspect, for a person."""
-    if quality.get("wrong_language"):
-        return (f"wrong_language: the text is in {quality['wrong_language']}, not the page's language "
-                f"(a translation, not a transcription?)")
-    return (f"signal {quality.get('score', 0):.2f} < {quality.get('threshold')} "
-            f"({quality.get('script') or '?'}: conf={quality.get('confidence')}, known={quality.get('known_words')}, "
-            f"garbage lines={quality.get('garbage_lines')})")
+    stored = record.quality
+    if stored is not None and not remeasure:
+        return stored, stored.below or record.status is Status.suspect
+    stated = record.fields.get("language") if record.fields else None
+    quality, suspect = judge(record.text, record.engine, lang=lang, stated_lang=str(stated) if stated else None,
+                             confidence=stored.confidence if stored else None, ink=None)
+    return Signal.of(quality), suspect

@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any, Iterable
 
+from ..record import Row
+
 # A page needs this many word tokens before its known-word share means anything: a caption or a
 # page number alone is not suspicious.
 MIN_WORDS = 20
@@ -293,26 +295,25 @@ class PageQuality:
         return asdict(self)
 
 
-def _record_language(rec: dict[str, Any]) -> str | None:
-    fields = rec.get("fields") or {}
-    lang = fields.get("language") if isinstance(fields, dict) else None
+def _record_language(rec: Row) -> str | None:
+    lang = rec.fields.get("language") if rec.fields else None
     return str(lang) if lang else None
 
 
-def _model_language(rec: dict[str, Any]) -> str | None:
-    model = str(rec.get("model") or "")
+def _model_language(rec: Row) -> str | None:
+    model = rec.model or ""
     if model.startswith("tesseract:"):
         return model.split(":", 1)[1]
     return None
 
 
-def page_language(rec: dict[str, Any], default: str | None = None) -> tuple[str | None, str]:
+def page_language(rec: Row, default: str | None = None) -> tuple[str | None, str]:
     """(wordfreq code or None, where it came from) for one record."""
     for origin, value in (("record", _record_language(rec)), ("option", default), ("model", _model_language(rec))):
         code = wordfreq_code(value)
         if code:
             return code, origin
-    guessed = guess_language(rec.get("text") or "")
+    guessed = guess_language(rec.text)
     return (guessed, "guess") if guessed else (None, "none")
 
 
@@ -327,16 +328,16 @@ def assess_text(text: str, lang: str | None, min_words: int = 0) -> tuple[int, i
     return chars, len(words), known, implausible_chars(text, lang)
 
 
-def assess_page(rec: dict[str, Any], *, lang: str | None = None, min_words: int = MIN_WORDS,
+def assess_page(rec: Row, *, lang: str | None = None, min_words: int = MIN_WORDS,
                 min_known: float = MIN_KNOWN, max_implausible: float = MAX_IMPLAUSIBLE) -> PageQuality:
-    text = rec.get("text") or ""
+    text = rec.text
     code, origin = page_language(rec, lang)
     lex = lexicon(code) if code else None
     chars, n_words, known, bad = assess_text(text, code)
     known_share = known / n_words if (lex and n_words) else None
     bad_share = len(bad) / chars if chars else 0.0
     q = PageQuality(
-        doc_id=str(rec.get("doc_id")), page=int(rec.get("page") or 0), status=str(rec.get("status") or ""),
+        doc_id=rec.doc_id, page=rec.page, status=rec.status.value,
         language=code, language_from=origin, chars=chars, words=n_words,
         known=known, known_share=known_share, implausible=len(bad), implausible_share=bad_share,
         implausible_sample="".join(sorted(set(bad)))[:20],
@@ -354,7 +355,7 @@ def assess_page(rec: dict[str, Any], *, lang: str | None = None, min_words: int 
     return q
 
 
-def assess_records(records: Iterable[dict[str, Any]], **kwargs: Any) -> list[PageQuality]:
+def assess_records(records: Iterable[Row], **kwargs: Any) -> list[PageQuality]:
     """Quality of every page, sorted by document and page."""
     out = [assess_page(r, **kwargs) for r in records]
     out.sort(key=lambda q: (q.doc_id, q.page))

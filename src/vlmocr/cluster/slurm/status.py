@@ -46,7 +46,7 @@ def _tally_shard(run_dir: Path, docs: list[Document]) -> dict[str, Any]:
     """Completeness of one run directory for `docs`, from its records (runs without summary.json):
     pages final / total, by status group."""
     from ...exceptions import BadInput
-    from ...record import STATUS_GROUP, Status
+    from ...record import Row, Status
     from ...render import count_pages
     from ...store import final_records
 
@@ -54,12 +54,12 @@ def _tally_shard(run_dir: Path, docs: list[Document]) -> dict[str, Any]:
     info = run.run_info()
     keys = run_keys(info)
     finals = final_records(run.pages, keys=keys) if keys else {}
-    by_doc: dict[str, dict[int, dict]] = {}
+    by_doc: dict[str, dict[int, Row]] = {}
     doc_pages: dict[str, int] = {}
     for (doc_id, page), rec in finals.items():
         by_doc.setdefault(doc_id, {})[page] = rec
-        if rec.get("doc_pages"):
-            doc_pages[doc_id] = int(rec["doc_pages"])
+        if rec.doc_pages:
+            doc_pages[doc_id] = rec.doc_pages
     row: dict[str, Any] = {"pages": 0, "final": 0, "ok": 0, "fallback": 0, "review": 0, "failed": 0, "missing": 0,
                            "bad_inputs": 0}
     for doc in docs:
@@ -82,8 +82,8 @@ def _tally_shard(run_dir: Path, docs: list[Document]) -> dict[str, Any]:
                 row["missing"] += 1
                 continue
             row["final"] += 1
-            row[STATUS_GROUP[Status(final["status"])]] += 1
-            row["bad_inputs"] += final["status"] == Status.bad_input.value
+            row[final.status.group] += 1
+            row["bad_inputs"] += final.status is Status.bad_input
     summary = info.summary or {}
     row["exit_code"] = summary.get("exit_code") if summary else None
     row["last_exit"] = row["exit_code"]

@@ -1,0 +1,49 @@
+"""The typed row read back from a run folder is the record written to it (issue 28, point 1)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from vlmocr.record import Block, PageRecord, Row, Signal, Status
+
+
+def test_a_row_has_every_field_a_page_record_has_and_no_other():
+    # A field PageRecord gains must be readable as a type, not only as `data[...]`.
+    row_fields = {f.name for f in dataclasses.fields(Row)} - {"data"}
+    assert row_fields == set(PageRecord.model_fields)
+
+
+def test_a_written_record_reads_back_as_the_same_values_typed():
+    sig = Signal(score=0.42, confidence=0.61, known_words=0.3, implausible=0.0, garbage_lines=0.1, text_vs_ink=None,
+                 language="de", script="Latn", words=40, threshold=0.5)
+    rec = PageRecord(doc_id="d", source="d.pdf", page=3, doc_pages=9, key="k", status="suspect", text="Wort",
+                     engine="tesseract", quality=sig.as_dict(), flags=["textlayer"], dpi=200.0, width=10, height=20,
+                     blocks=[Block(type="figure", bbox=(100, 100, 500, 500))], fields={"language": "de"})
+    line = rec.to_json_dict()
+    row = Row.of(line)
+    for name in PageRecord.model_fields:
+        if name in ("quality", "flags", "blocks", "status"):
+            continue
+        assert getattr(row, name) == getattr(rec, name), name
+    assert row.status is Status.suspect and row.flags == ("textlayer",) and row.page_id == ("d", 3)
+    assert isinstance(row.quality, Signal) and row.quality.score == 0.42 and row.quality.below
+    assert row.quality.as_dict() == line["quality"]  # the Signal is the stored dict, both ways
+    assert row.blocks is not None and row.blocks[0].type == "figure"
+    assert row.data is line
+
+
+def test_amended_changes_fields_and_the_stored_line_alike():
+    row = Row.of(PageRecord(doc_id="d", source="s.pdf", page=1, key="k", status="ok", text="a").to_json_dict())
+    new = row.amended(text="b", clean={"rules": "r"})
+    assert (new.text, new.data["text"], new.extra("clean")) == ("b", "b", {"rules": "r"})
+    assert (row.text, row.extra("clean")) == ("a", None)  # the original is untouched
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        row.text = "c"  # type: ignore[misc]
+
+
+def test_an_unknown_status_is_refused_on_reading():
+    line = PageRecord(doc_id="d", source="s.pdf", page=1, key="k", status="ok").to_json_dict()
+    with pytest.raises(ValueError):
+        Row.of({**line, "status": "fine"})
