@@ -9,6 +9,8 @@ import hashlib
 import json
 import os
 import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,8 +31,28 @@ READER_REVISION = 1
 MAX_WORKERS = 512
 
 
+@dataclass(frozen=True)
+class Endpoint:
+    """The server a run's pages go to when vlmocr started it (`run --serve`, here or as an HF
+    job): what serving hands the readers, who take the settings it makes (RunConfig.served_by)
+    instead of settings rewritten in place."""
+
+    url: str
+    model: str | None
+    server_kind: str  # vllm or sglang (cluster/serve/plan.py SERVERS)
+    profile: str  # the profile the server was started from
+    # The bearer token the server wants (an HF job's proxy takes the HF token); None: the
+    # client's own rule (VLMOCR_API_KEY/OPENAI_API_KEY or the credentials file, reading/client.py).
+    api_key: str | None = field(default=None, repr=False)
+    # What starting it told (ServerInfo.provenance: version, ready time, GPUs), for run.json.
+    provenance: Mapping[str, Any] | None = None
+
+
 class RunConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # Frozen: the settings a run was asked for are read, never rewritten. What a run decides
+    # (its OCR engine, its worker count, the server it started) comes as a new settings object
+    # (with_ocr_choice, with_pool_workers, served_by), so run.json's settings stay the user's.
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     inputs: list[str] = Field(default_factory=list)
     out: Path | None = None
@@ -76,9 +98,8 @@ class RunConfig(BaseModel):
     # The OCR engine `ocr_engine` resolves to (set by the scheduler for a run; else chosen on
     # first use): not a setting, so run.json's settings keep what the user asked for.
     _ocr_choice: EngineChoice | None = PrivateAttr(default=None)
-    # What starting the server of `run --serve` told (cluster/serve/running.py, ServerInfo.
-    # provenance: its version, ready time, GPUs), for run.json: not a setting either.
-    _served: dict[str, Any] | None = PrivateAttr(default=None)
+    # The server `run --serve` started (served_by): its key and what it told, not a setting either.
+    _endpoint: Endpoint | None = PrivateAttr(default=None)
     # How the documents stating each language are read (document_reading, fallback_reading),
     # decided once per run: by (language, reader, auto).
     _doc_readings: dict[tuple[str, str, bool], DocumentReading | None] = PrivateAttr(default_factory=dict)
@@ -144,17 +165,30 @@ class RunConfig(BaseModel):
             self._ocr_choice = choose_ocr_engine(self.ocr_engine, self.lang)
         return self._ocr_choice
 
-    def choose_ocr(self, choice: EngineChoice) -> None:
-        """Fix the run's OCR engine (the scheduler, which also knows what the run started with)."""
-        self._ocr_choice = choice
+    def with_ocr_choice(self, choice: EngineChoice) -> "RunConfig":
+        """These settings with the run's OCR engine fixed (the scheduler, which also knows what
+        the run started with)."""
+        new = self.model_copy()
+        new._ocr_choice = choice
+        return new
+
+    def served_by(self, endpoint: Endpoint) -> "RunConfig":
+        """These settings pointed at a server vlmocr started: its URL, served model name and
+        kind, and its profile unless --profile names another (the prompt may differ)."""
+        new = self.model_copy(update={"endpoint": endpoint.url, "model": endpoint.model,
+                                      "server_kind": endpoint.server_kind, "profile": self.profile or endpoint.profile})
+        new._endpoint = endpoint
+        return new
 
     @property
     def served(self) -> dict[str, Any] | None:
         """What vlmocr learnt starting the server this run reads from (None: it did not)."""
-        return self._served
+        ep = self._endpoint
+        return dict(ep.provenance) if ep is not None and ep.provenance is not None else None
 
-    def note_served(self, provenance: dict[str, Any] | None) -> None:
-        self._served = dict(provenance) if provenance is not None else None
+    def api_key(self) -> str | None:
+        """The key the started server wants, when it said one (None: the client's own rule)."""
+        return self._endpoint.api_key if self._endpoint is not None else None
 
     def workers_given(self) -> bool:
         """Whether `workers` was set (option, VLMOCR_WORKERS, config file), not the default."""
@@ -164,8 +198,10 @@ class RunConfig(BaseModel):
         """The worker processes to start: the scheduler's choice, else `workers`."""
         return self._pool_workers or self.workers
 
-    def set_pool_workers(self, count: int) -> None:
-        self._pool_workers = count
+    def with_pool_workers(self, count: int) -> "RunConfig":
+        new = self.model_copy()
+        new._pool_workers = count
+        return new
 
     def uses_ocr_choice(self) -> bool:
         """Whether `ocr_engine` reads anything: behind `auto`, or as a VLM's fallback."""

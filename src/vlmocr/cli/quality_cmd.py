@@ -421,8 +421,8 @@ def grid_command(
 
     # --serve: one server for every cell (a prompt × dpi grid loads the model once); each cell's
     # profile brings its prompt and sizing, the served model answers them all.
-    served = RunConfig(serve=serve, out=out, endpoint=endpoint, model=(model if model and "," not in model else None))
-    with serve_for_run(served):
+    asked = RunConfig(serve=serve, out=out, endpoint=endpoint, model=(model if model and "," not in model else None))
+    with serve_for_run(asked) as served:
         base = {"endpoint": served.endpoint, "workers": workers}
         if serve:
             base.update(model=served.model, server_kind=served.server_kind)

@@ -212,8 +212,9 @@ def measure(triage_csv: Path, endpoint: str | None = None, profile: str | None =
             settings.update(workers=workers or 1, lang=lang)
         else:
             settings.update(endpoint=endpoint, profile=profile, model=model, concurrency=concurrency)
-        cfg = load_config({k: v for k, v in settings.items() if v is not None})
-        cfg.shard, cfg.retry_only, cfg.inputs = None, False, []  # every sampled page, whatever the environment
+        # every sampled page, whatever the environment says of shards and retries
+        cfg = load_config({k: v for k, v in settings.items() if v is not None}).model_copy(
+            update={"shard": None, "retry_only": False, "inputs": []})
         summary = run(cfg, RunProgress(enabled=progress))
         window = _busy_window(base / "run" / "pages.jsonl")
         used = _engines_used(base / "run" / "pages.jsonl") if cpu else ()
@@ -224,7 +225,7 @@ def measure(triage_csv: Path, endpoint: str | None = None, profile: str | None =
         raise VlmocrError(f"no page of the sample was read ({summary.done_line()})", exit_code=summary.exit_code())
     if window <= 0:
         window = summary.seconds
-    pool = cfg.pool_workers() if cpu else 0
+    pool = summary.workers if cpu else 0
     # Pages read (ok, fallback or review), not records: a page the ladder read three times
     # counts once, and its three attempts' time is in the window.
     return Measurement(pages=read, seconds=round(window, 2),

@@ -57,9 +57,8 @@ def describe_server(opts: DescribeOptions, serve: str, log_root: Path,
 
     cfg = RunConfig(serve=serve, out=Path(log_root), model=opts.model,
                     server_kind=opts.server_kind)  # type: ignore[arg-type]
-    with serve_for_run(cfg, environ) as info:
-        assert info is not None
-        yield replace(opts, endpoint=info.url, model=info.model_name, server_kind=cfg.server_kind)
+    with serve_for_run(cfg, environ) as served:
+        yield replace(opts, endpoint=served.endpoint, model=served.model, server_kind=served.server_kind)
 
 
 def describe_run_served(run_dir: str | Path, opts: DescribeOptions, serve: str, *,

@@ -61,6 +61,7 @@ class Summary:
     missing: int = 0
     read_now: int = 0
     seconds: float = 0.0
+    workers: int = 0  # the worker processes the run started (reading/memory.py chose how many)
     interrupted: bool = False
     unavailable: bool = False  # the endpoint stopped answering: resubmit when it is back
     attempts: dict[int, int] = field(default_factory=dict)  # pages by attempts of their final record
@@ -196,6 +197,7 @@ class Scheduler(TaskRunner):
         try:
             self._choose_ocr_engine()
             self._choose_workers(docs)
+            cfg = self.cfg  # with what the run chose
             self.reader = await self.reader_factory(cfg)
             self.reader.attach(self.progress.note)
             if not self.reader.waits_for_pages_in_flight:
@@ -266,7 +268,7 @@ class Scheduler(TaskRunner):
         started = not cfg.force and run_dir.pages.exists() and run_dir.pages.stat().st_size > 0
         earlier = earlier_choice(run_dir.info(), OCR_ENGINES) if started else None
         choice = choose_ocr_engine(cfg.ocr_engine, cfg.lang, earlier=earlier)
-        cfg.choose_ocr(choice)
+        self.cfg = cfg = cfg.with_ocr_choice(choice)
         if cfg.engine == "auto" and cfg.reader() != HTTP_ENGINE:
             self.progress.note(f"engine auto: the text layer where usable, else {choice.engine} ({choice.reason})")
         else:
@@ -285,7 +287,8 @@ class Scheduler(TaskRunner):
         self.worker_count = choose_workers(cores=available_cores(),
                                            asked=cfg.workers if cfg.workers_given() else None, engines=engines,
                                            per_worker_mb=per_worker, memory=system_memory() if per_worker else None)
-        cfg.set_pool_workers(self.worker_count.count)
+        self.cfg = cfg.with_pool_workers(self.worker_count.count)
+        self.summary.workers = self.worker_count.count
         note = self.worker_count.note()
         if note:
             self.progress.note(note)

@@ -17,7 +17,7 @@ from ..profiles import Profile, load_profile
 from ..record import LADDER, PageRecord, PageTask, Sizing, Status
 from ..text.postprocess import is_figure_block, postprocess, rotation_asked, split_pages
 from .base import PageReader
-from .client import ChatResult, OpenAIClient, RequestFailed, api_key_from_env, parse_metrics, public_url, queue_depth
+from .client import ChatResult, OpenAIClient, RequestFailed, parse_metrics, public_url, queue_depth
 from .limiter import Limiter, next_limit, render_ahead
 from .pool import WorkerPool
 from .pagefit import fit_note, page_cost
@@ -467,7 +467,7 @@ async def make_vlm_reader(cfg: RunConfig, pool: WorkerPool) -> VlmReader:
     if not cfg.endpoint:
         raise UsageError("the openai engine needs --endpoint URL (or --serve PROFILE)")
     profile = load_profile(cfg.profile or "generic")
-    client = OpenAIClient(cfg.endpoint, api_key=api_key_from_env(), timeout=cfg.request_timeout,
+    client = OpenAIClient(cfg.endpoint, api_key=cfg.api_key(), timeout=cfg.request_timeout,
                           max_retries=cfg.max_retries)
     try:
         served = await client.models()

@@ -61,7 +61,6 @@ if TYPE_CHECKING:
     from ...config import RunConfig
 
 TOKEN_ENV = "HF_TOKEN"
-API_KEY_ENV = "VLMOCR_API_KEY"  # what reading/client.py sends as the bearer token
 READY_LINES = ("The server is fired up", "Application startup complete")
 TERMINAL_STAGES = ("COMPLETED", "CANCELED", "ERROR", "DELETED")
 POLL_SECONDS = 5.0  # between stage checks while waiting (the Hub rate-limits; logs carry the news)
@@ -336,9 +335,10 @@ def running_hf_job(plan: HfJobPlan, *, ready_timeout: float = DEFAULT_HEALTH_TIM
 
 
 @contextlib.contextmanager
-def serve_hf_job_for_run(cfg: RunConfig, environ: Mapping[str, str] | None = None) -> Iterator[HfJob | None]:
-    """For ``vlmocr run --serve P --target hf-jobs``: launch the job, point ``cfg`` at it (endpoint,
-    served model, profile, server kind) with the token as the requests' API key, yield, cancel.
+def serve_hf_job_for_run(cfg: RunConfig, environ: Mapping[str, str] | None = None) -> Iterator[RunConfig]:
+    """For ``vlmocr run --serve P --target hf-jobs``: launch the job, yield ``cfg`` pointed at it
+    (endpoint, served model, profile, server kind, and the HF token as the requests' API key:
+    RunConfig.served_by), cancel it. Without ``cfg.serve`` it yields ``cfg`` as it is.
 
     As for a local ``--serve``: the model path, revision, extra flags and readiness timeout come
     from ``VLMOCR_SERVE_MODEL_PATH``, ``VLMOCR_SERVE_REVISION``, ``VLMOCR_SERVE_ARGS`` and
@@ -346,7 +346,7 @@ def serve_hf_job_for_run(cfg: RunConfig, environ: Mapping[str, str] | None = Non
     ``VLMOCR_HF_JOBS_FLAVOR`` and ``VLMOCR_HF_JOBS_TIMEOUT`` (default: the profile's flavor, 30m).
     The job's log goes to ``RUN/logs/hf-job-<id>.log``."""
     if not cfg.serve:
-        yield None
+        yield cfg
         return
     env = os.environ if environ is None else environ
     check_serve_options(cfg)
@@ -363,23 +363,13 @@ def serve_hf_job_for_run(cfg: RunConfig, environ: Mapping[str, str] | None = Non
     assert cfg.out is not None  # a run's settings always name its folder
     log = Path(cfg.out) / "logs" / f"hf-job-{stamp}-{{job_id}}.log"
     ready_timeout = env_float(SERVE_HEALTH_TIMEOUT, DEFAULT_HEALTH_TIMEOUT, minimum=0.0, environ=env)
-    previous_key = os.environ.get(API_KEY_ENV)
     with running_hf_job(plan, ready_timeout=ready_timeout, log=log, environ=env) as job:
-        cfg.endpoint = job.endpoint
-        cfg.model = job.model_name
-        cfg.server_kind = kind  # type: ignore[assignment]
-        if not cfg.profile:
-            cfg.profile = cfg.serve
-        # The *.hf.jobs proxy takes the HF token as the bearer token: the client reads its key
-        # from VLMOCR_API_KEY, so it is set there for the run (in memory) and put back after.
-        os.environ[API_KEY_ENV] = token
-        try:
-            yield job
-        finally:
-            if previous_key is None:
-                os.environ.pop(API_KEY_ENV, None)
-            else:
-                os.environ[API_KEY_ENV] = previous_key
+        from ...config import Endpoint  # here: config imports the engines
+
+        # The *.hf.jobs proxy takes the HF token as the bearer token: the endpoint carries it to
+        # the client (never into the environment, where a child process would inherit it).
+        yield cfg.served_by(Endpoint(url=job.endpoint, model=job.model_name, server_kind=kind, profile=cfg.serve,
+                                     api_key=token))
 
 
 __all__ = ["READY_LINES", "HfJob", "JobsApi", "hf_token", "launch_hf_job", "running_hf_job",

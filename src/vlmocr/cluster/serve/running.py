@@ -68,7 +68,7 @@ class ServerInfo:
         return self.process is not None and self.process.poll() is None
 
     def provenance(self) -> dict[str, Any]:
-        """What run.json keeps of a server vlmocr started (`RunConfig.note_served`): its version,
+        """What run.json keeps of a server vlmocr started (`Endpoint.provenance`): its version,
         the time it took to come up, the GPUs it came up on and the attention backend chosen."""
         return {"started_by_vlmocr": True, "version": self.versions.get(self.server),
                 "version_source": self.version_source, "ready_seconds": self.ready_seconds, "gpus": self.gpus,
@@ -208,9 +208,10 @@ def check_serve_options(cfg: RunConfig) -> None:
 
 
 @contextlib.contextmanager
-def serve_for_run(cfg: RunConfig, environ: Mapping[str, str] | None = None) -> Iterator[ServerInfo | None]:
-    """For ``vlmocr run --serve P``: start the server, point ``cfg`` at it (endpoint, served model
-    name, profile, server kind), yield, stop it. A no-op without ``cfg.serve``.
+def serve_for_run(cfg: RunConfig, environ: Mapping[str, str] | None = None) -> Iterator[RunConfig]:
+    """For ``vlmocr run --serve P``: start the server, yield ``cfg`` pointed at it (endpoint,
+    served model name, profile, server kind: RunConfig.served_by), stop it. Without ``cfg.serve``
+    it yields ``cfg`` as it is.
 
     The server kind is ``--server-kind`` when it is vllm or sglang, else vLLM; ``--model`` names
     the served model. Model path, revision, extra flags, health timeout and ``--no-p2p`` come
@@ -218,7 +219,7 @@ def serve_for_run(cfg: RunConfig, environ: Mapping[str, str] | None = None) -> I
     (shell-split), ``VLMOCR_SERVE_HEALTH_TIMEOUT`` and ``VLMOCR_SERVE_NO_P2P=1``. The log goes to
     ``RUN/logs/server-<time>-<pid>.log``."""
     if not cfg.serve:
-        yield None
+        yield cfg
         return
     env = os.environ if environ is None else environ
     check_serve_options(cfg)
@@ -233,10 +234,7 @@ def serve_for_run(cfg: RunConfig, environ: Mapping[str, str] | None = None) -> I
         env_args(ENV_SERVE_ARGS, env), timeout, no_p2p=env_flag(ENV_SERVE_NO_P2P, env),
         served_name=cfg.model, log=log, environ=env,
     ) as info:
-        cfg.endpoint = info.url
-        cfg.model = info.model_name
-        cfg.server_kind = kind
-        cfg.note_served(info.provenance())
-        if not cfg.profile:
-            cfg.profile = cfg.serve
-        yield info
+        from ...config import Endpoint  # here: config imports the engines
+
+        yield cfg.served_by(Endpoint(url=info.url, model=info.model_name, server_kind=kind, profile=cfg.serve,
+                                     provenance=info.provenance()))
