@@ -4,7 +4,9 @@
   rec["…"] outside      records read by string key outside the store and RunDir (goal: none)
   PAGES_FILE outside    `run_dir / PAGES_FILE` style paths built outside RunDir (goal: none)
   files naming engines  modules that spell an OCR engine's name (goal: the engine's own file, the registry)
-  files naming sbatch   modules that spell a SLURM command (goal: cluster/slurm/ only)
+  files driving SLURM   modules outside cluster/slurm/ whose code calls a SLURM command: a name
+                        spelt like one (a function sbatch, scancel …) or an argv that starts with
+                        one (["sbatch", …]); prose, help and data keys do not count (goal: none)
 
     python scripts/spine_counts.py          # the counts, and the files behind each
     python scripts/spine_counts.py --quiet  # the counts only
@@ -13,7 +15,9 @@
 from __future__ import annotations
 
 import argparse
+import io
 import re
+import tokenize
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "vlmocr"
@@ -24,9 +28,27 @@ PATTERNS = {
     'rec["…"] outside the store and RunDir': re.compile(r"\brecs?\[\s*[\"']"),
     "PAGES_FILE outside RunDir": re.compile(r"/ PAGES_FILE\b"),
     "files naming an OCR engine": re.compile(r"[\"'](tesseract|rapidocr)[\"']"),
-    "files naming a SLURM command": re.compile(r"\b(sbatch|scontrol|squeue|sacct|scancel)\b"),
 }
-PER_FILE = {"files naming an OCR engine", "files naming a SLURM command"}  # count files, not sites
+SLURM_METRIC = "files outside cluster/slurm/ driving a SLURM command"
+SLURM_COMMAND = re.compile(r"(sbatch|scontrol|squeue|sacct|scancel)(_\w+)?$")
+PER_FILE = {"files naming an OCR engine", SLURM_METRIC}  # count files, not sites
+
+
+def slurm_calls(source: str) -> int:
+    """Sites where code drives SLURM: a name spelt like a command (sbatch, scontrol_release) or a
+    list that starts with a command's name as a string (an argv)."""
+    n = 0
+    prev: tokenize.TokenInfo | None = None
+    toks = [t for t in tokenize.generate_tokens(io.StringIO(source).readline)
+            if t.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT)]
+    for i, tok in enumerate(toks):
+        if tok.type == tokenize.NAME and SLURM_COMMAND.match(tok.string):
+            n += 1
+        elif (tok.type == tokenize.STRING and prev is not None and prev.string == "["
+              and SLURM_COMMAND.match(tok.string.strip("\"'")) and i + 1 < len(toks) and toks[i + 1].string == ","):
+            n += 1
+        prev = tok
+    return n
 
 
 def counts() -> dict[str, tuple[int, dict[str, int]]]:
@@ -43,6 +65,14 @@ def counts() -> dict[str, tuple[int, dict[str, int]]]:
                 where[rel] = n
         total = len(where) if name in PER_FILE else sum(where.values())
         out[name] = (total, where)
+    where = {}
+    for path in files:
+        rel = str(path.relative_to(SRC))
+        if not rel.startswith("cluster/slurm/"):
+            n = slurm_calls(path.read_text(encoding="utf-8"))
+            if n:
+                where[rel] = n
+    out[SLURM_METRIC] = (len(where), where)
     return out
 
 

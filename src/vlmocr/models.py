@@ -4,7 +4,7 @@
 ``huggingface_hub.snapshot_download`` and writes ``DIR/.vlmocr-model.json``: the repo, the revision
 asked for, the commit the Hub resolved it to, when, and a manifest of every file in the directory
 (path, bytes, sha256). Compute nodes have no internet and a login node is no place for a
-download: fetch in a CPU job (`vlmocr slurm fetch`, vlmocr.cluster.fetch_job) or wherever the Hub
+download: fetch in a CPU job (`vlmocr slurm fetch`, vlmocr.cluster.slurm.fetch_job) or wherever the Hub
 is reachable, serve from the directory with ``vlmocr serve PROFILE --model-path DIR --revision COMMIT``.
 
 A pin is a 40-hex commit: a branch name ("main") moves, so it is refused unless ``allow_branch``,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from support.slurm import submit_side_processes
 
-from vlmocr.cluster import gate
+from vlmocr.cluster.slurm import gate
 from vlmocr.evaluation import TruthPage, load_truth
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 from vlmocr.testing.pagecode import expected_text, make_coded_pdf, make_coded_png

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from support.cli import run_cli
 
-from vlmocr.cluster.gate import release
+from vlmocr.cluster.slurm.gate import release
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 from vlmocr.testing.pagecode import make_coded_pdf
 
@@ -105,7 +105,7 @@ def test_the_release_job_decides_a_truthless_gate_on_the_cluster(slurm, tmp_path
 def test_a_gate_with_truth_can_require_the_spelling_count_too(tmp_path):
     """`slurm gate --truth T --max-cer X --require 'unknown_words<=…'`: the gate's own scorer
     (score_gate) measures the spelling count of the gate run as evaluate does."""
-    from vlmocr.cluster.gate import score_gate
+    from vlmocr.cluster.slurm.gate import score_gate
     from vlmocr.evaluation import TruthPage
     from vlmocr.testing.pagecode import expected_text
 

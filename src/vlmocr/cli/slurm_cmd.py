@@ -146,7 +146,7 @@ def fetch_command(
     Checked here without a network call; the job runs `vlmocr models fetch` (script and log in
     DIR's parent/slurm, HF_HOME beside DIR unless set). Then serve DIR offline.
     """
-    from ..cluster.fetch_job import submit_fetch
+    from ..cluster.slurm.fetch_job import submit_fetch
 
     job = submit_fetch(target, to, revision=revision, endpoint=endpoint, include=list(include or []),
                        allow_branch=allow_branch, options=slurm.options, python=slurm.python,
@@ -159,7 +159,7 @@ def fetch_command(
               flush=True)
     else:
         print(f"dry run: wrote {job.script}; nothing submitted (would run, in {job.script.parent}: "
-              f"{' '.join(job.sbatch)})", flush=True)
+              f"{' '.join(job.submission)})", flush=True)
     print("When it has ended:", flush=True)
     for line in job.follow_up():
         print(f"  {line}", flush=True)
@@ -203,7 +203,7 @@ def submit_command(
     run_dir = Path(out).resolve()
     result: dict[str, Any] = {"run_dir": str(run_dir), "part": part, "script": str(sub.script), "job_id": sub.job_id,
                               "array": sub.array, "skipped_shards": sub.skipped_shards, "held": hold,
-                              "sbatch": ["sbatch", "--parsable", *sub.sbatch_args, sub.script.name],
+                              "sbatch": sub.command,
                               "run_args": run_args, "note": sub.note}
     if slurm.json:
         print(json.dumps(result), flush=True)
@@ -219,7 +219,7 @@ def submit_command(
     else:
         print(f"{sub.note}. Script: {sub.script}", flush=True)
         if slurm.dry_run:
-            print("would run (in " + str(sub.script.parent) + "): " + " ".join(result["sbatch"]), flush=True)
+            print("would run (in " + str(sub.script.parent) + "): " + " ".join(sub.command), flush=True)
     return ExitCode.ok
 
 
@@ -267,7 +267,7 @@ def gate_command(
     if not paths and bulk_manifest is None:
         raise UsageError("give the bulk documents as PATHS or --bulk-manifest")
     run_args = _with_stop_grace(run_args, slurm.options.signal_lead)
-    from ..cluster.gate import submit_gate
+    from ..cluster.slurm.gate import submit_gate
 
     res = submit_gate(out, gate_paths=list(gate or []), gate_manifest=manifest, truth=truth, max_cer=max_cer,
                       bulk_paths=paths, bulk_manifest=bulk_manifest, shards=shards, run_args=run_args,
@@ -296,7 +296,7 @@ def release_command(
     json_out: bool = typer.Option(False, "--json", help="Machine-readable decision on stdout."),
 ) -> int:
     """Score the gate run; release the held bulk jobs, or cancel them (exit 4), saying why."""
-    from ..cluster.gate import release
+    from ..cluster.slurm.gate import release
 
     decision = release(run, max_cer=max_cer, wait=wait, dry_run=dry_run)
     if json_out:

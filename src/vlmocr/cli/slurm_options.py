@@ -115,8 +115,8 @@ def slurm_options(kind: str) -> Callable[[Callable[..., Any]], Callable[..., Any
         added = {s.name: inspect.Parameter(s.name, inspect.Parameter.KEYWORD_ONLY, annotation=s.annotation,
                                            default=typer.Option(s.default, *s.decls, help=_help(s, kind)))
                  for s in specs}
-        sbatch = [p for name, p in added.items() if name not in _LAST]
-        params = [*own[:at], *sbatch, *own[at + 1:], *(added[name] for name in _LAST)]
+        scheduler = [p for name, p in added.items() if name not in _LAST]
+        params = [*own[:at], *scheduler, *own[at + 1:], *(added[name] for name in _LAST)]
 
         @functools.wraps(command)
         def wrapper(*args: Any, **kwargs: Any) -> Any:

@@ -1,37 +1,13 @@
-"""The release job's step (the script release_job.py writes runs ``python -m
-vlmocr.cluster.release_step RUN``): score the gate once it has ended and release or cancel the
-held bulk, unless a person already decided."""
+"""The release step's former address. Release jobs submitted before the step moved into
+cluster/slurm/ sit held in SLURM's queue with ``python -m vlmocr.cluster.release_step RUN`` in
+their script (RUN/slurm/release.sbatch): an upgrade of vlmocr while a gate runs must not fail
+them, so this address stays and runs the step where it lives now."""
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
-from ..exceptions import VlmocrError
-from .gate import release
-from .release_job import RELEASE_WAIT
-from .slurm.layout import GATE_FILE, SLURM_DIR, read_json
-
-
-def main(argv: list[str]) -> int:
-    """In the release job: decide once, unless a person already did."""
-    if len(argv) != 1:
-        print("usage: python -m vlmocr.cluster.release_step RUN", file=sys.stderr)
-        return 3
-    run_dir = Path(argv[0])
-    gate = read_json(run_dir / SLURM_DIR / GATE_FILE)
-    if isinstance(gate, dict) and gate.get("decision"):
-        print(f"already decided at {gate['decision'].get('at')}: {gate['decision'].get('message')}", flush=True)
-        return 0
-    try:
-        decision = release(run_dir, wait=RELEASE_WAIT)
-    except VlmocrError as exc:
-        print(f"vlmocr release step: {exc}", file=sys.stderr, flush=True)
-        return int(exc.exit_code)
-    print(decision.message, flush=True)
-    # The step did its work either way: SLURM shows it COMPLETED; the decision is in gate.json.
-    return 0
-
+from .slurm.release_step import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -13,7 +13,7 @@ import time
 import pytest
 from support.slurm import write_exe
 
-from vlmocr.cluster.gate import SQUEUE_EVERY, release
+from vlmocr.cluster.slurm.gate import SQUEUE_EVERY, release
 from vlmocr.exceptions import VlmocrError
 
 pytestmark = pytest.mark.timeout(60)

@@ -1,5 +1,8 @@
-"""Run across SLURM: staged inputs, self-contained sbatch scripts, jobs, status (the quality gate
-that holds the bulk until a sample passes is `vlmocr.cluster.gate`).
+"""Run across SLURM: staged inputs, self-contained sbatch scripts, jobs, status, and the quality
+gate that holds the bulk until a sample passes (``gate``, ``release_job``, ``release_step``),
+and a model download as a CPU job (``fetch_job``). Nothing outside this folder runs a SLURM
+command (scripts/spine_counts.py counts them): the interface a second batch system would
+provide is ``jobs`` (submit, hold/release, cancel, status) and ``script``.
 
 ``layout``: where everything lives in a cluster run directory; ``script``: the sbatch scripts and
 their ``#SBATCH`` lines; ``jobs``: sbatch/squeue/sacct/scontrol/scancel and RUN/slurm/jobs.json;

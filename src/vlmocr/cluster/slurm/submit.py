@@ -162,6 +162,11 @@ class Submission:
     skipped_shards: list[int] = field(default_factory=list)
     note: str = ""
 
+    @property
+    def command(self) -> list[str]:
+        """The submission, as a person would type it in the script's folder."""
+        return ["sbatch", "--parsable", *self.sbatch_args, self.script.name]
+
 
 def compress_ranges(numbers: Iterable[int]) -> str:
     """Shard numbers as SLURM writes an array: ``1-3,5``."""

@@ -19,13 +19,13 @@ from pathlib import Path
 from collections.abc import Mapping
 from typing import Any, Sequence
 
-from ..evaluation import TruthPage, check_gate, load_truth, match_truth, parse_gate, score
-from ..exceptions import ExitCode, UsageError, VlmocrError
-from ..credentials import secrets_out_of_job
-from ..record import Row, now_iso
-from ..redact import public_argv
-from ..rundir import RunDir
-from .slurm.jobs import (
+from ...evaluation import TruthPage, check_gate, load_truth, match_truth, parse_gate, score
+from ...exceptions import ExitCode, UsageError, VlmocrError
+from ...credentials import secrets_out_of_job
+from ...record import Row, now_iso
+from ...redact import public_argv
+from ...rundir import RunDir
+from .jobs import (
     active_tasks,
     bulk_parts,
     check_not_active,
@@ -36,9 +36,9 @@ from .slurm.jobs import (
     scancel,
     scontrol_release,
 )
-from .slurm.layout import GATE_FILE, GATE_RUN, SLURM_DIR, read_json, task_file, write_json
-from .slurm.script import EXIT_MEANINGS, SlurmOptions
-from .slurm.submit import prepare_job, submit
+from .layout import GATE_FILE, GATE_RUN, SLURM_DIR, read_json, task_file, write_json
+from .script import EXIT_MEANINGS, SlurmOptions
+from .submit import prepare_job, submit
 
 
 def gate_docs(run_dir: Path) -> list[dict[str, str]]:
@@ -81,7 +81,7 @@ def score_gate(run_dir: Path, truth: list[TruthPage], checks: Sequence[str] = ()
     The gate's number is the corpus CER *with missing pages*: a truth page without a final record
     counts as entirely wrong, a failed page is scored on its (usually empty) text. ``checks`` are
     further gates in `vlmocr evaluate --gate` syntax (e.g. ``cer_hi<=0.05``)."""
-    from ..record import FAILED, Status
+    from ...record import FAILED, Status
 
     finals = RunDir(run_dir).reading()
     evaluation = score(finals, truth)
@@ -113,7 +113,7 @@ def score_gate(run_dir: Path, truth: list[TruthPage], checks: Sequence[str] = ()
 def check_gate_request(truth: str | Path | None, max_cer: float | None, checks: Sequence[str]) -> None:
     """A gate is scored against truth (--truth and --max-cer), or, for a pilot nobody has typed
     truth for, only by gates that need none (--require 'unknown_words<=X', evaluation/spelling.py)."""
-    from ..evaluation.spelling import NO_TRUTH_METRICS
+    from ...evaluation.spelling import NO_TRUTH_METRICS
 
     gates = [parse_gate(spec) for spec in checks]  # a typo fails now, not when the gate is scored
     if truth is not None and max_cer is None:
@@ -133,9 +133,9 @@ def check_gate_request(truth: str | Path | None, max_cer: float | None, checks: 
 
 def score_gate_without_truth(run_dir: Path, checks: Sequence[str]) -> GateScore:
     """A gate run scored by the gates that need no truth (the spelling count) over its records."""
-    from ..evaluation.score import check_spelling_gate
-    from ..evaluation.spelling import measure_spelling
-    from ..record import FAILED
+    from ...evaluation.score import check_spelling_gate
+    from ...evaluation.spelling import measure_spelling
+    from ...record import FAILED
 
     run = RunDir(run_dir)
     finals: Mapping[tuple[str, int], Row] = run.reading() if run.pages.is_file() else {}

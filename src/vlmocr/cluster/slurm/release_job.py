@@ -9,7 +9,7 @@ recording the decision in RUN/slurm/gate.json. A decision someone already took b
     RUN/slurm/release.sbatch        the script (self-contained, values shell-quoted)
     RUN/slurm/logs/release_%j.out   its log: the decision, in words
 
-The job runs ``python -m vlmocr.cluster.release_step RUN`` (release_step.py: the step itself,
+The job runs ``python -m vlmocr.cluster.slurm.release_step RUN`` (release_step.py: the step itself,
 which needs the gate; this module only writes the script, so the gate can import it)."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import shlex
 import sys
 from pathlib import Path
 
-from ..record import now_iso
-from .slurm.layout import SLURM_DIR
-from .slurm.script import SlurmOptions, job_name_for, safe_sbatch_value
+from ...record import now_iso
+from .layout import SLURM_DIR
+from .script import SlurmOptions, job_name_for, safe_sbatch_value
 
 RELEASE_SCRIPT = "release.sbatch"
 # Scoring a gate of a few hundred pages takes seconds; the limit only guards a hung file system.
@@ -49,7 +49,7 @@ def render_release_script(run_dir: Path, gate_job: str, options: SlurmOptions, p
     lines += ["set -u",
               "export PYTHONUNBUFFERED=1",
               f"echo \"== vlmocr release step: job ${{SLURM_JOB_ID:-?}} on $(hostname) at $(date -Is), gate job {q(str(gate_job))}\"",
-              f"exec {q(python or sys.executable)} -m vlmocr.cluster.release_step {q(str(run_dir))}"]
+              f"exec {q(python or sys.executable)} -m vlmocr.cluster.slurm.release_step {q(str(run_dir))}"]
     return "\n".join(lines) + "\n"
 
 

@@ -28,16 +28,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..credentials import url_credentials
-from ..exceptions import UsageError
-from ..models import MANIFEST_NAME, check_fetch_request, is_commit
-from ..record import now_iso
-from ..redact import public_argv, public_url
-from ..writable import check_output_path
-from .slurm.jobs import active_tasks, load_jobs, record_job, sbatch
-from .slurm.layout import SLURM_DIR
-from .slurm.script import SlurmOptions, job_name_for, safe_sbatch_value
-from .slurm.submit import vlmocr_commit
+from ...credentials import url_credentials
+from ...exceptions import UsageError
+from ...models import MANIFEST_NAME, check_fetch_request, is_commit
+from ...record import now_iso
+from ...redact import public_argv, public_url
+from ...writable import check_output_path
+from .jobs import active_tasks, load_jobs, record_job, sbatch
+from .layout import SLURM_DIR
+from .script import SlurmOptions, job_name_for, safe_sbatch_value
+from .submit import vlmocr_commit
 
 FETCH_KIND = "fetch"
 HF_HOME_NAME = ".hf-home"  # huggingface_hub's cache beside DIR when HF_HOME is unset
@@ -62,7 +62,7 @@ def resolve_target(target: str, revision: str | None) -> FetchTarget:
         if not revision:
             raise UsageError(f"--revision is required for the repo {text!r} (a full 40-hex commit)")
         return FetchTarget(text, revision)
-    from ..profiles import load_profile
+    from ...profiles import load_profile
 
     try:
         profile = load_profile(text)
@@ -91,7 +91,7 @@ class FetchJob:
     command: list[str]  # argv after the python
     profile: str | None = None
     job_id: str | None = None
-    sbatch: list[str] = field(default_factory=list)
+    submission: list[str] = field(default_factory=list)  # the sbatch command, as typed in the script's folder
 
     def follow_up(self) -> list[str]:
         """What to run once the job has ended."""
@@ -106,7 +106,7 @@ class FetchJob:
     def as_dict(self) -> dict[str, Any]:
         return {"job_id": self.job_id, "repo": self.repo, "revision": self.revision, "profile": self.profile,
                 "dir": str(self.dest), "manifest": str(self.dest / MANIFEST_NAME), "script": str(self.script),
-                "log": str(self.log), "hf_home": str(self.hf_home), "command": self.command, "sbatch": self.sbatch,
+                "log": str(self.log), "hf_home": str(self.hf_home), "command": self.command, "sbatch": self.submission,
                 "next": self.follow_up()}
 
 
@@ -204,7 +204,7 @@ def submit_fetch(target: str, dest: str | os.PathLike[str], *, revision: str | N
     (slurm_dir / "logs").mkdir(parents=True, exist_ok=True)
     job.script.write_text(text, encoding="utf-8")
     job.script.chmod(0o755)
-    job.sbatch = ["sbatch", "--parsable", job.script.name]
+    job.submission = ["sbatch", "--parsable", job.script.name]
     if dry_run:
         return job
     job.job_id = sbatch(job.script)
@@ -213,7 +213,7 @@ def submit_fetch(target: str, dest: str | os.PathLike[str], *, revision: str | N
         "kind": FETCH_KIND, "job_id": job.job_id, "repo": job.repo, "revision": job.revision,
         "profile": job.profile, "dir": str(job.dest), "endpoint": endpoint and req.endpoint,
         "include": list(include) or None, "script": str(job.script.relative_to(parent)),
-        "log": str(job.log.relative_to(parent)), "submitted_at": now_iso("seconds"), "sbatch": job.sbatch,
+        "log": str(job.log.relative_to(parent)), "submitted_at": now_iso("seconds"), "sbatch": job.submission,
         "argv": public_argv(list(argv if argv is not None else sys.argv[1:])), "cwd": str(Path.cwd()),
     })
     return job
