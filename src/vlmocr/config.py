@@ -331,7 +331,7 @@ def load_config(cli: dict[str, Any], config_file: Path | None = None) -> RunConf
     try:
         return RunConfig.model_validate(merged)
     except ValidationError as exc:
-        def where(loc: tuple) -> str:
+        def where(loc: tuple[int | str, ...]) -> str:
             text = ".".join(str(p) for p in loc) or "settings"
             return origin.get(str(loc[0]), text) if loc else text
 

@@ -358,7 +358,7 @@ class Sizing:
     longest_side: int | None = None
     max_pixels: int = DEFAULT_MAX_PIXELS
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"dpi": self.dpi, "longest_side": self.longest_side, "max_pixels": self.max_pixels}
 
 

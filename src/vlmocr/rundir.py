@@ -25,7 +25,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .exceptions import UsageError
-from .store import PAGES_FILE, FinalRecords, final_index
+from .store import PAGES_FILE as PAGES_FILE  # re-exported: the file name messages say
+from .store import FinalRecords, final_index
 
 RUN_JSON = "run.json"
 # What `vlmocr slurm status` reads of a shard instead of its records (issue 18, seed 000: nothing
@@ -379,7 +380,7 @@ def git_commit() -> str | None:
     wheel), else the HEAD of the checkout it runs from (an editable install, the source tree) —
     only a checkout holding this very package, not a repository an install happens to sit in."""
     try:
-        from ._build import GIT_COMMIT  # type: ignore[import-not-found]
+        from ._build import GIT_COMMIT
 
         return str(GIT_COMMIT)
     except ImportError:
