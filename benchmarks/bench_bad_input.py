@@ -267,7 +267,7 @@ DECODE_PROBE = """
 import json, sys, time
 from pathlib import Path
 from vlmocr.exceptions import BadInput
-from vlmocr.render import Sizing, render_page
+from vlmocr.inputs.render import Sizing, render_page
 mb = lambda: int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) / 1024
 base, t = mb(), time.monotonic()
 try:
@@ -283,7 +283,7 @@ print(json.dumps({"base_mb": base, "peak_mb": mb(), "seconds": time.monotonic() 
 FRAMES_PROBE = """
 import json, sys, time
 from pathlib import Path
-from vlmocr.render import Sizing, count_pages, render_page
+from vlmocr.inputs.render import Sizing, count_pages, render_page
 path, pages = Path(sys.argv[1]), [int(p) for p in sys.argv[2].split(",")]
 t = time.monotonic()
 n = count_pages(path)

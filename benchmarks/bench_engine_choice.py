@@ -36,7 +36,7 @@ from typing import Any
 
 from vlmocr.engines.choice import Candidate, pick
 from vlmocr.evaluation.score import char_errors
-from vlmocr.record import Status
+from vlmocr.runfolder.record import Status
 from vlmocr.text.quality import classify
 from vlmocr.text.signal import judge
 

@@ -4,7 +4,7 @@
 A VLM client must render and encode every page before a GPU can read it. Against a server that
 answers at once (zero latency, many slots, a static answer), the client's pages/s is limited
 only by its own CPU work, so it is compared with the ceiling: the same pages rendered and
-encoded by `vlmocr.render.render_page` + `vlmocr.render.encode` at the same size (olmOCR's:
+encoded by `vlmocr.inputs.render.render_page` + `vlmocr.inputs.render.encode` at the same size (olmOCR's:
 longest side 1288 px, PNG) with the same number of CPU worker processes, measured in the same
 script, round by round, on the same noisy machine. Goal: ratio >= 0.8.
 

@@ -7,7 +7,7 @@ made from ../shared/gt page images interleaved with born-digital text pages made
 reportlab), then times, side by side in one process and in rounds (every variant once per
 round, medians over rounds):
 
-  * vlmocr's own path, `vlmocr.render.render_page` + `vlmocr.render.encode`, at olmOCR's sizing
+  * vlmocr's own path, `vlmocr.inputs.render.render_page` + `vlmocr.inputs.render.encode`, at olmOCR's sizing
     (longest side 1288 px) and at 200 dpi, as PNG (compress_level=1) and JPEG (quality 90);
   * the 1288 px PNG as 8-bit gray (`.convert("L")` before `encode`): what a grayscale option
     would buy (pdfium renders RGB even for a gray scan);
@@ -38,7 +38,7 @@ from pathlib import Path
 import pypdfium2 as pdfium
 from PIL import Image
 
-from vlmocr.render import Sizing, encode, render_page
+from vlmocr.inputs.render import Sizing, encode, render_page
 
 REPO = Path(__file__).resolve().parent.parent
 GT = Path(os.environ.get("VLMOCR_GT", REPO.parent / "shared" / "gt"))

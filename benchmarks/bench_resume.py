@@ -8,13 +8,13 @@ Goal (issue 2): "Nothing to do" in under 3 s at 100 000 records; peak RSS at 100
 For each size the benchmark builds, once:
 
   in-N/doc0000.pdf …    N/100 hard links to ONE real 100-page PDF (reportlab, text pages)
-  run-N/pages.jsonl     N finished records: `vlmocr.record.PageRecord(...).to_json_dict()`
-                        written with `vlmocr.store.RecordWriter`, ~1.5 KB of real transcription
+  run-N/pages.jsonl     N finished records: `vlmocr.runfolder.record.PageRecord(...).to_json_dict()`
+                        written with `vlmocr.runfolder.store.RecordWriter`, ~1.5 KB of real transcription
                         text each (../shared/gt), status ok, engine textlayer, doc_pages 100
-  run-N/docs/<id>.md    assembled with `vlmocr.assemble.write_document`, so nothing is owed
+  run-N/docs/<id>.md    assembled with `vlmocr.runfolder.assemble.write_document`, so nothing is owed
 
-`doc_id` and `source` come from `vlmocr.sources.discover` and the settings key from
-`vlmocr.config.RunConfig(engine="textlayer").settings_key()`: exactly what `vlmocr run` derives.
+`doc_id` and `source` come from `vlmocr.inputs.sources.discover` and the settings key from
+`vlmocr.settings.config.RunConfig(engine="textlayer").settings_key()`: exactly what `vlmocr run` derives.
 
 Then it runs `vlmocr run in-N --out run-N --engine textlayer` as a subprocess, once per size to
 warm the page cache and write run.json, then `--repeats` rounds of (small, large, large with pages.jsonl evicted from the page cache)
@@ -41,11 +41,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from vlmocr.config import RunConfig
-from vlmocr.assemble import write_document
-from vlmocr.record import PageRecord, Row, Status
-from vlmocr.sources import discover
-from vlmocr.store import PAGES_FILE, RecordWriter
+from vlmocr.settings.config import RunConfig
+from vlmocr.runfolder.assemble import write_document
+from vlmocr.runfolder.record import PageRecord, Row, Status
+from vlmocr.inputs.sources import discover
+from vlmocr.runfolder.store import PAGES_FILE, RecordWriter
 
 REPO = Path(__file__).resolve().parent.parent
 GT = Path(os.environ.get("VLMOCR_GT", REPO.parent / "shared" / "gt"))

@@ -30,7 +30,7 @@ from pathlib import Path
 # child measurement are imported from beside it.
 import bench_resume
 
-from vlmocr.store import PAGES_FILE, iter_records
+from vlmocr.runfolder.store import PAGES_FILE, iter_records
 
 
 def truth_csv(run_dir: Path, path: Path) -> Path:

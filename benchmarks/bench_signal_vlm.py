@@ -49,7 +49,7 @@ from vlmocr.engines.base import Reading  # noqa: E402
 from vlmocr.evaluation.score import cer  # noqa: E402
 from vlmocr.reading.client import ChatResult  # noqa: E402
 from vlmocr.reading.worker import judge_reading  # noqa: E402
-from vlmocr.record import Status  # noqa: E402
+from vlmocr.runfolder.record import Status  # noqa: E402
 from vlmocr.testing import fake_vllm  # noqa: E402
 from vlmocr.testing.fake_config import DEFAULT_LOOP_LINE, GARBLED_LOGPROB, GOOD_LOGPROB, REFUSAL_TEXT  # noqa: E402
 from vlmocr.text import signal  # noqa: E402

@@ -10,8 +10,8 @@ The benchmark builds, once (kept in --workdir; a half-built directory is rebuilt
   RUN/staged/bulk.csv      64 × 150 documents of 100 pages (every row names one real 1-page PDF:
                            a started shard's page counts come from its records, never from the PDF)
   RUN/shards/K/pages.jsonl 15 000 records per shard (`PageRecord(...).to_json_dict()` written with
-                           `vlmocr.store.RecordWriter`; mostly ok, some fallback / empty / bad_input)
-  RUN/shards/K/docs/*.md   assembled with `vlmocr.assemble.write_document`
+                           `vlmocr.runfolder.store.RecordWriter`; mostly ok, some fallback / empty / bad_input)
+  RUN/shards/K/docs/*.md   assembled with `vlmocr.runfolder.assemble.write_document`
   RUN/shards/K/run.json, summary.json   written by a real `vlmocr run --shard K/64 --engine
                            textlayer` over the staged manifest (nothing owed: it only tallies)
   RUN/slurm/jobs.json      one bulk submission of 64 tasks (`record_job`)
@@ -40,14 +40,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from vlmocr.assemble import write_document
+from vlmocr.runfolder.assemble import write_document
 from vlmocr.cluster.slurm.jobs import record_job
 from vlmocr.cluster.slurm.status import status
-from vlmocr.config import RunConfig
-from vlmocr.record import PageRecord, Row, Status
-from vlmocr.rundir import RunDir
-from vlmocr.sources import from_manifest, shard_of
-from vlmocr.store import RecordWriter
+from vlmocr.settings.config import RunConfig
+from vlmocr.runfolder.record import PageRecord, Row, Status
+from vlmocr.runfolder.rundir import RunDir
+from vlmocr.inputs.sources import from_manifest, shard_of
+from vlmocr.runfolder.store import RecordWriter
 from vlmocr.testing.pagecode import make_coded_pdf
 
 PAGES_PER_DOC = 100

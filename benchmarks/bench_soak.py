@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vlmocr.store import line_intact
+from vlmocr.runfolder.store import line_intact
 from vlmocr.testing.pagecode import expected_text, make_coded_pdf
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -262,7 +262,7 @@ def diagnose(imgs: list[Path], refs: list[str], results: dict, tmp: Path, n: int
     writes; and the in-process cost per page of vlmocr's render + pytesseract's temp PNG."""
     from PIL import Image
 
-    from vlmocr.render import Sizing, render_page
+    from vlmocr.inputs.render import Sizing, render_page
 
     dpis = results["vlmocr"][-1]["dpis"]
     hints = [["--psm", "3", "--dpi", str(int(d) if d else 300)] for d in dpis]

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Triage throughput: documents/s and pages/s of `vlmocr.corpus.triage.triage` on a generated corpus,
-side by side with plain `vlmocr.render.count_pages` over the same files (the floor: opening
+side by side with plain `vlmocr.inputs.render.count_pages` over the same files (the floor: opening
 each document and counting its pages, nothing else).
 
 The corpus (built once per invocation, in a temporary folder or --workdir):
@@ -42,8 +42,8 @@ import time
 from pathlib import Path
 
 from vlmocr.exceptions import BadInput
-from vlmocr.render import count_pages
-from vlmocr.sources import discover
+from vlmocr.inputs.render import count_pages
+from vlmocr.inputs.sources import discover
 from vlmocr.corpus.triage import TriageOptions, triage
 
 REPO = Path(__file__).resolve().parent.parent

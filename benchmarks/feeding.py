@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from vlmocr.reading.worker import Prepared
-    from vlmocr.record import PageRecord
+    from vlmocr.runfolder.record import PageRecord
 
 REPO = Path(__file__).resolve().parent.parent
 MODEL = "test-model"
@@ -282,7 +282,7 @@ def write_profile(path: Path, *, longest_side: int, name: str = "bench-feed", co
 
 def raw_task(args: tuple[str, int, int]) -> int:
     """The ceiling: vlmocr's own render + encode of a page (grey pages as one band, as sent)."""
-    from vlmocr.render import Sizing, encode, grey_if_neutral, render_page
+    from vlmocr.inputs.render import Sizing, encode, grey_if_neutral, render_page
 
     path, page, side = args
     img = render_page(Path(path), page, Sizing(dpi=None, longest_side=side)).image
@@ -292,7 +292,7 @@ def raw_task(args: tuple[str, int, int]) -> int:
 def prepare_task(args: tuple[str, int, int]) -> Prepared | PageRecord:
     """vlmocr's worker function for HTTP engines; the data URL crosses the pipe as in a run."""
     from vlmocr.reading.worker import prepare_for_http
-    from vlmocr.record import PageTask, Sizing
+    from vlmocr.runfolder.record import PageTask, Sizing
 
     path, page, side = args
     task = PageTask(doc_id="d", source=path, path=path, page=page, doc_pages=None, key="k", engine="openai",

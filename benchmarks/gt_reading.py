@@ -2,7 +2,7 @@
 them, with a cache of the readings. Shared by bench_signal.py (the quality signal), bench_engines.py
 (CER, speed and memory per engine) and tune_rapidocr.py; not a benchmark itself.
 
-A page is rendered by `vlmocr.render.render_page` with the default sizing and read by the engine
+A page is rendered by `vlmocr.inputs.render.render_page` with the default sizing and read by the engine
 `make_cpu_engine` builds for a pool worker (one thread; Tesseract with OMP_THREAD_LIMIT=1 and the
 language data a user of that collection would pass as `--lang`). Each reading is cached in
 benchmarks/data/signal_readings.json (OCR of the ../shared/gt pages; their sources and licences
@@ -29,8 +29,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from vlmocr.engines.base import PageInput
 from vlmocr.engines.registry import make_cpu_engine
-from vlmocr.record import Sizing
-from vlmocr.render import ink_share, render_page
+from vlmocr.runfolder.record import Sizing
+from vlmocr.inputs.render import ink_share, render_page
 
 REPO = Path(__file__).resolve().parent.parent
 GT = Path(os.environ.get("VLMOCR_GT", REPO.parent / "shared" / "gt"))

@@ -23,7 +23,7 @@ from support.serve_standin import fake_env, gone, read_record
 from test_figures import FIGURES, SCRIPT, make_figure_pdf
 
 from vlmocr.exceptions import ExitCode
-from vlmocr.rundir import FIGURES_FILE
+from vlmocr.runfolder.rundir import FIGURES_FILE
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 from vlmocr.testing.pagecode import expected_text
 

@@ -67,7 +67,7 @@ def test_a_second_engine_in_one_folder_never_shows_one_reading_under_anothers_na
     assert len(read_records(run)) == 4  # both readings kept in the raw layer
     # What evaluate, clean and grid read is the folder's reading, not the last record of any.
     from vlmocr.evaluation import run_records
-    from vlmocr.rundir import RunDir
+    from vlmocr.runfolder.rundir import RunDir
 
     records, _ = run_records(run)
     assert {r.engine for r in records.values()} == {"rapidocr"} == {r.engine for r in RunDir(run).reading().values()}

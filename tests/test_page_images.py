@@ -1,7 +1,7 @@
 """Issue 32, point 1: archive images read as blank pages came back `ok` and empty, exit 0 — 16-bit
 grey (clipped to white), text in the alpha channel (black once alpha was dropped), negatives (the
 blank test counted only marks darker than the ground). Every image is now normalised by what it
-means (vlmocr/pixels.py) for every engine, and a page whose image is not uniform never ends `ok`
+means (vlmocr/inputs/pixels.py) for every engine, and a page whose image is not uniform never ends `ok`
 with empty text. A property test draws a few words into every Pillow mode and bit depth; a small
 corpus is read by both CPU engines and by the VLM path against the stand-in server."""
 
@@ -18,10 +18,10 @@ from support.components import need
 from support.page_images import FONT, WORDS, as_mode, hostile_corpus, text_page
 
 from vlmocr.evaluation import cer
-from vlmocr.pixels import FLAG_ALPHA, FLAG_INVERTED, FLAG_SCALED, dark_on_light, engine_mode
-from vlmocr.record import PageTask, Sizing, Status
+from vlmocr.inputs.pixels import FLAG_ALPHA, FLAG_INVERTED, FLAG_SCALED, dark_on_light, engine_mode
+from vlmocr.runfolder.record import PageTask, Sizing, Status
 from vlmocr.reading.worker import read_page
-from vlmocr.render import blank_and_ink, render_page
+from vlmocr.inputs.render import blank_and_ink, render_page
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 
 MODES = ("1", "L", "LA", "P", "RGB", "RGBA", "CMYK", "I;16", "I", "F", "alpha-only")

@@ -251,7 +251,7 @@ def test_a_finished_run_resumes_without_starting_a_worker(tmp_path):
     the resume stays at its ~0.4 s floor, BENCHMARKS.md "Resume")."""
     import asyncio
 
-    from vlmocr.config import RunConfig
+    from vlmocr.settings.config import RunConfig
     from vlmocr.reading.scheduler import Scheduler, make_reader
 
     src = tmp_path / "in"

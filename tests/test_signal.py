@@ -15,7 +15,7 @@ from support.cli import run_cli
 from support.tessdata import need_tesseract
 from support.records import finals, read_records
 from vlmocr.evaluation.score import cer
-from vlmocr.record import STATUS_CODE, Status
+from vlmocr.runfolder.record import STATUS_CODE, Status
 from vlmocr.testing.fake_config import GOOD_LOGPROB
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 from vlmocr.testing.pagecode import expected_text, make_coded_pdf

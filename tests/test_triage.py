@@ -113,7 +113,7 @@ def test_every_column_of_a_mixed_corpus(corpus, tmp_path):
     assert header == COLUMNS
     rows = read_csv(out)
     # the same documents, ids and order as `vlmocr run` (sources.discover)
-    from vlmocr.sources import discover
+    from vlmocr.inputs.sources import discover
 
     assert list(rows) == [d.doc_id for d in discover([str(corpus)])]
     for row in rows.values():
@@ -320,7 +320,7 @@ def crash_on_marked(batch, opts):
 
 
 def test_a_document_that_kills_a_worker_gets_a_row_and_the_rest_go_on(corpus, tmp_path):
-    from vlmocr.sources import discover
+    from vlmocr.inputs.sources import discover
     from vlmocr.corpus.triage import TriageOptions, iter_rows
 
     d = tmp_path / "c"

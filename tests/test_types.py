@@ -21,7 +21,7 @@ def test_the_spine_is_checked_strictly():
     import tomllib
 
     overrides = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["mypy"]["overrides"]
-    spine = next(o for o in overrides if "vlmocr.record" in o["module"])
-    assert set(spine["module"]) == {"vlmocr.record", "vlmocr.store", "vlmocr.rundir", "vlmocr.config"}
+    spine = next(o for o in overrides if "vlmocr.runfolder.record" in o["module"])
+    assert set(spine["module"]) == {"vlmocr.runfolder.record", "vlmocr.runfolder.store", "vlmocr.runfolder.rundir", "vlmocr.settings.config"}
     assert all(spine[flag] for flag in ("disallow_untyped_defs", "disallow_any_generics", "warn_return_any",
                                         "disallow_untyped_calls", "no_implicit_reexport", "warn_unused_ignores"))

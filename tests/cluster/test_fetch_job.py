@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from vlmocr.exceptions import ExitCode
-from vlmocr.models import MANIFEST_NAME
+from vlmocr.settings.models import MANIFEST_NAME
 from vlmocr.testing.fake_hub import FILES_MAIN, REPO_ID, SHA_MAIN, SHA_OLD, serve_hub_in_thread
 
 DEAD_PROXY = "http://127.0.0.1:9"

@@ -234,7 +234,7 @@ def test_plan_end_to_end_writes_the_split_and_the_commands(tmp_path):
     assert by["gpu-a100-80g"]["split_pages"] + by["gpu_lucdh"]["split_pages"] == ocr_pages
     # the manifests: every planned document exactly once, in triage order within each part
     seen: list[str] = []
-    from vlmocr.sources import from_manifest
+    from vlmocr.inputs.sources import from_manifest
 
     for name in ("gpu-a100-80g", "gpu_lucdh"):
         manifest = Path(by[name]["manifest"])

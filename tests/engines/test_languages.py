@@ -13,7 +13,7 @@ from PIL import Image
 from support.cli import run_cli
 from support.components import REPO, need
 
-from vlmocr.config import load_config
+from vlmocr.settings.config import load_config
 from vlmocr.engines import languages
 from vlmocr.engines.languages import (
     DEBIAN_LANGUAGES,

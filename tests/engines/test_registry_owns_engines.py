@@ -9,7 +9,7 @@ import re
 
 from support.components import REPO
 
-from vlmocr.config import RunConfig
+from vlmocr.settings.config import RunConfig
 from vlmocr.engines.registry import CPU_ENGINES, ENGINE_CHOICES, OCR_ENGINES, engine_key_material, reads_language
 
 SRC = REPO / "src" / "vlmocr"

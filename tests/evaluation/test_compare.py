@@ -12,7 +12,7 @@ from support.cli import run_cli
 from support.runs import write_run, write_truth_csv
 
 from vlmocr.evaluation import compare_records, load_truth
-from vlmocr.store import RecordWriter, final_records
+from vlmocr.runfolder.store import RecordWriter, final_records
 
 
 def test_compare_flags_the_right_pages(tmp_path):

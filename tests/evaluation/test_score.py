@@ -25,7 +25,7 @@ from vlmocr.evaluation import (
     score,
 )
 from vlmocr.exceptions import UsageError
-from vlmocr.store import final_records
+from vlmocr.runfolder.store import final_records
 
 
 # --- distances by hand -----------------------------------------------------------------------

@@ -20,8 +20,8 @@ from support.runs import drop_records
 from vlmocr.library import Catalog, LibraryLock, library_holds, skip_held
 from vlmocr.library.publish import publish
 from vlmocr.library.runs import PAGE_SEPARATOR
-from vlmocr.sources import discover
-from vlmocr.store import checked_line
+from vlmocr.inputs.sources import discover
+from vlmocr.runfolder.store import checked_line
 
 
 @pytest.fixture(scope="module")

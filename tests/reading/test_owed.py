@@ -9,7 +9,7 @@ import asyncio
 from pathlib import Path
 
 from support.documents import make_text_pdf
-from vlmocr.config import RunConfig
+from vlmocr.settings.config import RunConfig
 from vlmocr.progress import RunProgress
 from vlmocr.reading.scheduler import Scheduler, make_reader
 

@@ -16,8 +16,8 @@ from support.records import finals, read_records
 from support.tessdata import only_data
 
 from vlmocr.cluster.slurm.submit import stage_documents
-from vlmocr.rundir import RunDir
-from vlmocr.sources import from_manifest
+from vlmocr.runfolder.rundir import RunDir
+from vlmocr.inputs.sources import from_manifest
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 from vlmocr.testing.pagecode import make_coded_pdf
 

@@ -9,7 +9,7 @@ import json
 
 from support.documents import make_text_pdf
 
-from vlmocr.config import RunConfig
+from vlmocr.settings.config import RunConfig
 from vlmocr.progress import RunProgress
 from vlmocr.reading import scheduler
 from vlmocr.reading.scheduler import Scheduler

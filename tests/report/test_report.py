@@ -22,8 +22,8 @@ from support.report_runs import XSS, XSS_DOC, FlaggedRun, make_flagged_run, writ
 
 from vlmocr.evaluation import char_errors
 from vlmocr.report import ReportOptions, build_report, diff_ops
-from vlmocr.record import PageRecord, Status
-from vlmocr.store import PAGES_FILE, RecordWriter, iter_records
+from vlmocr.runfolder.record import PageRecord, Status
+from vlmocr.runfolder.store import PAGES_FILE, RecordWriter, iter_records
 
 
 SCREENSHOT_DOC = REPO / "docs" / "report-screenshot.png"

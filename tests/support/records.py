@@ -8,7 +8,7 @@ from pathlib import Path
 
 def read_records(run_dir: Path) -> list[dict]:
     """The records of RUN/pages.jsonl as written, without each line's check."""
-    from vlmocr.store import CHECK_KEY
+    from vlmocr.runfolder.store import CHECK_KEY
 
     lines = (run_dir / "pages.jsonl").read_text(encoding="utf-8").splitlines()
     records = [json.loads(line) for line in lines if line.strip()]

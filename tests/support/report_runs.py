@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from vlmocr.record import PageRecord, Status
-from vlmocr.store import PAGES_FILE, RecordWriter
+from vlmocr.runfolder.record import PageRecord, Status
+from vlmocr.runfolder.store import PAGES_FILE, RecordWriter
 
 from .records import finals
 

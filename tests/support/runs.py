@@ -7,8 +7,8 @@ import json
 import os
 from pathlib import Path
 
-from vlmocr.record import PageRecord
-from vlmocr.store import RecordWriter
+from vlmocr.runfolder.record import PageRecord
+from vlmocr.runfolder.store import RecordWriter
 
 
 def write_run(run: Path, pages: list[tuple[str, int, str, str]]) -> Path:

@@ -25,8 +25,8 @@ from vlmocr.text.clean import (
 )
 from support.cli import cli_in_process as cli
 from vlmocr.exceptions import UsageError
-from vlmocr.record import PageRecord, Row
-from vlmocr.store import RecordWriter
+from vlmocr.runfolder.record import PageRecord, Row
+from vlmocr.runfolder.store import RecordWriter
 from vlmocr.profiles import load_profile
 from vlmocr.text.postprocess import postprocess, strip_grounding
 from vlmocr.text.textquality import lexicon

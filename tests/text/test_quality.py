@@ -26,7 +26,7 @@ from vlmocr.text.quality import (
     assess,
     classify,
 )
-from vlmocr.record import Status
+from vlmocr.runfolder.record import Status
 
 DATA = Path(__file__).parent.parent / "data" / "quality"
 GT_PAGES = sorted(GT.glob("*/*.txt"))

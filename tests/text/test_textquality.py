@@ -13,8 +13,8 @@ import pytest
 from support.cli import cli_in_process as cli
 from support.cli import run_cli
 
-from vlmocr.record import PageRecord, Row
-from vlmocr.store import RecordWriter
+from vlmocr.runfolder.record import PageRecord, Row
+from vlmocr.runfolder.store import RecordWriter
 from vlmocr.text.textquality import (
     assess_page,
     guess_language,

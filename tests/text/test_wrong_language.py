@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from support.cli import run_cli
 
-from vlmocr.record import Signal
+from vlmocr.runfolder.record import Signal
 from vlmocr.text.signal import judge
 from vlmocr.text.textquality import other_language
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process

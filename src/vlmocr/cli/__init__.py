@@ -20,7 +20,7 @@ except ImportError:  # pragma: no cover
     import click.exceptions as click_exceptions  # type: ignore[no-redef]
 from typer.core import TyperGroup
 
-from ..envvars import check_environment
+from ..settings.envvars import check_environment
 from ..exceptions import ExitCode, VlmocrError
 from rich.markup import escape
 
@@ -72,7 +72,7 @@ app = plain_typer(
 def _version(value: bool) -> None:
     if value:
         from .. import __version__
-        from ..rundir import git_commit
+        from ..runfolder.rundir import git_commit
 
         commit = git_commit()
         print(f"vlmocr {__version__}" + (f" (commit {commit[:12]})" if commit else ""), flush=True)
@@ -114,13 +114,13 @@ def _register(argv: list[str] | None = None) -> None:
 def say_reading(run_dir: Path) -> None:
     """On stderr: which reading of a run folder a command reads (issue 27: a folder holds one,
     named by its settings key), e.g. `runs/a: reading 29e8530485f0 (engine auto, reader rapidocr)`."""
-    from ..rundir import RunDir
+    from ..runfolder.rundir import RunDir
 
     console.print(f"{run_dir}: {RunDir(run_dir).run_info().reading()}", markup=False, highlight=False)
 
 
 def path_error(exc: OSError) -> str:
-    """One line for a path the commands' own checks (vlmocr.writable) could not foresee: root on
+    """One line for a path the commands' own checks (vlmocr.runfolder.writable) could not foresee: root on
     a read-only mount, a folder that changed since, a full disk. Never a traceback."""
     where = f"{exc.filename} -> {exc.filename2}" if exc.filename2 else str(exc.filename)
     return f"{where}: {exc.strerror or exc}"

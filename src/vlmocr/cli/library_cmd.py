@@ -36,7 +36,7 @@ def dedup_command(
 ) -> int:
     """Byte-identical and same-text documents, within the inputs and against a library; a manifest of what is new."""
     from ..library.dedup import dedup, manifest_format, write_manifest, write_report
-    from ..writable import check_new_output
+    from ..runfolder.writable import check_new_output
 
     manifest_format(manifest_out)  # before hashing a corpus
     check_new_output(manifest_out, "--manifest-out", overwrite=overwrite)
@@ -136,7 +136,7 @@ def export_command(
 ) -> int:
     """Export documents with page markers (md, txt), page spans (jsonl), Parquet tables or a HF dataset folder."""
     from ..library.export import export
-    from ..rundir import RunDir
+    from ..runfolder.rundir import RunDir
 
     result = export(source, fmt, out, layer, include_incomplete=include_incomplete,
                     source_roots=source_root or [], clean_rules=rules)
@@ -182,7 +182,7 @@ def identify_command(
                     items.append((doc_id, [i.as_dict() for i in identify_records(doc.records, pages)]))
         else:
             from ..exceptions import BadInput
-            from ..render import count_pages, text_layer
+            from ..inputs.render import count_pages, text_layer
 
             try:
                 n = min(count_pages(src), pages)

@@ -1,4 +1,4 @@
-"""`vlmocr models fetch | status`: model snapshots pinned to a commit; the logic lives in vlmocr.models.
+"""`vlmocr models fetch | status`: model snapshots pinned to a commit; the logic lives in vlmocr.settings.models.
 
 Exit codes: 0 done / directory matches its manifest; 1 (`ExitCode.incomplete`) `status --verify`
 found missing, changed or extra files, or a fetched file still differs from the Hub after a second
@@ -33,7 +33,7 @@ def fetch_command(
     json_out: bool = typer.Option(False, "--json", help="Print the manifest summary as JSON on stdout."),
 ) -> int:
     """Download REPO at a pinned commit into a directory and write its sha256 manifest."""
-    from ..models import MANIFEST_NAME, fetch_model, human_bytes
+    from ..settings.models import MANIFEST_NAME, fetch_model, human_bytes
 
     man = fetch_model(repo, revision, to, endpoint=endpoint, include=list(include or []) or None,
                       allow_branch=allow_branch, say=lambda m: console.print(m, markup=False))
@@ -56,7 +56,7 @@ def status_command(
     json_out: bool = typer.Option(False, "--json", help="Machine-readable status on stdout."),
 ) -> int:
     """Repo, revision, file count and size of a fetched model; --verify re-hashes it."""
-    from ..models import human_bytes, model_status
+    from ..settings.models import human_bytes, model_status
 
     status = model_status(model_dir, verify=verify)
     check = status.get("verify")

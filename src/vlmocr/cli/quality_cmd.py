@@ -403,7 +403,7 @@ def grid_command(
 ) -> int:
     """Read one sample under every combination of settings and rank the cells by CER."""
     from ..evaluation import run_grid
-    from ..store import write_json_atomic
+    from ..runfolder.store import write_json_atomic
 
     axes = {"engine": _axis(engine), "ocr_engine": _axis(ocr_engine), "profile": _axis(profile),
             "model": _axis(model), "dpi": _axis(dpi, float), "longest_side": _axis(longest_side, int),
@@ -417,7 +417,7 @@ def grid_command(
             console.print(f"grid: cell {i}/{n} {name}: CER {_pct(c.cer)} % [{_ci(c.cer_ci)}], {c.missing} missing")
 
     from ..cluster.serve.running import serve_for_run
-    from ..config import RunConfig
+    from ..settings.config import RunConfig
 
     # --serve: one server for every cell (a prompt × dpi grid loads the model once); each cell's
     # profile brings its prompt and sizing, the served model answers them all.

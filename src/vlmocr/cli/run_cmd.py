@@ -8,11 +8,11 @@ from typing import Any, Callable, ContextManager, List, Optional
 
 import typer
 
-from ..config import RunConfig, load_config
+from ..settings.config import RunConfig, load_config
 from ..engines.choice import AUTO_RULE
 from ..engines.registry import ENGINE_CHOICES, ocr_engine_names
 from ..exceptions import UsageError
-from ..preflight import check_run
+from ..inputs.preflight import check_run
 from ..progress import RunProgress, console
 from ..reading.scheduler import DocumentFilter, run as run_pages
 from . import app

@@ -20,10 +20,10 @@ from ..cluster.slurm.script import default_stop_grace
 from ..cluster.slurm.status import format_status, status
 from ..cluster.slurm.submit import compress_ranges, submit, submit_grid
 from ..exceptions import ExitCode, UsageError
-from ..preflight import check_inputs
+from ..inputs.preflight import check_inputs
 from ..progress import console
-from ..rundir import SHARDS
-from ..writable import check_output_path
+from ..runfolder.rundir import SHARDS
+from ..runfolder.writable import check_output_path
 from . import app, plain_typer
 from . import run_cmd  # noqa: F401  (submit checks run options with run's own parser)
 from .slurm_options import ARRAY, CPU_JOB, GATE, JOB, SlurmRequest, slurm_options

@@ -5,7 +5,7 @@ names; the shards of every part, RUN/shards/NAME-K, too) and writes RUN/merged/ 
 run directory:
 
     RUN/merged/pages.jsonl   one final record per page, sorted by document and page
-    RUN/merged/docs/*.md     assembled documents (vlmocr.assemble.write_document)
+    RUN/merged/docs/*.md     assembled documents (vlmocr.runfolder.assemble.write_document)
     RUN/merged/run.json      what was merged: shards, counts by status, conflicts, summary
 
 Records name the staged file (``0001.pdf``) as their source; merge puts the original path back
@@ -24,11 +24,11 @@ from typing import Any, Callable
 
 import orjson
 
-from ..assemble import write_document
+from ..runfolder.assemble import write_document
 from ..exceptions import UsageError
-from ..record import STATUS_GROUP, Row, Status
-from ..rundir import RunDir, run_keys
-from ..store import OutputBuild, final_records, write_json_atomic
+from ..runfolder.record import STATUS_GROUP, Row, Status
+from ..runfolder.rundir import RunDir, run_keys
+from ..runfolder.store import OutputBuild, final_records, write_json_atomic
 
 MERGED = "merged"
 MERGE = "merge"  # what the marker of a folder `merge` made says (store.OUTPUT_MARKER)

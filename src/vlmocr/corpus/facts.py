@@ -17,8 +17,8 @@ from PIL import Image
 
 from ..engines.languages import canonical_name
 from ..exceptions import BadInput
-from ..render import image_dpi, pdfium_lock
-from ..render import check_frame, is_djvu, open_pdf, text_layer, usable_text_layer
+from ..inputs.render import image_dpi, pdfium_lock
+from ..inputs.render import check_frame, is_djvu, open_pdf, text_layer, usable_text_layer
 from ..text.textquality import WORD_RE, guess_language
 
 LANG_SAMPLE_CHARS = 6_000  # a few hundred words settle a stopword vote
@@ -196,7 +196,7 @@ def image_facts(path: Path, n: int, check: list[int]) -> tuple[list[PageFacts], 
 
 def djvu_facts(path: Path, n: int, check: list[int]) -> tuple[list[PageFacts], float | None]:
     """Facts for every page of a DjVu file, from the pages' INFO chunks (one djvused process)."""
-    from ..djvu import page_infos
+    from ..inputs.djvu import page_infos
 
     infos = page_infos(path, list(range(1, n + 1)))
     wanted = set(check)

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import UsageError
-from ..sources import neutralise_cell, unprintable_path, unreserved
-from ..store import atomic_file, write_text_atomic
+from ..inputs.sources import neutralise_cell, unprintable_path, unreserved
+from ..runfolder.store import atomic_file, write_text_atomic
 from .triage import read_rows
 
 ORDERS = ("fewest-pages", "most-pages", "path", "triage")

@@ -220,8 +220,8 @@ def too_long(placement: Placement, parts: dict[str, list[SplitDoc]], retry_overh
 
 def write_split(parts: dict[str, list[SplitDoc]], out_dir: Path, profile: str) -> dict[str, str]:
     """One manifest per part, DIR/PROFILE-PARTITION.csv (doc_id,path[,pages,…]), priority order kept."""
-    from ..sources import neutralise_cell
-    from ..store import write_text_atomic
+    from ..inputs.sources import neutralise_cell
+    from ..runfolder.store import write_text_atomic
 
     out_dir.mkdir(parents=True, exist_ok=True)
     written: dict[str, str] = {}
@@ -283,7 +283,7 @@ def documents_to_split(triage_csv: Path, manifest: Path | None = None) -> tuple[
         planned.append(SplitDoc(row["doc_id"], row["path"], "", float(ocr)))
     if manifest is None:
         return planned, []
-    from ..sources import from_manifest
+    from ..inputs.sources import from_manifest
 
     docs: list[SplitDoc] = []
     unknown: list[str] = []

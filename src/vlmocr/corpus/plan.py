@@ -111,7 +111,7 @@ def _busy_window(pages_jsonl: Path) -> float:
     """Seconds from the start of the first page to the end of the last, from the records."""
     from datetime import datetime
 
-    from ..store import iter_rows
+    from ..runfolder.store import iter_rows
 
     starts, ends = [], []
     for rec in iter_rows(pages_jsonl):
@@ -189,7 +189,7 @@ def measure(triage_csv: Path, endpoint: str | None = None, profile: str | None =
     start-up (model check, worker pool, an engine's models loading) does not count; slow pages and
     retries do. `engine` openai reads against `endpoint`; a CPU engine reads with `workers`
     processes (default 1: the rate of one core)."""
-    from ..config import load_config
+    from ..settings.config import load_config
     from ..engines.registry import peak_worker_mb
     from ..progress import RunProgress
     from ..reading.scheduler import run
@@ -238,7 +238,7 @@ def measure(triage_csv: Path, endpoint: str | None = None, profile: str | None =
 
 def _engines_used(pages_jsonl: Path) -> tuple[str, ...]:
     """The CPU engines that read the sample (auto picks per document), for their memory."""
-    from ..store import iter_rows
+    from ..runfolder.store import iter_rows
 
     return tuple(sorted({r.engine for r in iter_rows(pages_jsonl) if r.engine}))
 

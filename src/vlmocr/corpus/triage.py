@@ -73,18 +73,18 @@ from typing import Any, Iterable, Iterator
 import pypdfium2 as pdfium
 
 from ..exceptions import BadInput, UsageError
-from ..render import MIN_TEXT_CHARS, count_pages, kind_of, shown
+from ..inputs.render import MIN_TEXT_CHARS, count_pages, kind_of, shown
 from ..engines.languages import install_hint, suggest_lang, tesseract_has_language
 from ..reading.memory import available_cores
-from ..record import Sizing
+from ..runfolder.record import Sizing
 from .facts import (LANG_SAMPLE_CHARS, PageFacts, greek_language, image_facts, mark_shapes, pages_to_check,
                     pdf_facts, text_language, text_script)
-from ..store import file_sha256
-from ..skipped import SkippedFiles, file_type
-from ..skipped import phrase as skipped_phrase
-from ..sources import Document, derive_doc_id, discover, neutralise_cell, printable, restore_cell
-from ..store import atomic_file
-from ..writable import check_output_path
+from ..runfolder.store import file_sha256
+from ..inputs.skipped import SkippedFiles, file_type
+from ..inputs.skipped import phrase as skipped_phrase
+from ..inputs.sources import Document, derive_doc_id, discover, neutralise_cell, printable, restore_cell
+from ..runfolder.store import atomic_file
+from ..runfolder.writable import check_output_path
 
 DEFAULT_CHECK_PAGES = 16
 # How a text layer is judged (render.usable_text_layer): printed in the `text_judged` column.
@@ -193,7 +193,7 @@ def _script(row: dict[str, Any], path: Path, facts: list[PageFacts], sample: str
         source = ""
     if scans and opts.osd_pages:
         from ..engines.osd import document_script, osd_image
-        from ..render import render_page
+        from ..inputs.render import render_page
 
         results = []
         # Spread over the scans, away from the ends (covers and title pages carry little text).

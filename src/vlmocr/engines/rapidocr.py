@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..rundir import dist_version
+from ..runfolder.rundir import dist_version
 from .base import PageInput, Reading, weighted_mean
 
 # RapidOCR's own defaults (config.yaml of rapidocr 3.x) for the settings that decide what it

@@ -8,7 +8,7 @@ import subprocess
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..rundir import dist_version
+from ..runfolder.rundir import dist_version
 
 
 def _tesseract_version() -> dict[str, str | None]:

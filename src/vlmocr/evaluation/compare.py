@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..exceptions import UsageError
-from ..record import Row
+from ..runfolder.record import Row
 from .score import distances, normalisation_name, rate, run_records
 from .truth import TruthPage, load_truth, match_truth
 

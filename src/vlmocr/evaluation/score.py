@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any, Iterable
 from rapidfuzz.distance import Levenshtein
 
 from ..exceptions import UsageError
-from ..record import Row
-from ..store import PAGES_FILE
+from ..runfolder.record import Row
+from ..runfolder.store import PAGES_FILE
 from ..text import historic
 from .truth import TruthPage, load_truth, match_truth
 
@@ -352,7 +352,7 @@ def score(records: Mapping[tuple[str, int], Row], truth: list[TruthPage], folds:
 def run_records(run_dir: Path, clean: bool = False, rules: Any = None) -> tuple[Mapping[tuple[str, int], Row], str]:
     """The final records of a run: raw, or the cleaned layer (`clean.cleaned_records`)."""
     run_dir = Path(run_dir)
-    from ..rundir import RunDir
+    from ..runfolder.rundir import RunDir
 
     if not RunDir(run_dir).pages.is_file():
         raise UsageError(f"{run_dir} is not a run directory (no {PAGES_FILE})")

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..record import Row
+from ..runfolder.record import Row
 
 NO_TRUTH_METRICS = ("unknown_words",)
 

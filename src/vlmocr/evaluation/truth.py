@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from ..exceptions import UsageError
-from ..sources import SUPPORTED_EXTS, derive_doc_id
+from ..inputs.sources import SUPPORTED_EXTS, derive_doc_id
 
 _PAGE_SUFFIX = re.compile(r"^(.*)\.p(\d+)$")
 _PAGE_FILE = re.compile(r"^p?(\d{1,6})$")  # DOC/p0001.txt, DOC/0001.txt: page files in a document's folder

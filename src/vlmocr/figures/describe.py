@@ -35,14 +35,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..config import settings_key
+from ..settings.config import settings_key
 from ..exceptions import BadInput, ExitCode, UsageError, outcome
 from ..reading.memory import available_cores
 from ..reading.tasks import TaskRunner
-from ..record import LADDER, FigureRecord, Status
-from ..render import DEFAULT_MAX_PIXELS, Sizing, page_pixel_size
-from ..rundir import FIGURES_FILE, RunDir, SourceFinder
-from ..store import PAGES_FILE, RecordWriter, RunLock
+from ..runfolder.record import LADDER, FigureRecord, Status
+from ..inputs.render import DEFAULT_MAX_PIXELS, Sizing, page_pixel_size
+from ..runfolder.rundir import FIGURES_FILE, RunDir, SourceFinder
+from ..runfolder.store import PAGES_FILE, RecordWriter, RunLock
 from .settings import (DescribeOptions, describe_key_material,
                        describing_profile, load_state, owes)
 from .find import (Figure,
@@ -389,7 +389,7 @@ async def _describe(run_dir: Path, opts: DescribeOptions, progress: Callable[[st
         summary.seconds = round(time.monotonic() - t_start, 3)
         return summary
 
-    from ..config import RunConfig
+    from ..settings.config import RunConfig
     from ..reading.limiter import Limiter
     from ..reading.vlm import make_vlm_reader
 
@@ -470,7 +470,7 @@ async def _describe(run_dir: Path, opts: DescribeOptions, progress: Callable[[st
         await reader.aclose(abandon=runner.abandon.is_set())
     _final_statuses(path, key, figures, opts, summary)
     if opts.markdown:
-        from ..assemble import rebuild_with_figures
+        from ..runfolder.assemble import rebuild_with_figures
 
         summary.docs_rebuilt = rebuild_with_figures(run_dir)
     summary.seconds = round(time.monotonic() - t_start, 3)

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import BadInput
-from ..render import DEFAULT_MAX_PIXELS, Sizing, encode, is_blank, render_page
-from ..store import write_bytes_atomic
-from ..rundir import RunDir
-from ..record import Row
-from ..store import iter_rows
+from ..inputs.render import DEFAULT_MAX_PIXELS, Sizing, encode, is_blank, render_page
+from ..runfolder.store import write_bytes_atomic
+from ..runfolder.rundir import RunDir
+from ..runfolder.record import Row
+from ..runfolder.store import iter_rows
 from ..text.postprocess import is_figure_block
 
 FIGURES_DIR = "figures"

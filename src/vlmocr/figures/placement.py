@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..record import FigureRecord, Row, Status
-from ..store import iter_figures
-from ..rundir import FIGURES_FILE
+from ..runfolder.record import FigureRecord, Row, Status
+from ..runfolder.store import iter_figures
+from ..runfolder.rundir import FIGURES_FILE
 from .find import MIN_ANCHOR_CHARS, Figure, page_figures, pixel_grounding, same_box
 
 # ============================================================================================

@@ -53,7 +53,7 @@ def describe_server(opts: DescribeOptions, serve: str, log_root: Path,
     """Start the server for ``serve`` (its log under ``log_root/logs``), yield ``opts`` pointed at
     it, stop it on the way out."""
     from ..cluster.serve.running import serve_for_run
-    from ..config import RunConfig
+    from ..settings.config import RunConfig
 
     cfg = RunConfig(serve=serve, out=Path(log_root), model=opts.model,
                     server_kind=opts.server_kind)  # type: ignore[arg-type]

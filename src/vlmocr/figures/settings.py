@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import UsageError
-from ..record import LADDER, Status
-from ..store import iter_figures
+from ..runfolder.record import LADDER, Status
+from ..runfolder.store import iter_figures
 from .find import DEFAULT_DPI, DEFAULT_MARGIN, DEFAULT_MIN_AREA, FIGURE_REVISION, Figure, same_box
 
 # A description is a paragraph, not a page: a short budget also bounds a looping answer.

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..exceptions import ExitCode, UsageError, VlmocrError
-from ..store import DirLock
+from ..runfolder.store import DirLock
 
 CATALOG = "catalog.sqlite"
 LOCK = ".lock"

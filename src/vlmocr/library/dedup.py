@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..exceptions import UsageError
-from ..sources import Document, discover
-from ..store import write_text_atomic
+from ..inputs.sources import Document, discover
+from ..runfolder.store import write_text_atomic
 from .catalog import Catalog, is_library
-from ..store import file_sha256
+from ..runfolder.store import file_sha256
 from ..reading.memory import available_cores
 
 MIN_USABLE_SHARE = 0.8  # share of pages with a usable text layer for a document to get a text digest
@@ -53,7 +53,7 @@ def normalise_text(text: str) -> str:
 
 def text_digest_of_pages(pages: list[str]) -> str | None:
     """The digest of a document's text given its pages' text layers; None when too little is text."""
-    from ..render import usable_text_layer
+    from ..inputs.render import usable_text_layer
 
     if not pages:
         return None
@@ -71,7 +71,7 @@ def text_digest_of_pages(pages: list[str]) -> str | None:
 def text_digest(path: Path) -> tuple[str | None, int | None, str]:
     """(text digest, pages, note) of a PDF's text layer; (None, pages, why) when it has none."""
     from ..exceptions import BadInput
-    from ..render import count_pages, kind_of, text_layer
+    from ..inputs.render import count_pages, kind_of, text_layer
 
     path = Path(path)
     if kind_of(path) != "pdf":

@@ -20,7 +20,7 @@ from typing import Any
 from ..exceptions import ExitCode
 from ..figures.describe import DescribeSummary, describe_run
 from ..figures.settings import DescribeOptions
-from ..rundir import RunDir
+from ..runfolder.rundir import RunDir
 from .catalog import Catalog
 from .publish import PublishResult, publish
 

@@ -28,11 +28,11 @@ from typing import Any, Callable, Iterable, Iterator
 import orjson
 
 from ..exceptions import UsageError
-from ..record import Row
+from ..runfolder.record import Row
 from ..figures.placement import add_figures
-from ..assemble import assemble_markdown
-from ..store import OutputBuild, kill_point
-from ..writable import check_output_path
+from ..runfolder.assemble import assemble_markdown
+from ..runfolder.store import OutputBuild, kill_point
+from ..runfolder.writable import check_output_path
 from .catalog import DOCS, Catalog, is_library
 from .identify import identify_records
 from .publish import DOC_PAGES

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from ..record import Row
-from ..store import write_text_atomic
+from ..runfolder.record import Row
+from ..runfolder.store import write_text_atomic
 
 DEFAULT_CROSSREF = "https://api.crossref.org"
 DEFAULT_PAGES = 5

@@ -35,9 +35,9 @@ from typing import Any, Callable, Collection, Iterable
 import orjson
 
 from ..exceptions import ExitCode, UsageError
-from ..assemble import assemble_markdown
-from ..record import Row, now_iso
-from ..store import exchange, kill_point, write_text_atomic
+from ..runfolder.assemble import assemble_markdown
+from ..runfolder.record import Row, now_iso
+from ..runfolder.store import exchange, kill_point, write_text_atomic
 from ..text.clean import search_text
 from ..text.textquality import page_language
 from .catalog import CACHE, CATALOG, DOCS, LOCK, STAGING, Catalog, LibraryLock

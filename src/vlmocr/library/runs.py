@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..exceptions import UsageError
-from ..record import RETRY_ON_RESUME, Row
-from ..rundir import PAGES_FILE, RunDir, SourceFinder, run_keys
-from ..store import file_sha256, final_index
+from ..runfolder.record import RETRY_ON_RESUME, Row
+from ..runfolder.rundir import PAGES_FILE, RunDir, SourceFinder, run_keys
+from ..runfolder.store import file_sha256, final_index
 
 PAGE_SEPARATOR = "\n\f\n"  # between pages in document.txt: a form feed on a line of its own
 
@@ -105,7 +105,7 @@ def run_info(run_dir: Path, source_roots: Iterable[Path] = ()) -> RunInfo:
             info.selections[row["doc_id"]] = _pages(row["pages"])
     info.finder = SourceFinder(run.path, source_roots, settings=info.settings, originals=originals)
     if info.finder.manifest is not None:
-        from ..sources import from_manifest
+        from ..inputs.sources import from_manifest
 
         try:
             for doc in from_manifest(info.finder.manifest):
@@ -117,7 +117,7 @@ def run_info(run_dir: Path, source_roots: Iterable[Path] = ()) -> RunInfo:
 
 
 def _pages(spec: str) -> tuple[int, ...]:
-    from ..sources import parse_pages
+    from ..inputs.sources import parse_pages
 
     try:
         return parse_pages(spec)

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import orjson
 
-from ..record import Status
-from ..sources import Document, neutralise_cell
-from ..rundir import RunDir
-from ..store import DocState, ResumeIndex, line_intact, write_text_atomic
+from ..runfolder.record import Status
+from ..inputs.sources import Document, neutralise_cell
+from ..runfolder.rundir import RunDir
+from ..runfolder.store import DocState, ResumeIndex, line_intact, write_text_atomic
 
 BAD_INPUTS = "bad_inputs.csv"
 COLUMNS = ("doc_id", "page", "path", "reason")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .limiter import Limiter
-from ..record import PageRecord, PageTask, Sizing, Status
+from ..runfolder.record import PageRecord, PageTask, Sizing, Status
 
 
 class PageReader:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..record import PageRecord, PageTask, Sizing, Status
+from ..runfolder.record import PageRecord, PageTask, Sizing, Status
 from . import worker
 from .base import PageReader
 from .pool import WorkerPool

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..envvars import MEMINFO
+from ..settings.envvars import MEMINFO
 
 MB = 1024 * 1024
 PROC_MEMINFO = Path("/proc/meminfo")

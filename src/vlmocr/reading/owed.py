@@ -13,9 +13,9 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from ..progress import RunProgress
-from ..record import RETRY_ON_RESUME, Status
-from ..sources import Document
-from ..store import DocState, ResumeIndex
+from ..runfolder.record import RETRY_ON_RESUME, Status
+from ..inputs.sources import Document
+from ..runfolder.store import DocState, ResumeIndex
 
 Inspected = tuple[int | None, str | None]  # (page count, None) or (None, why it cannot be read)
 FIRST_BATCH, LAST_BATCH = 1, 256  # documents per pool call: the first page waits for one only

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from .. import stopsignal
-from ..config import RunConfig, settings_key
+from ..settings.config import RunConfig, settings_key
 from ..engines.choice import choose_ocr_engine, earlier_choice
 from ..engines.registry import CPU_ENGINES, HTTP_ENGINE, OCR_ENGINES, peak_worker_mb
 from ..exceptions import EndpointUnavailable, ExitCode, StoreFailed, UsageError, outcome
-from ..assemble import add_figures, rebuild_documents, write_document
+from ..runfolder.assemble import add_figures, rebuild_documents, write_document
 from .limiter import Limiter
 from .memory import WorkerCount, available_cores, choose_workers, system_memory
 from .bad_inputs import write_bad_inputs
@@ -32,12 +32,12 @@ from .cpu import CpuReader
 from .pool import WorkerPool
 from .tasks import TaskRunner
 from ..redact import public_argv
-from ..rundir import RunDir, RunInfo, git_commit, reading_said, versions
-from ..record import PageRecord, PageTask, Row, Status, now_iso
-from ..skipped import SkippedFiles
-from ..skipped import phrase as skipped_phrase
-from ..sources import Document, discover, parse_shard, shard_of
-from ..store import DocState, RecordWriter, ResumeIndex, RunLock, write_json_atomic
+from ..runfolder.rundir import RunDir, RunInfo, git_commit, reading_said, versions
+from ..runfolder.record import PageRecord, PageTask, Row, Status, now_iso
+from ..inputs.skipped import SkippedFiles
+from ..inputs.skipped import phrase as skipped_phrase
+from ..inputs.sources import Document, discover, parse_shard, shard_of
+from ..runfolder.store import DocState, RecordWriter, ResumeIndex, RunLock, write_json_atomic
 
 
 # Seconds between rewrites of summary.json while pages are read (a tally of the resume index:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import VlmocrError
-from ..models import MANIFEST_NAME, read_manifest
+from ..settings.models import MANIFEST_NAME, read_manifest
 
 SERVE_REVISION_ENV = "VLMOCR_SERVE_REVISION"
 _SNAPSHOT = re.compile(r"(?:^|/)snapshots/([0-9a-f]{40})(?:/|$)")

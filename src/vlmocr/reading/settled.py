@@ -17,13 +17,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from ..config import RunConfig, settings_key
+from ..settings.config import RunConfig, settings_key
 from ..engines.registry import HTTP_ENGINE
 from ..profiles import Profile, load_profile
-from ..record import PageRecord, PageTask, Sizing
-from ..rundir import RunDir
-from ..sources import Document, discover, parse_shard, shard_of
-from ..store import ResumeIndex
+from ..runfolder.record import PageRecord, PageTask, Sizing
+from ..runfolder.rundir import RunDir
+from ..inputs.sources import Document, discover, parse_shard, shard_of
+from ..runfolder.store import ResumeIndex
 from .base import PageReader
 from .owed import first_reads, reopen, select_pages
 from .vlm import owes_ladder, vlm_key_material

@@ -11,10 +11,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-from ..config import RunConfig
+from ..settings.config import RunConfig
 from ..exceptions import EndpointUnavailable, UsageError
 from ..profiles import Profile, load_profile
-from ..record import LADDER, PageRecord, PageTask, Sizing, Status
+from ..runfolder.record import LADDER, PageRecord, PageTask, Sizing, Status
 from ..text.postprocess import is_figure_block, postprocess, rotation_asked, split_pages
 from .base import PageReader
 from .client import ChatResult, OpenAIClient, RequestFailed, parse_metrics, public_url, queue_depth

@@ -21,9 +21,9 @@ from PIL import Image
 from ..engines.base import PageInput, Reading
 from ..engines.choice import Candidate, pick
 from ..exceptions import BadInput
-from ..record import PageRecord, PageTask, Status
-from ..sources import printable
-from ..render import (blank_and_ink, count_pages, encode, grey_if_neutral, kind_of, render_page, text_layer,
+from ..runfolder.record import PageRecord, PageTask, Status
+from ..inputs.sources import printable
+from ..inputs.render import (blank_and_ink, count_pages, encode, grey_if_neutral, kind_of, render_page, text_layer,
                      usable_text_layer)
 from ..text.signal import judge
 

@@ -12,9 +12,9 @@ from typing import Any
 
 from ..evaluation.score import char_errors, rate
 from ..evaluation.truth import load_truth, match_truth
-from ..record import Row, Status
-from ..rundir import RunDir, run_keys
-from ..store import FinalRecords, final_index, records_with_offsets
+from ..runfolder.record import Row, Status
+from ..runfolder.rundir import RunDir, run_keys
+from ..runfolder.store import FinalRecords, final_index, records_with_offsets
 
 STATUS_ORDER: tuple[str, ...] = tuple(s.value for s in Status)
 # The fields of a page's final record the report keeps in memory: not its text, which is read from

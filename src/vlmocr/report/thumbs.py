@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..rundir import SourceFinder
-from ..store import atomic_file
+from ..runfolder.rundir import SourceFinder
+from ..runfolder.store import atomic_file
 from .gather import Doc, Page, ReportOptions
 from ..reading.memory import available_cores
 
@@ -102,7 +102,7 @@ def render_thumb(task: ThumbTask) -> tuple[str, bool, str, int, int]:
     from PIL import Image
 
     from ..exceptions import BadInput
-    from ..render import Sizing, render_page
+    from ..inputs.render import Sizing, render_page
 
     d = Path(dest)
     if d.is_file():

@@ -56,11 +56,11 @@ import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 from rapidfuzz import fuzz
 
-from ..assemble import assemble_markdown
+from ..runfolder.assemble import assemble_markdown
 from ..exceptions import UsageError
-from ..record import Row
-from ..rundir import RunDir
-from ..store import PAGES_FILE, atomic_file, file_sha256, final_records, write_json_atomic, write_text_atomic
+from ..runfolder.record import Row
+from ..runfolder.rundir import RunDir
+from ..runfolder.store import PAGES_FILE, atomic_file, file_sha256, final_records, write_json_atomic, write_text_atomic
 from . import historic
 from .loops import detect_loop, trim_loop
 from .postprocess import strip_fences, strip_grounding

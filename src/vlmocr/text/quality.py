@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vlmocr.record import Status
+from vlmocr.runfolder.record import Status
 
 from .loops import LoopFinding, detect_loop
 from .nonanswers import is_empty, is_no_text_answer, is_refusal

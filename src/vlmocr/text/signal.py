@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 
-from ..record import Row, Signal, Status
+from ..runfolder.record import Row, Signal, Status
 from .textquality import MIN_WORDS, assess_text, guess_language, lexicon, other_language, wordfreq_code
 
 THRESHOLDS_FILE = Path(__file__).with_name("signal_thresholds.toml")

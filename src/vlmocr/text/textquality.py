@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any, Iterable
 
-from ..record import Row
+from ..runfolder.record import Row
 
 # A page needs this many word tokens before its known-word share means anything: a caption or a
 # page number alone is not suspicious.

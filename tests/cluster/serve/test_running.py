@@ -19,7 +19,7 @@ from support.records import finals
 from support.serve_standin import fake_env, gone, read_record, with_nvidia_smi
 
 from vlmocr.exceptions import ExitCode
-from vlmocr.rundir import git_commit
+from vlmocr.runfolder.rundir import git_commit
 from vlmocr.testing.pagecode import expected_text, make_coded_pdf
 
 
@@ -89,7 +89,7 @@ def test_run_serve_records_what_it_started_and_says_so_once_ready(tmp_path, scra
 
 def test_run_serve_sglang_from_a_pinned_directory(tmp_path, scratch, coded):
     """SGLang tells its version in /get_server_info; the directory it serves tells the commit."""
-    from vlmocr.models import ModelManifest, scan_dir, write_manifest
+    from vlmocr.settings.models import ModelManifest, scan_dir, write_manifest
 
     model = tmp_path / "models" / "qwen3-vl"
     model.mkdir(parents=True)

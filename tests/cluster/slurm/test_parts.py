@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from support.slurm import cli, coded_corpus, records, submit_json
 
-from vlmocr.sources import shard_of
+from vlmocr.inputs.sources import shard_of
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 from vlmocr.testing.pagecode import expected_text, make_coded_png
 

@@ -12,7 +12,7 @@ from support.slurm import cli, coded_corpus, write_exe
 
 from vlmocr.cluster.slurm.jobs import record_job
 from vlmocr.cluster.slurm.submit import stage_documents, staged_documents
-from vlmocr.sources import shard_of
+from vlmocr.inputs.sources import shard_of
 
 pytestmark = pytest.mark.timeout(300)
 

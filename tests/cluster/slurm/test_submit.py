@@ -27,7 +27,7 @@ from support.slurm import HOSTILE, cli, coded_corpus, no_injection, records, sub
 from vlmocr.cluster.slurm.jobs import sacct_states
 from vlmocr.cluster.slurm.submit import shard_argv
 from vlmocr.exceptions import UsageError
-from vlmocr.sources import derive_doc_id, shard_of
+from vlmocr.inputs.sources import derive_doc_id, shard_of
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 from vlmocr.testing.pagecode import expected_text, make_coded_pdf, make_coded_png
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ... import stopsignal
-from ...envvars import (
+from ...settings.envvars import (
     HF_JOBS_FLAVOR_ENV,
     HF_JOBS_TIMEOUT_ENV,
     SERVE_ARGS,
@@ -58,7 +58,7 @@ from .running import (
 )
 
 if TYPE_CHECKING:
-    from ...config import RunConfig
+    from ...settings.config import RunConfig
 
 TOKEN_ENV = "HF_TOKEN"
 READY_LINES = ("The server is fired up", "Application startup complete")
@@ -364,7 +364,7 @@ def serve_hf_job_for_run(cfg: RunConfig, environ: Mapping[str, str] | None = Non
     log = Path(cfg.out) / "logs" / f"hf-job-{stamp}-{{job_id}}.log"
     ready_timeout = env_float(SERVE_HEALTH_TIMEOUT, DEFAULT_HEALTH_TIMEOUT, minimum=0.0, environ=env)
     with running_hf_job(plan, ready_timeout=ready_timeout, log=log, environ=env) as job:
-        from ...config import Endpoint  # here: config imports the engines
+        from ...settings.config import Endpoint  # here: config imports the engines
 
         # The *.hf.jobs proxy takes the HF token as the bearer token: the endpoint carries it to
         # the client (never into the environment, where a child process would inherit it).

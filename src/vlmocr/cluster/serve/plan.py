@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ...envvars import SGLANG_BIN, VLLM_BIN, env_args
+from ...settings.envvars import SGLANG_BIN, VLLM_BIN, env_args
 from ...exceptions import UsageError
 from ...profiles import Profile, has_control_characters, load_profile
 from .attention import AttentionChoice, choose_attention_backend
@@ -356,7 +356,7 @@ def plan_server(
                                 "--log": log, "workdir": workdir})
     if rev and os.path.isdir(model):
         # A local model directory must be the pinned commit it claims (vlmocr models fetch).
-        from ...models import check_model_dir
+        from ...settings.models import check_model_dir
 
         check_model_dir(model, rev)
     spec = prof.serve.get(server)  # type: ignore[call-overload]

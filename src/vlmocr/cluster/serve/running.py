@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ... import __version__
-from ...envvars import SERVE_ARGS, SERVE_HEALTH_TIMEOUT, SERVE_NO_P2P, env_args, env_flag, env_float
+from ...settings.envvars import SERVE_ARGS, SERVE_HEALTH_TIMEOUT, SERVE_NO_P2P, env_args, env_flag, env_float
 from ...exceptions import EndpointUnavailable, UsageError
 from ...profiles import Profile, load_profile
 from .gpus import gpu_memory, memory_line
@@ -23,7 +23,7 @@ from .plan import DEFAULT_HOST, SERVERS, free_port, plan_server, port_in_use
 from .process import DEFAULT_HEALTH_TIMEOUT, DEFAULT_STOP_GRACE, ServerFailed, ServerProcess, say
 
 if TYPE_CHECKING:
-    from ...config import RunConfig
+    from ...settings.config import RunConfig
 
 # For `vlmocr run --serve`: RunConfig has no fields for these, so they come from the
 # environment (as an sbatch script sets them).
@@ -234,7 +234,7 @@ def serve_for_run(cfg: RunConfig, environ: Mapping[str, str] | None = None) -> I
         env_args(ENV_SERVE_ARGS, env), timeout, no_p2p=env_flag(ENV_SERVE_NO_P2P, env),
         served_name=cfg.model, log=log, environ=env,
     ) as info:
-        from ...config import Endpoint  # here: config imports the engines
+        from ...settings.config import Endpoint  # here: config imports the engines
 
         yield cfg.served_by(Endpoint(url=info.url, model=info.model_name, server_kind=kind, profile=cfg.serve,
                                      provenance=info.provenance()))

@@ -17,7 +17,7 @@ def print_versions() -> None:
     from importlib.metadata import PackageNotFoundError, version
 
     from ... import __version__
-    from ...rundir import git_commit
+    from ...runfolder.rundir import git_commit
 
     def v(name: str) -> str | None:
         try:

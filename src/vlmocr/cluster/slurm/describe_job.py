@@ -20,8 +20,8 @@ from typing import Any, Sequence
 
 from ...exceptions import UsageError
 from ...figures.settings import DescribeOptions
-from ...rundir import RunDir
-from ...store import PAGES_FILE
+from ...runfolder.rundir import RunDir
+from ...runfolder.store import PAGES_FILE
 from .jobs import check_not_active
 from .script import SlurmOptions
 from .submit import submit_single

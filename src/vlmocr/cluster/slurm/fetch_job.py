@@ -4,7 +4,7 @@ CPU job, into a shared cache, at a pinned revision"; nothing heavy, no download,
 On the login node this only checks and writes: the repo id, the pin (a 40-hex commit unless
 ``--allow-branch``; with a profile name, the profile's ``model`` and pinned ``revision``), the
 endpoint URL and the destination (new, empty, or an earlier fetch of the same repo and commit),
-all with ``vlmocr.models.check_fetch_request`` and without a network call. The job runs
+all with ``vlmocr.settings.models.check_fetch_request`` and without a network call. The job runs
 ``vlmocr models fetch`` on a compute node with no GPU, online (``HF_HUB_OFFLINE=0``: a cluster-
 wide offline setting would refuse the one job meant to download), with huggingface_hub's own
 cache beside DIR unless ``HF_HOME`` / ``HF_HUB_CACHE`` are set::
@@ -30,10 +30,10 @@ from typing import Any, Sequence
 
 from ...credentials import url_credentials
 from ...exceptions import UsageError
-from ...models import MANIFEST_NAME, check_fetch_request, is_commit
-from ...record import now_iso
+from ...settings.models import MANIFEST_NAME, check_fetch_request, is_commit
+from ...runfolder.record import now_iso
 from ...redact import public_argv, public_url
-from ...writable import check_output_path
+from ...runfolder.writable import check_output_path
 from .jobs import active_tasks, load_jobs, record_job, sbatch
 from .layout import SLURM_DIR
 from .script import SlurmOptions, job_name_for, safe_sbatch_value

@@ -22,9 +22,9 @@ from typing import Any, Sequence
 from ...evaluation import TruthPage, check_gate, load_truth, match_truth, parse_gate, score
 from ...exceptions import ExitCode, UsageError, VlmocrError
 from ...credentials import secrets_out_of_job
-from ...record import Row, now_iso
+from ...runfolder.record import Row, now_iso
 from ...redact import public_argv
-from ...rundir import RunDir
+from ...runfolder.rundir import RunDir
 from .jobs import (
     active_tasks,
     bulk_parts,
@@ -81,7 +81,7 @@ def score_gate(run_dir: Path, truth: list[TruthPage], checks: Sequence[str] = ()
     The gate's number is the corpus CER *with missing pages*: a truth page without a final record
     counts as entirely wrong, a failed page is scored on its (usually empty) text. ``checks`` are
     further gates in `vlmocr evaluate --gate` syntax (e.g. ``cer_hi<=0.05``)."""
-    from ...record import FAILED, Status
+    from ...runfolder.record import FAILED, Status
 
     finals = RunDir(run_dir).reading()
     evaluation = score(finals, truth)
@@ -135,7 +135,7 @@ def score_gate_without_truth(run_dir: Path, checks: Sequence[str]) -> GateScore:
     """A gate run scored by the gates that need no truth (the spelling count) over its records."""
     from ...evaluation.score import check_spelling_gate
     from ...evaluation.spelling import measure_spelling
-    from ...record import FAILED
+    from ...runfolder.record import FAILED
 
     run = RunDir(run_dir)
     finals: Mapping[tuple[str, int], Row] = run.reading() if run.pages.is_file() else {}

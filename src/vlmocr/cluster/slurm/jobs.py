@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ...exceptions import ExitCode, UsageError, VlmocrError
-from ...record import now_iso
+from ...runfolder.record import now_iso
 from .layout import JOBS_FILE, SLURM_DIR, read_json, write_json
 
 #: Job states after which a job does not change any more.

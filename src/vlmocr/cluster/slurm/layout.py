@@ -23,7 +23,7 @@ documents, shard count, partition and options; its files carry its name, everyth
     jobs.json                                        its submissions: kind bulk, "part": NAME
 
 staged/, originals.csv and shards/ are read by every reader of runs (the library, the report,
-describe): their names and readers are in ``vlmocr.rundir``."""
+describe): their names and readers are in ``vlmocr.runfolder.rundir``."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ...exceptions import UsageError
-from ...store import write_json_atomic
+from ...runfolder.store import write_json_atomic
 
 SLURM_DIR = "slurm"
 GATE_RUN = "gate"

@@ -18,7 +18,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from ...record import now_iso
+from ...runfolder.record import now_iso
 from .layout import SLURM_DIR
 from .script import SlurmOptions, job_name_for, safe_sbatch_value
 

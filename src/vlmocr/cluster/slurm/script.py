@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ...exceptions import SETTLED, UsageError
-from ...record import now_iso
+from ...runfolder.record import now_iso
 from .layout import bulk_kind, check_part_name
 
 DEFAULT_SIGNAL_LEAD = 120  # seconds before the time limit the batch shell gets SIGTERM

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ...exceptions import SETTLED, UsageError
-from ...rundir import RunDir, run_keys
-from ...sources import Document, shard_of
+from ...runfolder.rundir import RunDir, run_keys
+from ...inputs.sources import Document, shard_of
 from .jobs import TERMINAL_STATES, bulk_parts, latest_job, load_jobs, sacct_states, squeue_tasks
 from .layout import GATE_FILE, GATE_RUN, SLURM_DIR, bulk_kind, read_json, shard_name, task_file
 from .submit import staged_documents
@@ -46,9 +46,9 @@ def _tally_shard(run_dir: Path, docs: list[Document]) -> dict[str, Any]:
     """Completeness of one run directory for `docs`, from its records (runs without summary.json):
     pages final / total, by status group."""
     from ...exceptions import BadInput
-    from ...record import Row, Status
-    from ...render import count_pages
-    from ...store import final_records
+    from ...runfolder.record import Row, Status
+    from ...inputs.render import count_pages
+    from ...runfolder.store import final_records
 
     run = RunDir(run_dir)
     info = run.run_info()

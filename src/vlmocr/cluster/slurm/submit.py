@@ -14,12 +14,12 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ...credentials import secrets_out_of_job
 from ...exceptions import SETTLED, UsageError
-from ...record import now_iso
+from ...runfolder.record import now_iso
 from ...redact import public_argv
-from ...rundir import RunDir
-from ...skipped import SkippedFiles
-from ...sources import SUPPORTED_EXTS, Document, discover, from_manifest, shard_of
-from ...store import atomic_file, write_text_atomic
+from ...runfolder.rundir import RunDir
+from ...inputs.skipped import SkippedFiles
+from ...inputs.sources import SUPPORTED_EXTS, Document, discover, from_manifest, shard_of
+from ...runfolder.store import atomic_file, write_text_atomic
 from .jobs import check_not_active, record_job, sbatch
 from .layout import BULK, SLURM_DIR, bulk_kind, check_part_name, part_of_kind, shard_name
 from .script import SlurmOptions, job_name_for, render_script, safe_sbatch_value
@@ -174,7 +174,7 @@ def compress_ranges(numbers: Iterable[int]) -> str:
 
 
 def vlmocr_commit() -> str | None:
-    from ...rundir import git_commit
+    from ...runfolder.rundir import git_commit
 
     return git_commit()
 

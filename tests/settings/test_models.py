@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from vlmocr import models
+from vlmocr.settings import models
 from vlmocr.exceptions import EndpointUnavailable, ExitCode, UsageError
 from vlmocr.testing.fake_hub import (
     FILES_MAIN,

@@ -5,7 +5,7 @@ import pytest
 from PIL import Image
 
 from vlmocr.exceptions import BadInput
-from vlmocr.render import Sizing, count_pages, is_blank, render_page, text_layer, usable_text_layer
+from vlmocr.inputs.render import Sizing, count_pages, is_blank, render_page, text_layer, usable_text_layer
 
 from support.documents import make_scan_pdf, make_text_pdf, text_image
 

@@ -9,7 +9,7 @@ import os
 import pytest
 from pydantic import ValidationError
 
-from vlmocr.config import Endpoint, RunConfig
+from vlmocr.settings.config import Endpoint, RunConfig
 from vlmocr.engines.choice import EngineChoice
 from vlmocr.testing.openai_server import ServerConfig, serve_in_thread
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-from .figures.placement import add_figures, figures_by_page
+from ..figures.placement import add_figures, figures_by_page
 from .record import Row
 from .rundir import RunDir
 from .store import final_records, write_text_atomic

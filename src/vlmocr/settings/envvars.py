@@ -14,7 +14,7 @@ import os
 import shlex
 from collections.abc import Mapping
 
-from .exceptions import UsageError
+from ..exceptions import UsageError
 
 MAX_DOC_PAGES = "VLMOCR_MAX_DOC_PAGES"  # pages a document may have (render.max_doc_pages)
 SERVE_HEALTH_TIMEOUT = "VLMOCR_SERVE_HEALTH_TIMEOUT"  # seconds `run --serve` waits for /health

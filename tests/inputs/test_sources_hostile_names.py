@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from vlmocr.exceptions import UsageError
-from vlmocr.sources import (CSV_FORMULA_START, check_doc_id, derive_doc_id, discover, neutralise_cell,
+from vlmocr.inputs.sources import (CSV_FORMULA_START, check_doc_id, derive_doc_id, discover, neutralise_cell,
                             restore_cell)
 
 from support.cli import cli_in_process

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 
-from .exceptions import RunLocked, UsageError, VlmocrError
+from ..exceptions import RunLocked, UsageError, VlmocrError
 from .record import CODE_STATUS, STATUS_CODE, FigureRecord, PageRecord, Row, Status
 
 log = logging.getLogger(__name__)

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from vlmocr.exceptions import UsageError
-from vlmocr.sources import check_doc_id, derive_doc_id, discover, parse_pages, parse_shard, shard_of
+from vlmocr.inputs.sources import check_doc_id, derive_doc_id, discover, parse_pages, parse_shard, shard_of
 
 from support.documents import make_text_pdf
 

@@ -10,7 +10,7 @@ import json
 from support.cli import run_cli
 from support.documents import make_doc
 
-from vlmocr.skipped import MAX_PATHS
+from vlmocr.inputs.skipped import MAX_PATHS
 
 
 def _corpus(root):

@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .exceptions import EndpointUnavailable, ExitCode, UsageError, VlmocrError
+from ..exceptions import EndpointUnavailable, ExitCode, UsageError, VlmocrError
 
 MANIFEST_NAME = ".vlmocr-model.json"
 MANIFEST_SCHEMA = 1

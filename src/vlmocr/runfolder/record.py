@@ -218,7 +218,7 @@ class Row:
     was written, and its CRC-32 says it is as written) — so reading 100 000 of them costs little.
     `quality` is a Signal; `data` is the line as stored, for the few that pass a record on whole
     (export's jsonl, the cluster's merge) or read a field another layer adds (the clean layer's
-    `clean`). A field PageRecord gains is a field here too (tests/test_record.py holds them equal)."""
+    `clean`). A field PageRecord gains is a field here too (tests/runfolder/test_record.py holds them equal)."""
 
     schema_: int
     doc_id: str

@@ -20,12 +20,12 @@ from support.cli import run_cli
 from support.memory import peak_rss_mb
 from support.records import read_records
 
-from vlmocr import render
+from vlmocr.inputs import render
 from vlmocr.exceptions import BadInput
-from vlmocr.render import Sizing, count_pages, render_page
+from vlmocr.inputs.render import Sizing, count_pages, render_page
 from vlmocr.testing.hostile_files import write_pdf, write_png, write_tiff
 
-SRC = Path(render.__file__).resolve().parents[1]  # the code under test, for child processes too
+SRC = Path(render.__file__).resolve().parents[2]  # the code under test, for child processes too
 
 
 def test_every_tiff_frame_is_held_to_the_pixel_cap(tmp_path):
@@ -118,7 +118,7 @@ def test_a_tiff_of_hundreds_of_frames_is_read_in_linear_time(tmp_path, monkeypat
 # fork and exec), so after a few tests in this process it would hide the child's own peak.
 PROBE = """
     from pathlib import Path
-    from vlmocr.render import Sizing, render_page
+    from vlmocr.inputs.render import Sizing, render_page
     def mb():
         status = open("/proc/self/status").read()
         return int(status.split("VmHWM:")[1].split()[0]) / 1024
@@ -153,7 +153,7 @@ def test_large_decodes_wait_for_each_other_across_processes(tmp_path):
     script = textwrap.dedent("""
         import sys, time
         from pathlib import Path
-        from vlmocr import render
+        from vlmocr.inputs import render
         render.LARGE_DECODE_BYTES = 1 << 20  # 3000² px counts as large here, 300² does not
         t = time.monotonic()
         render.render_page(Path(sys.argv[1]), 1, render.Sizing())

@@ -16,13 +16,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from .engines.choice import AUTO, DocumentReading, EngineChoice, choose_ocr_engine, for_document, tesseract_languages
-from .engines.languages import canonical_lang
-from .engines.registry import ENGINE_CHOICES, HTTP_ENGINE, OCR_ENGINES, engine_key_material, reads_language
-from .exceptions import UsageError
-from .reading.memory import available_cores
-from .redact import public_url
-from .record import DEFAULT_DPI, DEFAULT_MAX_PIXELS, Sizing
+from ..engines.choice import AUTO, DocumentReading, EngineChoice, choose_ocr_engine, for_document, tesseract_languages
+from ..engines.languages import canonical_lang
+from ..engines.registry import ENGINE_CHOICES, HTTP_ENGINE, OCR_ENGINES, engine_key_material, reads_language
+from ..exceptions import UsageError
+from ..reading.memory import available_cores
+from ..redact import public_url
+from ..runfolder.record import DEFAULT_DPI, DEFAULT_MAX_PIXELS, Sizing
 
 
 # Bump when a change in vlmocr itself alters what an engine reads for the same settings

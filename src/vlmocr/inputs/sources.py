@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from .exceptions import UsageError
+from ..exceptions import UsageError
 from .skipped import SkippedFiles
 
 PDF_EXTS = {".pdf"}
@@ -309,7 +309,7 @@ def manifest_language(value: object, where: str) -> str | None:
     if value is None or str(value).strip() == "":
         return None
     # Imported here: sources sits low in the import floors (evaluation and report build on it).
-    from .engines.languages import (
+    from ..engines.languages import (
         canonical_lang,
         installed_languages,
         known_name,

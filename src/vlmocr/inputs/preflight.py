@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from .config import RunConfig
-from .exceptions import UsageError
+from ..settings.config import RunConfig
+from ..exceptions import UsageError
 from .sources import printable
-from .writable import check_output_path
+from ..runfolder.writable import check_output_path
 
 
 def missing_inputs(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
@@ -40,7 +40,7 @@ def check_run(cfg: RunConfig) -> None:
     """Everything about `cfg` that can be refused without reading a page."""
     check_inputs(cfg.inputs)
     if cfg.profile:  # unknown: one line listing the known profiles
-        from .profiles import load_profile
+        from ..profiles import load_profile
 
         load_profile(cfg.profile)
     if cfg.out is not None:

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from vlmocr.record import Block, PageRecord, Row, Signal, Status
+from vlmocr.runfolder.record import Block, PageRecord, Row, Signal, Status
 
 
 def test_a_row_has_every_field_a_page_record_has_and_no_other():

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from support.documents import make_text_pdf
 
-from vlmocr.record import now_iso
-from vlmocr.rundir import RunDir, SourceFinder
-from vlmocr.sources import discover
-from vlmocr.store import atomic_file, write_bytes_atomic, write_json_atomic
+from vlmocr.runfolder.record import now_iso
+from vlmocr.runfolder.rundir import RunDir, SourceFinder
+from vlmocr.inputs.sources import discover
+from vlmocr.runfolder.store import atomic_file, write_bytes_atomic, write_json_atomic
 
 
 def _originals(cluster: Path, rows: list[dict[str, str]]) -> None:
@@ -161,7 +161,7 @@ def test_run_json_reads_back_typed(tmp_path):
     """Issue 28, point 1: run.json has a typed back door (RunDir.run_info), filled by the scheduler
     as a RunInfo instead of a literal; a field another version wrote in another shape is left out
     rather than failing a reader, and fields other writers add are kept."""
-    from vlmocr.rundir import RunDir, RunInfo
+    from vlmocr.runfolder.rundir import RunDir, RunInfo
 
     info = RunInfo(key="k1", keys=["k1"], settings={"engine": "auto"}, shard=None)
     data = info.as_json()

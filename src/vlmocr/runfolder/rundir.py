@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .exceptions import UsageError
+from ..exceptions import UsageError
 from .store import PAGES_FILE as PAGES_FILE  # re-exported: the file name messages say
 from .store import FinalRecords, final_index
 
@@ -318,7 +318,7 @@ class SourceFinder:
         with self._lock:  # pages look up their sources from threads: discover once
             if self._by_doc is None:
                 try:
-                    from .sources import discover
+                    from ..inputs.sources import discover
 
                     docs = discover(self.settings.get("inputs") or [], self.settings.get("manifest"))
                     self._by_doc = {d.doc_id: Path(d.path) for d in docs}
@@ -345,7 +345,7 @@ def versions(engine_versions: dict[str, str | None]) -> dict[str, str | None]:
     (`engines.registry.CpuEngine.versions`), for run.json."""
     import PIL
 
-    from . import __version__
+    from .. import __version__
 
     v: dict[str, str | None] = {
         "vlmocr": __version__,
@@ -380,12 +380,12 @@ def git_commit() -> str | None:
     wheel), else the HEAD of the checkout it runs from (an editable install, the source tree) —
     only a checkout holding this very package, not a repository an install happens to sit in."""
     try:
-        from ._build import GIT_COMMIT
+        from .._build import GIT_COMMIT
 
         return str(GIT_COMMIT)
     except ImportError:
         pass
-    here = Path(__file__).resolve().parent
+    here = Path(__file__).resolve().parents[1]  # the package: src/vlmocr in a checkout
     try:
         out = subprocess.run(["git", "-C", str(here), "rev-parse", "--show-toplevel", "HEAD"], capture_output=True,
                              text=True, timeout=5, check=False)

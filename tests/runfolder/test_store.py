@@ -1,7 +1,7 @@
 import json
 
-from vlmocr.record import PageRecord, Status
-from vlmocr.store import RecordWriter, ResumeIndex, RunLock, repair_torn_tail
+from vlmocr.runfolder.record import PageRecord, Status
+from vlmocr.runfolder.store import RecordWriter, ResumeIndex, RunLock, repair_torn_tail
 
 import pytest
 
@@ -66,7 +66,7 @@ def test_resume_reads_heads_and_agrees_with_a_full_parse(tmp_path):
     """resume_fields parses each record only up to its text, yet yields what a full parse
     yields for resume: texts holding quotes and `,"text":`, an older field order (attempt after
     the text), a record in another order and a torn last line."""
-    from vlmocr.store import iter_records, resume_fields
+    from vlmocr.runfolder.store import iter_records, resume_fields
 
     path = tmp_path / "pages.jsonl"
     w = RecordWriter(path)
@@ -106,7 +106,7 @@ def test_a_record_damaged_after_writing_is_read_again_not_counted_done(tmp_path,
     and a record written later for the page is the one that counts. Lines from before the
     check, and a last line that lost only its newline, are still read. Readers never see the
     check."""
-    from vlmocr.store import CHECK_KEY, final_records, iter_records, resume_fields
+    from vlmocr.runfolder.store import CHECK_KEY, final_records, iter_records, resume_fields
 
     path = tmp_path / "pages.jsonl"
     with RecordWriter(path) as w:
@@ -122,7 +122,7 @@ def test_a_record_damaged_after_writing_is_read_again_not_counted_done(tmp_path,
               "status": "ok", "attempt": 1, "text": "page 6 from before the check", "engine": "x"}
     path.write_bytes(b"".join(lines) + json.dumps(legacy).encode() + b"\n")
 
-    with caplog.at_level("WARNING", logger="vlmocr.store"):
+    with caplog.at_level("WARNING", logger="vlmocr.runfolder.store"):
         assert [r["page"] for r in resume_fields(path)] == [1, 5, 6]
     assert [m for m in caplog.messages if "CRC-32" in m] == [
         f"{path}:3: skipping a line that does not match its CRC-32 (damaged or edited after it was written)",
@@ -217,7 +217,7 @@ def test_a_flipped_byte_in_a_real_runs_text_is_read_again_and_never_exported(tmp
 
 def test_replace_dir_replaces_only_a_new_empty_or_own_folder(tmp_path):
     from vlmocr.exceptions import UsageError
-    from vlmocr.store import OUTPUT_MARKER, replace_dir
+    from vlmocr.runfolder.store import OUTPUT_MARKER, replace_dir
 
     def built(text: str):
         tmp = tmp_path / f".out.{text}.tmp"

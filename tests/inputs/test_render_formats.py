@@ -21,8 +21,8 @@ from support.memory import peak_rss_mb
 from support.records import read_records
 
 from vlmocr.exceptions import BadInput
-from vlmocr.render import Sizing, count_pages, render_page
-from vlmocr.sources import derive_doc_id
+from vlmocr.inputs.render import Sizing, count_pages, render_page
+from vlmocr.inputs.sources import derive_doc_id
 
 # One word per file that Tesseract reads reliably, so each record is shown to hold its own page.
 WORDS = {"scan.jp2": "Harbour", "codestream.j2k": "Orchard", "master.jpf": "Lantern", "extended.jpx": "Chapel",
@@ -199,7 +199,7 @@ def test_a_big_jpeg_2000_is_decoded_at_a_reduced_size(tmp_path):
     Image.new("L", (8000, 8000), 250).save(path)  # 64 MP: OpenJPEG takes ~370 MB to decode it whole
     probe = f"""
     from pathlib import Path
-    from vlmocr.render import Sizing, render_page
+    from vlmocr.inputs.render import Sizing, render_page
     def mb():
         return int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) / 1024
     print("base", mb())

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from .exceptions import BadInput
+from ..exceptions import BadInput
 from .sources import printable
 
 PACKAGE = "djvulibre-bin"
