@@ -29,6 +29,7 @@ from ..exceptions import UsageError
 from ..runfolder.record import STATUS_GROUP, Row, Status
 from ..runfolder.rundir import RunDir, run_keys
 from ..runfolder.store import OutputBuild, final_records, write_json_atomic
+from ..runfolder.record import JsonObject
 
 MERGED = "merged"
 MERGE = "merge"  # what the marker of a folder `merge` made says (store.OUTPUT_MARKER)
@@ -45,7 +46,7 @@ class MergeResult:
     duplicates: int = 0  # pages found in more than one shard
     conflicts: list[dict[str, Any]] = field(default_factory=list)  # … with different final text
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {"out": str(self.out), "shards": self.shards, "records": self.records, "docs": self.docs,
                 "statuses": self.statuses, "duplicates": self.duplicates, "conflicts": self.conflicts}
 

@@ -28,6 +28,7 @@ from ..exceptions import UsageError
 from ..inputs.sources import neutralise_cell, unprintable_path, unreserved
 from ..runfolder.store import atomic_file, write_text_atomic
 from .triage import read_rows
+from ..runfolder.record import JsonObject
 
 ORDERS = ("fewest-pages", "most-pages", "path", "triage")
 MAX_STAGE_NAME = 120
@@ -57,7 +58,7 @@ class ManifestReport:
     stage_dir: str = ""
     originals: str = ""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         d = asdict(self)
         d["skipped"] = len(self.skipped)
         d["priority_not_found"] = len(self.priority_not_found)

@@ -22,6 +22,7 @@ from typing import Any, Iterable
 from ..exceptions import UsageError
 from .partitions import FP8_ON_AMPERE, Partition, Partitions, is_ampere
 from .plan import duration
+from ..runfolder.record import JsonObject
 
 TP_SIZES = (1, 2, 4, 8)  # tensor parallel sizes vLLM accepts for the usual head counts
 # Hours of a shard's time limit kept for the server start: the job template waits up to 20 min
@@ -111,7 +112,7 @@ class Placement:
     def fitting(self) -> list[Fit]:
         return [f for f in self.fits if f.fits]
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {"profile": self.profile, "min_gpu_gb": self.min_gpu_gb, "note": self.note,
                 "partitions": [{"partition": f.partition.name, "part": f.partition.part_name, "gpu": f.partition.gpu,
                                 "gpu_memory_gb": f.partition.gpu_memory_gb, "fits": f.fits, "reason": f.reason,
@@ -318,7 +319,7 @@ class PartitionPlan:
     commands: dict[str, list[str]] = field(default_factory=dict)  # profile → submit commands
     warnings: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {"partitions_source": self.partitions.source, "ocr_pages": self.ocr_pages,
                 "warnings": self.partitions.warnings + self.warnings,
                 "profiles": [{**pl.as_dict(), "commands": self.commands.get(pl.profile, [])}

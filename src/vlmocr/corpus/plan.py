@@ -19,6 +19,7 @@ from typing import Any, Iterable
 from ..engines.registry import HTTP_ENGINE
 from ..exceptions import UsageError, VlmocrError
 from .triage import estimated_text_pages, read_rows
+from ..runfolder.record import JsonObject
 
 RETRY_OVERHEAD = 0.30  # extra time for retries, ladder steps and re-reads
 OVERNIGHT_HOURS = 12.0  # what "a night on the local machine" means
@@ -259,7 +260,7 @@ class Plan:
     unit: str = "GPU"  # GPU | core
     cpu_job: CpuJob | None = None  # the SLURM CPU array that reads the corpus in one night
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         d = asdict(self)
         d["hours"] = {str(g): round(h, 2) for g, h in self.hours.items()}
         d["corpus"]["sampled"] = self.corpus.sampled

@@ -85,6 +85,7 @@ from ..inputs.skipped import phrase as skipped_phrase
 from ..inputs.sources import Document, derive_doc_id, discover, neutralise_cell, printable, restore_cell
 from ..runfolder.store import atomic_file
 from ..runfolder.writable import check_output_path
+from ..runfolder.record import JsonObject
 
 DEFAULT_CHECK_PAGES = 16
 # How a text layer is judged (render.usable_text_layer): printed in the `text_judged` column.
@@ -406,7 +407,7 @@ class TriageSummary:
         self.text_pages_estimated += text
         self.ocr_pages_estimated += pages - text
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         d = asdict(self)
         d["unreadable"] = self.unreadable
         d["docs_per_second"] = round(self.docs / self.seconds, 2) if self.seconds else 0.0

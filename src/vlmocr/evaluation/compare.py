@@ -19,6 +19,7 @@ from ..exceptions import UsageError
 from ..runfolder.record import Row
 from .score import distances, normalisation_name, rate, run_records
 from .truth import TruthPage, load_truth, match_truth
+from ..runfolder.record import JsonObject
 
 
 @dataclass
@@ -37,7 +38,7 @@ class PageDiff:
     def delta(self) -> float | None:
         return None if self.cer_a is None or self.cer_b is None else self.cer_a - self.cer_b
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {**asdict(self), "delta": self.delta}
 
 
@@ -68,7 +69,7 @@ class Verdict:
             what = f"corpus CER of A against B on {self.scored} twin pages (no truth)"
         return (f"Twins {word}: {what}: {self.gap * 100:.2f} pp apart, tolerance {self.tolerance * 100:g} pp")
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {**asdict(self), "agree": self.agree, "gap_pp": self.gap * 100, "tolerance_pp": self.tolerance * 100}
 
 
@@ -86,7 +87,7 @@ class Comparison:
     def flagged(self) -> list[PageDiff]:
         return [p for p in self.pages if p.flagged]
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {**self.meta, "layer": self.layer, "tolerance": self.tolerance, "pages_compared": len(self.pages),
                 "flagged": len(self.flagged), "truth_pages": self.truth_pages, "corpus": self.corpus,
                 "verdict": self.verdict.as_dict() if self.verdict else None,

@@ -13,6 +13,7 @@ from ..exceptions import UsageError
 from ..runfolder.rundir import RunDir
 from .score import BOOTSTRAP, SEED, Evaluation, score
 from .truth import TruthPage, load_truth
+from ..runfolder.record import JsonObject
 
 GRID_AXES = ("engine", "ocr_engine", "profile", "model", "dpi", "longest_side", "lang")
 
@@ -49,7 +50,7 @@ class GridCell:
     rank: int = 0
     near_best: bool = False  # its 95 % interval overlaps the best cell's: not distinguishable
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         c = self.evaluation.corpus
         return {"rank": self.rank, "name": self.name, "settings": self.settings, "run": self.run_dir,
                 "exit_code": self.exit_code, "near_best": self.near_best, "read_seconds": self.read_seconds,

@@ -33,6 +33,7 @@ from ..runfolder.record import Row
 from ..runfolder.store import PAGES_FILE
 from ..text import historic
 from .truth import TruthPage, load_truth, match_truth
+from ..runfolder.record import JsonObject
 
 if TYPE_CHECKING:
     import numpy as np
@@ -131,7 +132,7 @@ class PageScore:
     def missing(self) -> bool:
         return self.status == "missing"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         d = asdict(self)
         d["missing"] = self.missing
         return d
@@ -156,7 +157,7 @@ class Aggregate:
     wer_ci: tuple[float, float] | None = None
     cer_macro_ci: tuple[float, float] | None = None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return asdict(self)
 
     def metric(self, name: str) -> float | None:
@@ -283,7 +284,7 @@ class Evaluation:
     def normalisation(self) -> str:
         return normalisation_name(self.folds)
 
-    def as_dict(self, worst: int = 10) -> dict[str, Any]:
+    def as_dict(self, worst: int = 10) -> JsonObject:
         return {
             **self.meta,
             "layer": self.layer,
@@ -431,7 +432,7 @@ class GateResult:
     measured: float | None
     message: str
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {"gate": self.gate.spec, "scope": self.gate.scope, "metric": self.gate.metric, "op": self.gate.op,
                 "limit": self.gate.value, "measured": self.measured, "passed": self.passed, "message": self.message}
 

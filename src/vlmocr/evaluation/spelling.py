@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..runfolder.record import Row
+from ..runfolder.record import JsonObject
 
 NO_TRUTH_METRICS = ("unknown_words",)
 
@@ -35,7 +36,7 @@ class Spelling:
     def unknown_words(self) -> float | None:
         return self.unknown / self.words if self.words else None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {"pages": self.pages, "judged": self.judged, "words": self.words, "unknown": self.unknown,
                 "unknown_words": self.unknown_words, "languages": dict(sorted(self.languages.items()))}
 

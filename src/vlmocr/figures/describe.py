@@ -39,7 +39,7 @@ from ..settings.config import settings_key
 from ..exceptions import BadInput, ExitCode, UsageError, outcome
 from ..reading.memory import available_cores
 from ..reading.tasks import TaskRunner
-from ..runfolder.record import LADDER, FigureRecord, Status
+from ..runfolder.record import LADDER, FigureRecord, JsonObject, Status
 from ..inputs.render import DEFAULT_MAX_PIXELS, Sizing, page_pixel_size
 from ..runfolder.rundir import FIGURES_FILE, RunDir, SourceFinder
 from ..runfolder.store import PAGES_FILE, RecordWriter, RunLock
@@ -112,7 +112,7 @@ class DescribeSummary:
                 f"review={self.group('review')} failed={self.group('failed')} missing={self.missing} "
                 f"small={self.small} (now {self.described_now}, {rate:.0f} figures/h)")
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         data = dict(self.__dict__)
         data["exit_code"] = int(self.exit_code())
         data["line"] = self.done_line()

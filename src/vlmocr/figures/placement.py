@@ -14,6 +14,7 @@ from ..runfolder.record import FigureRecord, Row, Status
 from ..runfolder.store import iter_figures
 from ..runfolder.rundir import FIGURES_FILE
 from .find import MIN_ANCHOR_CHARS, Figure, page_figures, pixel_grounding, same_box
+from ..runfolder.record import JsonObject
 
 # ============================================================================================
 # Descriptions in Markdown and exports
@@ -39,7 +40,7 @@ class FigureRef:
     def markdown(self, link_prefix: str = "../") -> str:
         return f"![{alt_text(self.description)}]({link_prefix}{self.crop})"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         """For structured exports (JSON/JSONL): one entry per figure of a page."""
         return {"figure": self.figure, "type": self.type, "bbox": list(self.bbox) if self.bbox else None,
                 "crop": self.crop, "description": self.description, "model": self.model,

@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator
 
 from ..exceptions import ExitCode, UsageError, VlmocrError
 from ..runfolder.store import DirLock
+from ..runfolder.record import JsonObject
 
 CATALOG = "catalog.sqlite"
 LOCK = ".lock"
@@ -160,7 +161,7 @@ class SearchHit:
     status: str | None
     path: str
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {"doc_id": self.doc_id, "lib_id": self.lib_id, "page": self.page, "snippet": self.snippet,
                 "score": round(self.score, 4), "status": self.status, "path": self.path}
 

@@ -37,6 +37,7 @@ from ..runfolder.store import write_text_atomic
 from .catalog import Catalog, is_library
 from ..runfolder.store import file_sha256
 from ..reading.memory import available_cores
+from ..runfolder.record import JsonObject
 
 MIN_USABLE_SHARE = 0.8  # share of pages with a usable text layer for a document to get a text digest
 MIN_TEXT_CHARS = 200  # … and at least this many normalised characters in all
@@ -110,7 +111,7 @@ class DedupRow:
     pages: int | None = None
     detail: str = ""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {"doc_id": self.doc.doc_id, "path": os.path.abspath(self.doc.path), "status": self.status, "match": self.match,
                 "duplicate_of": self.duplicate_of, "where": self.where, "sha256": self.sha256 or "",
                 "text_sha256": self.text_sha256 or "", "pages": self.pages if self.pages is not None else "",
@@ -131,7 +132,7 @@ class DedupResult:
     def new(self) -> list[DedupRow]:
         return [r for r in self.rows if r.status == "new"]
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {"documents": len(self.rows), "new": self.count("new"),
                 "duplicate_bytes": self.count("duplicate", "bytes"), "duplicate_text": self.count("duplicate", "text"),
                 "in_library": self.count("duplicate", where="library"), "unreadable": self.count("unreadable"),

@@ -23,6 +23,7 @@ from ..figures.settings import DescribeOptions
 from ..runfolder.rundir import RunDir
 from .catalog import Catalog
 from .publish import PublishResult, publish
+from ..runfolder.record import JsonObject
 
 
 @dataclass
@@ -57,7 +58,7 @@ class LibraryDescribe:
                 f"(now {n('described_now')}); {updated} documents published again"
                 + (f"; {gone} documents whose run is gone ({len(self.gone)} runs)" if gone else ""))
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {"library": self.library, "documents": self.documents, "runs": [s.as_dict() for s in self.runs],
                 "gone": self.gone, "published": [p.as_dict() for p in self.published],
                 "exit_code": int(self.exit_code()), "line": self.line()}

@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterable, Iterator
 import orjson
 
 from ..exceptions import UsageError
+from ..runfolder.record import JsonObject
 from ..runfolder.record import Row
 from ..figures.placement import add_figures
 from ..runfolder.assemble import assemble_markdown
@@ -64,7 +65,7 @@ class ExportResult:
     files: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {"out": str(self.out), "format": self.format, "documents": self.documents, "pages": self.pages,
                 "files": self.files, "notes": self.notes}
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..runfolder.record import Row
+from ..runfolder.record import JsonObject
 from ..runfolder.store import write_text_atomic
 
 DEFAULT_CROSSREF = "https://api.crossref.org"
@@ -54,7 +55,7 @@ class Identifier:
     snippet: str  # the text around the match: the evidence
     match: str = ""  # as printed
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {"type": self.type, "value": self.value, "page": self.page, "snippet": self.snippet,
                 "match": self.match}
 
@@ -174,7 +175,7 @@ class CrossrefStats:
     waited: float = 0.0
     errors: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {"requests": self.requests, "cache_hits": self.cache_hits, "rate_limited": self.rate_limited,
                 "waited": round(self.waited, 3), "errors": self.errors}
 
@@ -373,7 +374,8 @@ class Crossref:
             for ident in idents:
                 if ident["type"] != kind:
                     continue
-                meta = self.work(ident["value"]) if kind == "doi" else self.isbn(ident["value"])
+                value = str(ident["value"])
+                meta = self.work(value) if kind == "doi" else self.isbn(value)
                 if meta:
                     return {**meta, "matched": {"type": kind, "value": ident["value"]}, "source": self.base_url}
         return None

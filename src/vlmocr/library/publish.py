@@ -43,6 +43,7 @@ from ..text.textquality import page_language
 from .catalog import CACHE, CATALOG, DOCS, LOCK, STAGING, Catalog, LibraryLock
 from .identify import Crossref, Identifier, LookupError_, identify_records
 from .runs import DocRecords, document_text, fsync_dir, original_name, read_run, resolve_source, run_dirs, safe_sha256
+from ..runfolder.record import JsonObject
 
 TEXT_FILE = "document.txt"
 MD_FILE = "document.md"
@@ -61,7 +62,7 @@ class Outcome:
     run: str | None = None
     detail: str = ""
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {"doc_id": self.doc_id, "action": self.action, "lib_id": self.lib_id, "run": self.run,
                 "detail": self.detail}
 
@@ -85,7 +86,7 @@ class PublishResult:
     def exit_code(self) -> ExitCode:
         return ExitCode.incomplete if any(o.action in FAILURES for o in self.outcomes) else ExitCode.ok
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {"library": str(self.library), "runs": self.runs, "counts": self.counts(),
                 "documents_in_library": self.documents_in_library, "repaired": self.repaired,
                 "lookup": self.lookup, "exit_code": int(self.exit_code()),

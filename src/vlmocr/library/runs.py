@@ -19,6 +19,7 @@ from ..exceptions import UsageError
 from ..runfolder.record import RETRY_ON_RESUME, Row
 from ..runfolder.rundir import PAGES_FILE, RunDir, SourceFinder, run_keys
 from ..runfolder.store import file_sha256, final_index
+from ..runfolder.record import JsonObject
 
 PAGE_SEPARATOR = "\n\f\n"  # between pages in document.txt: a form feed on a line of its own
 
@@ -34,7 +35,7 @@ class RunInfo:
     selections: dict[str, tuple[int, ...]] = field(default_factory=dict)  # doc_id → selected pages
     finder: SourceFinder | None = None  # where the records' sources are
 
-    def provenance(self) -> dict[str, Any]:
+    def provenance(self) -> JsonObject:
         return {"run": str(self.path), "settings": self.settings, "key_material": self.key_material,
                 "versions": self.versions, "git_commit": self.git_commit}
 

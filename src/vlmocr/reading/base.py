@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from .limiter import Limiter
 from ..runfolder.record import PageRecord, PageTask, Sizing, Status
+from ..runfolder.record import JsonObject
 
 
 class PageReader:
@@ -74,7 +75,7 @@ class PageReader:
         """What run.json records about the reader's run."""
         return None
 
-    def provenance(self) -> dict[str, Any]:
+    def provenance(self) -> JsonObject:
         """What run.json records about what read the pages beyond the versions of vlmocr and
         its libraries: a VLM's server (`{"server": {…}}`, reading/served.py)."""
         return {}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Mapping
 import os
 import socket
 import sys
@@ -38,6 +39,7 @@ from ..inputs.skipped import SkippedFiles
 from ..inputs.skipped import phrase as skipped_phrase
 from ..inputs.sources import Document, discover, parse_shard, shard_of
 from ..runfolder.store import DocState, RecordWriter, ResumeIndex, RunLock, write_json_atomic
+from ..runfolder.record import JsonObject
 
 
 # Seconds between rewrites of summary.json while pages are read (a tally of the resume index:
@@ -95,7 +97,7 @@ class Summary:
         return outcome(unfinished=bool(self.missing or self.failed > self.bad_input), review=bool(self.review),
                        interrupted=self.interrupted, unavailable=self.unavailable, bad_inputs=bool(self.bad_input))
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         d = asdict(self)
         d["pages_per_hour"] = round(self.pages_per_hour, 1)
         d["exit_code"] = int(self.exit_code())
@@ -525,7 +527,7 @@ class Scheduler(TaskRunner):
             setattr(s, group, getattr(s, group) + n)
             s.records += n
 
-    def _provenance(self) -> dict[str, Any]:
+    def _provenance(self) -> JsonObject:
         """Versions and commit: asked once per run (a tesseract subprocess, a git call), though
         run.json is written at the start and at the end."""
         if not hasattr(self, "_provenance_cache"):
@@ -534,8 +536,9 @@ class Scheduler(TaskRunner):
                                                    if (way := self.cfg.document_reading(d.language))})]
             engines = [CPU_ENGINES[name] for name in dict.fromkeys(readers) if name in CPU_ENGINES]
             served = self.reader.provenance()  # a VLM's server: {"server": {name, version, revision…}}
-            server = served.get("server") or {}
-            extra = {server["name"]: server.get("version")} if server.get("name") else {}
+            server = served.get("server")
+            name, version = (server.get("name"), server.get("version")) if isinstance(server, Mapping) else (None, None)
+            extra = {str(name): str(version) if version is not None else None} if name else {}
             self._provenance_cache = {"versions": versions({**{k: v for e in engines for k, v in e.versions().items()},
                                                             **extra}),
                                       "git_commit": git_commit(), **served}

@@ -27,6 +27,7 @@ from ..runfolder.store import ResumeIndex
 from .base import PageReader
 from .owed import first_reads, reopen, select_pages
 from .vlm import owes_ladder, vlm_key_material
+from ..runfolder.record import JsonObject
 
 STARTED_KINDS = ("vllm", "sglang")  # what --serve starts (cluster/serve/plan.SERVERS); else vLLM
 NOT_OPENED = "not opened again: its bad_input record is final (--force-bad reads it again)"
@@ -55,7 +56,7 @@ class SettledReader(PageReader):
     async def process(self, task: PageTask) -> PageRecord | list[PageRecord]:
         raise RuntimeError("a settled run reads no page")  # owes_nothing found none owed
 
-    def provenance(self) -> dict[str, Any]:
+    def provenance(self) -> JsonObject:
         return {"server": self.recorded["server"]} if isinstance(self.recorded.get("server"), dict) else {}
 
 

@@ -25,6 +25,7 @@ from .request import build_chat_request, ladder_overrides
 from .served import VERSION_PATHS, resolve_revision, server_label
 from ..engines.base import Reading
 from .worker import Prepared, classify, inspect_doc, inspect_docs, judge_reading, prepare_for_http, read_page
+from ..runfolder.record import JsonObject
 
 
 @dataclass
@@ -409,7 +410,7 @@ class VlmReader(PageReader):
         self.notes.append(message)
         self._say(message)
 
-    def final_stats(self) -> dict[str, Any]:
+    def final_stats(self) -> JsonObject:
         s = self.client.stats
         lim = self.requests
         concurrency = {"start": lim.history[0], "adaptive": self.adaptive_active,
@@ -421,7 +422,7 @@ class VlmReader(PageReader):
                 "model": self.model_name, "profile": self.profile.name, "concurrency": concurrency,
                 **({"notes": list(self.notes)} if self.notes else {})}
 
-    def provenance(self) -> dict[str, Any]:
+    def provenance(self) -> JsonObject:
         return {"server": self.served} if self.served else {}
 
     async def aclose(self, abandon: bool = False) -> None:

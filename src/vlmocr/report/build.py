@@ -19,6 +19,7 @@ from .html_pages import IndexContext, index_html, shell_html
 from .review import review_queues
 from .site import prepare_out, write_assets, write_data
 from .thumbs import make_thumbs, prune_thumbs
+from ..runfolder.record import JsonObject
 
 
 @dataclass
@@ -39,7 +40,7 @@ class ReportResult:
     def index(self) -> Path:
         return self.out / "index.html"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {"out": str(self.out), "index": str(self.index), "pages": self.pages, "documents": self.documents,
                 "records": self.records, "flagged": self.flagged, "thumbs": self.thumbs,
                 "thumbs_skipped": self.thumbs_skipped, "statuses": self.statuses, "cer": self.cer,

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import EndpointUnavailable, ExitCode, UsageError, VlmocrError
+from ..runfolder.record import JsonObject
 
 MANIFEST_NAME = ".vlmocr-model.json"
 MANIFEST_SCHEMA = 1
@@ -79,7 +80,7 @@ class ModelManifest:
     def total_bytes(self) -> int:
         return sum(f.bytes for f in self.files)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         data = asdict(self)
         data["file_count"] = len(self.files)
         data["total_bytes"] = self.total_bytes
@@ -431,7 +432,7 @@ class Verification:
     def ok(self) -> bool:
         return not (self.missing or self.changed or self.extra)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {"ok": self.ok, "checked": self.checked, "missing": self.missing, "changed": self.changed,
                 "extra": self.extra}
 

@@ -65,6 +65,7 @@ from . import historic
 from .loops import detect_loop, trim_loop
 from .postprocess import strip_fences, strip_grounding
 from .textquality import Lexicon, guess_language, lexicon, page_language
+from ..runfolder.record import JsonObject
 
 CLEAN_DIR = "clean"
 RULES_FILE = "rules.json"
@@ -363,7 +364,7 @@ class PageChanges:
     dehyphenated: int = 0
     loops_trimmed: int = 0
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {"removed_lines": self.removed_lines, "dehyphenated": self.dehyphenated,
                 "loops_trimmed": self.loops_trimmed}
 
@@ -463,7 +464,7 @@ class CleanResult:
     dehyphenated: int
     loops_trimmed: int
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {"out": str(self.out_dir), "rules_hash": self.rules_hash, "pages": self.pages, "docs": self.docs,
                 "changed": self.changed, "removed_lines": self.removed_lines,
                 "dehyphenated": self.dehyphenated, "loops_trimmed": self.loops_trimmed}

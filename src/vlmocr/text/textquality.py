@@ -29,6 +29,7 @@ from functools import lru_cache
 from typing import Any, Iterable
 
 from ..runfolder.record import Row
+from ..runfolder.record import JsonObject
 
 # A page needs this many word tokens before its known-word share means anything: a caption or a
 # page number alone is not suspicious.
@@ -291,7 +292,7 @@ class PageQuality:
     suspicious: bool = False
     reasons: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return asdict(self)
 
 

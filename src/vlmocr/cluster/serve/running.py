@@ -21,6 +21,7 @@ from ...profiles import Profile, load_profile
 from .gpus import gpu_memory, memory_line
 from .plan import DEFAULT_HOST, SERVERS, free_port, plan_server, port_in_use
 from .process import DEFAULT_HEALTH_TIMEOUT, DEFAULT_STOP_GRACE, ServerFailed, ServerProcess, say
+from ...runfolder.record import JsonObject
 
 if TYPE_CHECKING:
     from ...settings.config import RunConfig
@@ -67,7 +68,7 @@ class ServerInfo:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
-    def provenance(self) -> dict[str, Any]:
+    def provenance(self) -> JsonObject:
         """What run.json keeps of a server vlmocr started (`Endpoint.provenance`): its version,
         the time it took to come up, the GPUs it came up on and the attention backend chosen."""
         return {"started_by_vlmocr": True, "version": self.versions.get(self.server),

@@ -21,6 +21,7 @@ from typing import Any
 
 from ...exceptions import UsageError
 from ...profiles import ServeSpec, VersionRecipe
+from ...runfolder.record import JsonObject
 
 ENV_SERVE_VERSION = "VLMOCR_SERVE_VERSION"  # the server version that will run, when it cannot be asked
 PROBE_TIMEOUT = 180.0  # `vllm --version` imports torch: seconds on a cold network file system
@@ -56,7 +57,7 @@ class RecipeChoice:
     def loop_guard(self) -> str:
         return (self.part.loop_guard if self.part is not None and self.part.loop_guard else CLIENT_LOOP_GUARD)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         """run.json's record of it (the server's provenance)."""
         return {"version": self.version.version, "version_source": self.version.source,
                 "versions": self.part.versions if self.part is not None else None, "loop_guard": self.loop_guard}

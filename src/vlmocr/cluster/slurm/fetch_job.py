@@ -38,6 +38,7 @@ from .jobs import active_tasks, load_jobs, record_job, sbatch
 from .layout import SLURM_DIR
 from .script import SlurmOptions, job_name_for, safe_sbatch_value
 from .submit import vlmocr_commit
+from ...runfolder.record import JsonObject
 
 FETCH_KIND = "fetch"
 HF_HOME_NAME = ".hf-home"  # huggingface_hub's cache beside DIR when HF_HOME is unset
@@ -103,7 +104,7 @@ class FetchJob:
                      f"vlmocr slurm submit … --serve {q(serve)}")
         return lines
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {"job_id": self.job_id, "repo": self.repo, "revision": self.revision, "profile": self.profile,
                 "dir": str(self.dest), "manifest": str(self.dest / MANIFEST_NAME), "script": str(self.script),
                 "log": str(self.log), "hf_home": str(self.hf_home), "command": self.command, "sbatch": self.submission,

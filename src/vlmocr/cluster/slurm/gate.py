@@ -39,6 +39,7 @@ from .jobs import (
 from .layout import GATE_FILE, GATE_RUN, SLURM_DIR, read_json, task_file, write_json
 from .script import EXIT_MEANINGS, SlurmOptions
 from .submit import prepare_job, submit
+from ...runfolder.record import JsonObject
 
 
 def gate_docs(run_dir: Path) -> list[dict[str, str]]:
@@ -70,7 +71,7 @@ class GateScore:
     worst: list[dict[str, Any]] = field(default_factory=list)
     checks: list[dict[str, Any]] = field(default_factory=list)  # extra `vlmocr evaluate` gates
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return asdict(self)
 
 
@@ -245,7 +246,7 @@ class GateDecision:
     # gate's own bulk: [{"part": NAME, "job_id": ID}].
     held_parts: list[dict[str, Any]] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         d = asdict(self)
         d["score"] = self.score.as_dict()
         return d
