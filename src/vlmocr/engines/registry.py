@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..runfolder.rundir import dist_version
+from ..runfolder.record import JsonObject
 
 
 def _tesseract_version() -> dict[str, str | None]:
@@ -75,7 +76,7 @@ class CpuEngine:
     # Its share of the settings key besides the language: what else changes what it reads.
     key_share: Callable[[], dict[str, Any]] = field(default=lambda: {})
 
-    def key_material(self, lang: str) -> dict[str, Any]:
+    def key_material(self, lang: str) -> JsonObject:
         """This engine's part of a page's settings key when it reads with `lang`."""
         return {**({"lang": lang} if self.reads_language else {}), **self.key_share()}
 

@@ -201,7 +201,7 @@ def _interval_seconds(value: str | None) -> float | None:
     return n / 1000 if m.group(2) == "ms" else n * 60 if m.group(2) == "m" else n
 
 
-def summarise_work(message: dict[str, Any]) -> dict[str, Any]:
+def summarise_work(message: dict[str, Any]) -> JsonObject:
     """The bibliographic core of a Crossref work."""
     def first(key: str) -> Any:
         v = message.get(key)

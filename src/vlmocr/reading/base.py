@@ -29,11 +29,11 @@ class PageReader:
         read as when its document states none; None for a reader that reads no language."""
         return None
 
-    def key_material(self, doc_dpi: float | None = None) -> dict[str, Any]:
+    def key_material(self, doc_dpi: float | None = None) -> JsonObject:
         """Everything that changes a page's text under this reader: the settings key's input."""
         raise NotImplementedError
 
-    def doc_key_material(self, doc_dpi: float | None, language: str | None) -> dict[str, Any]:
+    def doc_key_material(self, doc_dpi: float | None, language: str | None) -> JsonObject:
         """`key_material` of a document stating its `language` (its manifest row): a reader
         whose engine or data it chooses (the CPU engines) says so; the others read it alike."""
         return self.key_material(doc_dpi)

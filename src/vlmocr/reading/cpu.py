@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..runfolder.record import PageRecord, PageTask, Sizing, Status
+from ..runfolder.record import JsonObject, PageRecord, PageTask, Sizing, Status
 from . import worker
 from .base import PageReader
 from .pool import WorkerPool
@@ -21,13 +21,13 @@ class CpuReader(PageReader):
     def sizing(self, doc_dpi: float | None = None) -> Sizing:
         return self.cfg.sizing(doc_dpi)
 
-    def key_material(self, doc_dpi: float | None = None) -> dict[str, Any]:
+    def key_material(self, doc_dpi: float | None = None) -> JsonObject:
         return self.cfg.key_material(doc_dpi)
 
     def run_language(self) -> tuple[str, str] | None:
         return self.cfg.lang, "--lang" if "lang" in self.cfg.model_fields_set else "default"
 
-    def doc_key_material(self, doc_dpi: float | None, language: str | None) -> dict[str, Any]:
+    def doc_key_material(self, doc_dpi: float | None, language: str | None) -> JsonObject:
         return self.cfg.key_material(doc_dpi, language=language)
 
     async def inspect(self, path: str) -> tuple[int | None, str | None]:

@@ -46,7 +46,7 @@ class SettledReader(PageReader):
     def sizing(self, doc_dpi: float | None = None) -> Sizing:
         return self.cfg.sizing(doc_dpi, self.profile.image)
 
-    def key_material(self, doc_dpi: float | None = None) -> dict[str, Any]:
+    def key_material(self, doc_dpi: float | None = None) -> JsonObject:
         return vlm_key_material(self.cfg, self.profile, self.kind, self.model, self.revision,
                                 self.cfg.pages_per_request, doc_dpi)
 

@@ -75,7 +75,7 @@ class VlmReader(PageReader):
     def sizing(self, doc_dpi: float | None = None) -> Sizing:
         return self.cfg.sizing(doc_dpi, self.profile.image)
 
-    def key_material(self, doc_dpi: float | None = None) -> dict[str, Any]:
+    def key_material(self, doc_dpi: float | None = None) -> JsonObject:
         # The revision served; unknown, the profile's (its "" kept: the keys of earlier runs hold).
         revision = self.revision if self.revision is not None else self.profile.revision
         return vlm_key_material(self.cfg, self.profile, self.server_kind, self.model_name, revision,

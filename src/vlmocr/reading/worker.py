@@ -21,7 +21,7 @@ from PIL import Image
 from ..engines.base import PageInput, Reading
 from ..engines.choice import Candidate, pick
 from ..exceptions import BadInput
-from ..runfolder.record import PageRecord, PageTask, Status
+from ..runfolder.record import JsonObject, PageRecord, PageTask, Status
 from ..inputs.sources import printable
 from ..inputs.render import (blank_and_ink, count_pages, encode, grey_if_neutral, kind_of, render_page, text_layer,
                      usable_text_layer)
@@ -149,7 +149,7 @@ class Judged:
     def candidate(self) -> Candidate:
         return Candidate(self.engine, self.status in (Status.ok, Status.suspect), self.quality)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> JsonObject:
         """What the record keeps of a reading it did not choose."""
         return {"engine": self.engine, "score": self.quality.get("score"), "threshold": self.quality.get("threshold"),
                 "status": self.status.value, "seconds": self.seconds}

@@ -22,7 +22,7 @@ from ..engines.registry import ENGINE_CHOICES, HTTP_ENGINE, OCR_ENGINES, engine_
 from ..exceptions import UsageError
 from ..reading.memory import available_cores
 from ..redact import public_url
-from ..runfolder.record import DEFAULT_DPI, DEFAULT_MAX_PIXELS, Sizing
+from ..runfolder.record import DEFAULT_DPI, DEFAULT_MAX_PIXELS, JsonObject, Sizing
 
 
 # Bump when a change in vlmocr itself alters what an engine reads for the same settings
@@ -241,7 +241,7 @@ class RunConfig(BaseModel):
         return self._doc_readings[(language, reader, auto)]
 
     def key_material(self, doc_dpi: float | None = None, sizing: Sizing | None = None,
-                     language: str | None = None) -> dict[str, Any]:
+                     language: str | None = None) -> JsonObject:
         """`language`: the document's own (its manifest row): the engine and data that read it
         are the key's, so a document whose language changes nothing keeps the run's key."""
         doc = self.document_reading(language)
@@ -260,7 +260,7 @@ class RunConfig(BaseModel):
     def settings_key(self, doc_dpi: float | None = None) -> str:
         return settings_key(self.key_material(doc_dpi))
 
-    def public_dict(self) -> dict[str, Any]:
+    def public_dict(self) -> JsonObject:
         """What run.json records: never secrets (API keys are not part of this model; a user
         and password inside the endpoint URL are taken out)."""
         data = self.model_dump(mode="json")

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ... import stopsignal
+from ...runfolder.record import JsonObject
 from ...settings.envvars import (
     HF_JOBS_FLAVOR_ENV,
     HF_JOBS_TIMEOUT_ENV,
@@ -204,7 +205,7 @@ class HfJob:
     plan: HfJobPlan
     follower: LogFollower | None = None
 
-    def details(self) -> dict[str, Any]:
+    def details(self) -> JsonObject:
         return {"url": self.endpoint, "model": self.model_name, "job_id": self.id, "job_url": self.url,
                 "namespace": self.namespace, "server": self.server, "image": self.plan.image,
                 "flavor": self.plan.flavor, "timeout": self.plan.timeout,
