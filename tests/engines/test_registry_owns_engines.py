@@ -17,7 +17,7 @@ NAMED = re.compile(r"[\"'](tesseract|rapidocr)[\"']")
 
 
 def test_settings_worker_and_run_command_name_no_engine():
-    for rel in ("config.py", "reading/worker.py", "cli/run_cmd.py"):
+    for rel in ("settings/config.py", "reading/worker.py", "cli/run_cmd.py"):
         assert not NAMED.findall((SRC / rel).read_text(encoding="utf-8")), rel
 
 

@@ -3,9 +3,24 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypedDict, runtime_checkable
 
 from PIL import Image
+
+
+class EngineOptions(TypedDict, total=False):
+    """What every pool worker starts with (reading/scheduler.make_reader fills it; it crosses
+    into the forkserver, so it is plain data): the engines' settings and the worker's own."""
+
+    lang: str  # --lang (Tesseract's names)
+    lang_given: bool  # a language a person gave, not the default: wrong_language judges by it
+    threads: int
+    rotate_pages: str  # auto | off
+    engine_choice: str  # on every record `auto` reads by OCR
+    preload: list[str]  # modules the forkserver imports once for every worker
+    tesseract_version: str | None  # a pre-run check's answers (registry: CpuEngine.check)
+    tesseract_lang: str | None  # the language as the installed data names it
+    scheduler_pid: int  # a worker dies with the scheduler (reading/pool.py)
 
 
 @dataclass

@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from ..runfolder.rundir import dist_version
 from ..runfolder.record import JsonObject
+from .base import EngineOptions
 
 
 def _tesseract_version() -> dict[str, str | None]:
@@ -20,7 +21,7 @@ def _tesseract_version() -> dict[str, str | None]:
         return {"tesseract": None}
 
 
-def _tesseract_check(options: dict[str, Any]) -> dict[str, Any]:
+def _tesseract_check(options: EngineOptions) -> EngineOptions:
     from .tesseract import TesseractEngine
 
     # Fail fast, before any page, on a missing binary/language; workers reuse the answers (the
@@ -29,7 +30,7 @@ def _tesseract_check(options: dict[str, Any]) -> dict[str, Any]:
     return {"tesseract_version": engine.version, "tesseract_lang": engine.lang}
 
 
-def _textlayer(options: dict[str, Any]) -> Any:
+def _textlayer(options: EngineOptions) -> Any:
     from .textlayer import TextLayerEngine
 
     return TextLayerEngine()
@@ -42,13 +43,13 @@ def _rapidocr_settings() -> dict[str, Any]:
     return {"rapidocr": settings_tag()}
 
 
-def _rapidocr(options: dict[str, Any]) -> Any:
+def _rapidocr(options: EngineOptions) -> Any:
     from .rapidocr import RapidOcrEngine
 
     return RapidOcrEngine(threads=int(options.get("threads", 1)))
 
 
-def _tesseract(options: dict[str, Any]) -> Any:
+def _tesseract(options: EngineOptions) -> Any:
     from .tesseract import TesseractEngine
 
     return TesseractEngine(lang=options.get("tesseract_lang") or options.get("lang") or "eng",
@@ -58,11 +59,11 @@ def _tesseract(options: dict[str, Any]) -> Any:
 @dataclass(frozen=True)
 class CpuEngine:
     name: str
-    build: Callable[[dict[str, Any]], Any] | None  # in a worker: options → engine (None: a composite)
+    build: Callable[[EngineOptions], Any] | None  # in a worker: options → engine (None: a composite)
     ocr: bool  # reads page images (what `--ocr-engine` may name); the text layer does not
     preload: tuple[str, ...] = ()  # modules the forkserver imports once for every worker
     versions: Callable[[], dict[str, str | None]] = field(default=lambda: {})
-    check: Callable[[dict[str, Any]], dict[str, Any]] | None = None  # before any page: extra options
+    check: Callable[[EngineOptions], EngineOptions] | None = None  # before any page: extra options
     # A composite reads each page with every part and keeps the reading with the better quality
     # signal (reading/worker.py, engines/choice.pick); the record names the part that read it.
     parts: tuple[str, ...] = ()
@@ -88,8 +89,11 @@ def composite(*members: CpuEngine) -> CpuEngine:
     def versions() -> dict[str, str | None]:
         return {k: v for m in members for k, v in m.versions().items()}
 
-    def check(options: dict[str, Any]) -> dict[str, Any]:
-        return {k: v for c in checks for k, v in c(options).items()}
+    def check(options: EngineOptions) -> EngineOptions:
+        out: EngineOptions = {}
+        for c in checks:
+            out.update(c(options))
+        return out
 
     peaks = [m.peak_worker_mb for m in members if m.peak_worker_mb]
     # A worker holds every part's engine at once.
@@ -125,7 +129,7 @@ def ocr_engine_names() -> str:
                       for name in OCR_ENGINES)
 
 
-def make_cpu_engine(name: str, options: dict[str, Any]) -> Any:
+def make_cpu_engine(name: str, options: EngineOptions) -> Any:
     entry = CPU_ENGINES.get(name)
     if entry is None or entry.build is None:
         raise ValueError(f"unknown CPU engine {name!r}" if entry is None else f"{name} is read by its parts")

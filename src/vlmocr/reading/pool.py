@@ -10,6 +10,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from ..engines.base import EngineOptions
 from ..engines.registry import preload_modules
 from . import worker as pagework
 
@@ -54,9 +55,9 @@ class WorkerPool:
     the page that crashes is identified and gets a `bad_input` record while the others
     succeed."""
 
-    def __init__(self, workers: int, options: dict[str, Any]) -> None:
+    def __init__(self, workers: int, options: EngineOptions) -> None:
         self.workers = workers
-        self.options = {**options, "scheduler_pid": os.getpid()}
+        self.options: EngineOptions = {**options, "scheduler_pid": os.getpid()}
         self._pool = self._new_pool(workers)
         self._generation = 0
         self._quarantine_lock = asyncio.Lock()

@@ -19,6 +19,7 @@ from typing import Any, Awaitable, Callable
 
 from .. import stopsignal
 from ..settings.config import RunConfig, settings_key
+from ..engines.base import EngineOptions
 from ..engines.choice import choose_ocr_engine, earlier_choice
 from ..engines.registry import CPU_ENGINES, HTTP_ENGINE, OCR_ENGINES, peak_worker_mb
 from ..exceptions import EndpointUnavailable, ExitCode, StoreFailed, UsageError, outcome
@@ -106,7 +107,7 @@ class Summary:
 
 async def make_reader(cfg: RunConfig) -> PageReader:
     reader = cfg.reader()
-    options: dict[str, Any] = {"lang": cfg.lang, "threads": 1, "rotate_pages": cfg.rotate_pages,
+    options: EngineOptions = {"lang": cfg.lang, "threads": 1, "rotate_pages": cfg.rotate_pages,
                                # a language a person gave, not the default: wrong_language judges by it
                                "lang_given": "lang" in cfg.model_fields_set}
     if cfg.uses_ocr_choice():
@@ -547,7 +548,7 @@ class Scheduler(TaskRunner):
     def _write_run_json(self, docs: list[Document], keys: dict[str, str], started: str, summary: Summary | None) -> None:
         run_dir = RunDir(self.run_dir)
         history = list(run_dir.run_info().history)
-        entry = {"started_at": started, "host": socket.gethostname(), "pid": os.getpid(),
+        entry: JsonObject = {"started_at": started, "host": socket.gethostname(), "pid": os.getpid(),
                  "argv": public_argv(sys.argv[1:]), "key": settings_key(self.reader.key_material())}
         stats = self.reader.final_stats()
         if stats is not None:

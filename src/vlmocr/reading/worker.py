@@ -18,7 +18,7 @@ from typing import Any
 
 from PIL import Image
 
-from ..engines.base import PageInput, Reading
+from ..engines.base import EngineOptions, PageInput, Reading
 from ..engines.choice import Candidate, pick
 from ..exceptions import BadInput
 from ..runfolder.record import JsonObject, PageRecord, PageTask, Status
@@ -28,18 +28,18 @@ from ..inputs.render import (blank_and_ink, count_pages, encode, grey_if_neutral
 from ..text.signal import judge
 
 _engines: dict[str, Any] = {}
-_engine_options: dict[str, Any] = {}
+_engine_options: EngineOptions = {}
 
 
-def init_worker(options: dict[str, Any]) -> None:
+def init_worker(options: EngineOptions) -> None:
     """Pool initializer. Ctrl-C is the scheduler's business: workers ignore SIGINT so a
     graceful stop can let pages in flight finish."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_scheduler(options.get("scheduler_pid"))
     os.environ["OMP_THREAD_LIMIT"] = "1"  # tesseract: 10x faster with one thread per process
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    _engine_options.clear()
-    _engine_options.update(options)
+    global _engine_options
+    _engine_options = EngineOptions(**options)
 
 
 def warm() -> int:
@@ -77,7 +77,7 @@ def engine(name: str, lang: str | None = None) -> Any:
     lang = lang if reads_language(name) else None
     eng = _engines.get(f"{name}:{lang}" if lang else name)
     if eng is None:
-        options = {**_engine_options, "tesseract_lang": lang} if lang else _engine_options
+        options: EngineOptions = {**_engine_options, "tesseract_lang": lang} if lang else _engine_options
         eng = _engines[f"{name}:{lang}" if lang else name] = make_cpu_engine(name, options)
     return eng
 

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from enum import Enum
 from collections.abc import Sequence
-from typing import Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -16,8 +16,12 @@ SCHEMA = 1
 
 # What goes into a JSON file or line: a summary's, a report's, run.json's sections. A producer
 # typed `-> JsonObject` promises json.dumps takes what it returns (no Path, no set, no model).
-JsonValue: TypeAlias = "str | int | float | bool | None | Sequence[JsonValue] | Mapping[str, JsonValue]"
-JsonObject: TypeAlias = "dict[str, JsonValue]"
+if TYPE_CHECKING:
+    JsonValue: TypeAlias = "str | int | float | bool | None | Sequence[JsonValue] | Mapping[str, JsonValue]"
+    JsonObject: TypeAlias = "dict[str, JsonValue]"
+else:  # at run time (pydantic reads a model's annotations): any JSON, as before
+    JsonValue = Any
+    JsonObject = dict[str, Any]
 # A page's text is a few thousand characters; a dense newspaper page some tens of thousands.
 # More than this is an engine or a server gone wrong (an endless answer), and storing it whole
 # would make every reader of pages.jsonl pay for it: it is cut, flagged and sent to review.

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..exceptions import UsageError
 from .store import PAGES_FILE as PAGES_FILE  # re-exported: the file name messages say
+from .record import JsonObject
 from .store import FinalRecords, final_index
 
 RUN_JSON = "run.json"
@@ -168,22 +169,22 @@ class RunInfo(BaseModel):
     model_config = ConfigDict(extra="allow", populate_by_name=True)
 
     schema_: int = Field(1, alias="schema")
-    settings: dict[str, Any] = Field(default_factory=dict)  # RunConfig.public_dict(): never secrets
+    settings: JsonObject = Field(default_factory=dict)  # RunConfig.public_dict(): never secrets
     key: str | None = None  # the run-level settings key: the folder's reading (issue 27)
     keys: list[str] = Field(default_factory=list)  # every key its documents were read under
-    key_material: dict[str, Any] = Field(default_factory=dict)
-    engine_choice: dict[str, Any] | None = None  # `auto`'s choice of OCR engine, and why
-    versions: dict[str, Any] = Field(default_factory=dict)
+    key_material: JsonObject = Field(default_factory=dict)
+    engine_choice: dict[str, str] | None = None  # `auto`'s choice of OCR engine, and why
+    versions: dict[str, str | None] = Field(default_factory=dict)
     git_commit: str | None = None
-    server: dict[str, Any] | None = None  # what served a VLM's pages (reading/served.py)
-    workers: dict[str, Any] | None = None  # the pool started, and why (reading/memory.py)
+    server: JsonObject | None = None  # what served a VLM's pages (reading/served.py)
+    workers: JsonObject | None = None  # the pool started, and why (reading/memory.py)
     host: str | None = None
     documents: int | None = None
-    skipped: dict[str, Any] = Field(default_factory=dict)  # files of a folder that are no documents
+    skipped: JsonObject = Field(default_factory=dict)  # files of a folder that are no documents
     shard: str | None = None
-    current: dict[str, Any] = Field(default_factory=dict)  # this (or the last) invocation
-    history: list[dict[str, Any]] = Field(default_factory=list)  # finished invocations, newest last
-    summary: dict[str, Any] | None = None  # the outcome, once the run ends
+    current: JsonObject = Field(default_factory=dict)  # this (or the last) invocation
+    history: list[JsonObject] = Field(default_factory=list)  # finished invocations, newest last
+    summary: JsonObject | None = None  # the outcome, once the run ends
 
     @classmethod
     def read(cls, data: dict[str, Any]) -> "RunInfo":
