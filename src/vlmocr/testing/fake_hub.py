@@ -87,25 +87,29 @@ class FakeHub:
     async def _log(self, request: web.Request) -> None:
         self.requests.append((request.method, request.path_qs))
 
-    async def info(self, request: web.Request) -> web.Response:
+    async def _revision(self, request: web.Request) -> str | web.Response:
+        """The commit a request's repo and revision name, or the Hub's 404 for either."""
         await self._log(request)
         if self._repo_of(request) is None:
             return self._error(404, "RepoNotFound", "Repository not found")
         commit = self._commit(request.match_info["rev"])
         if commit is None:
             return self._error(404, "RevisionNotFound", f"Invalid rev id: {request.match_info['rev']}")
+        return commit
+
+    async def info(self, request: web.Request) -> web.Response:
+        commit = await self._revision(request)
+        if isinstance(commit, web.Response):
+            return commit
         files = self.commits[commit]
         return web.json_response({"_id": "x", "id": self.repo, "modelId": self.repo, "sha": commit, "private": False,
                                   "gated": False, "disabled": False, "tags": [],
                                   "siblings": [{"rfilename": p} for p in sorted(files)]})
 
     async def tree(self, request: web.Request) -> web.Response:
-        await self._log(request)
-        if self._repo_of(request) is None:
-            return self._error(404, "RepoNotFound", "Repository not found")
-        commit = self._commit(request.match_info["rev"])
-        if commit is None:
-            return self._error(404, "RevisionNotFound", f"Invalid rev id: {request.match_info['rev']}")
+        commit = await self._revision(request)
+        if isinstance(commit, web.Response):
+            return commit
         prefix = request.match_info.get("path", "").strip("/")
         recursive = request.query.get("recursive", "").lower() in ("true", "1")
         entries, folders = [], set()
@@ -130,12 +134,9 @@ class FakeHub:
         return web.json_response(entries)
 
     async def resolve(self, request: web.Request) -> web.StreamResponse:
-        await self._log(request)
-        if self._repo_of(request) is None:
-            return self._error(404, "RepoNotFound", "Repository not found")
-        commit = self._commit(request.match_info["rev"])
-        if commit is None:
-            return self._error(404, "RevisionNotFound", f"Invalid rev id: {request.match_info['rev']}")
+        commit = await self._revision(request)
+        if isinstance(commit, web.Response):
+            return commit
         path = request.match_info["path"]
         files = self.commits[commit]
         if path not in files:
