@@ -24,7 +24,8 @@ from .pagefit import fit_note, page_cost
 from .request import build_chat_request, ladder_overrides
 from .served import VERSION_PATHS, resolve_revision, server_label
 from ..engines.base import Reading
-from .worker import Prepared, classify, inspect_doc, inspect_docs, judge_reading, prepare_for_http, read_page
+from .worker import (TURN_WHEN, Prepared, classify, inspect_doc, inspect_docs, judge_reading, orientation_of_page,
+                     prepare_for_http, read_page)
 from ..runfolder.record import JsonObject
 
 
@@ -48,6 +49,9 @@ class VlmReader(PageReader):
         self.server_kind = server_kind
         self.model_name = model_name
         self.pool = pool
+        # Documents a page of which OSD found turned (issue 33): their pages are looked at before
+        # they are sent (PageTask.look_before); a book fed sideways costs one wasted request.
+        self._turned_docs: set[str] = set()
         # Two limits: `requests` counts requests at the server (--concurrency); the scheduler's
         # page window (`max_in_flight`) adds the pages rendering or rendered and waiting.
         self.requests = Limiter(cfg.concurrency or profile.concurrency)
@@ -97,7 +101,8 @@ class VlmReader(PageReader):
         return result if ok else [await self.inspect(path) for path in paths]  # one of them crashed pdfium
 
     def _for_http(self, task: PageTask) -> PageTask:
-        return task.at(image_format=self.profile.image.format, jpeg_quality=self.profile.image.jpeg_quality)
+        return task.at(image_format=self.profile.image.format, jpeg_quality=self.profile.image.jpeg_quality,
+                       look_before=task.doc_id in self._turned_docs)
 
     async def _prepare(self, task: PageTask) -> Prepared | PageRecord:
         ok, prep = await self.pool.call_safely(prepare_for_http, self._for_http(task))
@@ -290,6 +295,14 @@ class VlmReader(PageReader):
             return again.model_copy(update={"flags": [*again.flags, f"asked_again_rotated:{turn}"]})
         status, qflags = classify(text, result.finish_reason, blank_image=prep.blank)
         status, quality = self._judge(task, status, text, result.confidence, prep, fields, blocks)
+        if (status in TURN_WHEN and not step and not task.rotate and not prep.rotation and not prep.blank
+                and self.cfg.rotate_pages == "auto"):  # once, at the first pass: OSD's answer stays
+            # The answer failed its signal: a page upside down (the cheap look before sending
+            # sees only pages on their side) or one it missed. OSD decides; sure, the page is
+            # turned and asked once more, and the better answer is the page's record.
+            turned = await self._turned(task, overrides, step)
+            if turned is not None and _better(turned, status, quality):
+                return turned
         flags = [*prep.flags, *answer.flags, *qflags]
         if turn:
             flags.append("rotation_still_invalid")  # turned once already: kept, and said
@@ -301,6 +314,18 @@ class VlmReader(PageReader):
                             finish_reason=result.finish_reason,
                             tokens_in=result.tokens_in, tokens_out=result.tokens_out, flags=flags,
                             blocks=blocks or None, fields=fields)
+
+    async def _turned(self, task: PageTask, overrides: dict[str, Any], step: int) -> PageRecord | None:
+        ok, answer = await self.pool.call_safely(orientation_of_page, self._for_http(task))
+        if not ok:
+            return None
+        turn, sure = answer
+        if not turn:
+            return None
+        self._turned_docs.add(task.doc_id)  # its next pages are looked at before they are sent
+        again = await self._attempt(task.at(rotate=turn, rotate_from="osd"), overrides, step)
+        return again.model_copy(update={"flags": [*again.flags, f"asked_again_rotated:{turn}",
+                                                  f"osd_confidence:{sure:.1f}"]})
 
     def _judge(self, task: PageTask, status: Status, text: str, confidence: float | None, prep: Prepared,
                fields: dict[str, Any] | None, blocks: list[Any] | None = None) -> tuple[Status, dict[str, Any]]:
@@ -335,7 +360,10 @@ class VlmReader(PageReader):
                                              height=prep.height)
         if task.rotate:
             fields.setdefault("rotation", task.rotate)
-            fields.setdefault("rotation_from", "model")
+            fields.setdefault("rotation_from", task.rotate_from)
+        elif prep is not None and prep.rotation:
+            fields.setdefault("rotation", prep.rotation)
+            fields.setdefault("rotation_from", "osd")
         return task.record(status, engine="openai", model=self.model_name, revision=self.revision,
                            server=self.server, prompt_id=self.prompt_id, seconds=round(time.monotonic() - t0, 4),
                            flags=flags if flags is not None else list(prep.flags if prep else ()), **seen, **fields)
@@ -516,3 +544,14 @@ async def _what_serves(reader: VlmReader, cfg: RunConfig, entry: dict[str, Any])
         console.print(f"warning: {declared['source']} says revision {declared['revision']}, but the server serves "
                       f"{root} at {revision['revision']} ({revision['revision_source']}): recording what it serves",
                       markup=False, highlight=False)
+
+
+def _better(turned: PageRecord, status: Status, quality: dict[str, Any]) -> bool:
+    """Whether the page read turned is better than as it lay: a status no longer failing its
+    signal, or the same status with a higher signal score."""
+    if turned.status is Status.ok:
+        return True
+    if turned.status != status:
+        return False
+    before, after = quality.get("score"), (turned.quality or {}).get("score")
+    return isinstance(before, (int, float)) and isinstance(after, (int, float)) and after > before

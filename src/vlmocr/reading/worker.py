@@ -292,6 +292,9 @@ class Prepared:
     flags: tuple[str, ...]
     blank: bool
     ink: float | None = None  # render.ink_share of the image sent
+    # Degrees the page was turned counter-clockwise before it was sent because it lay on its
+    # side (looks_sideways, then OSD sure of it); 0: sent as rendered (or as the task said).
+    rotation: int = 0
 
     def with_flag(self, flag: str) -> "Prepared":
         return dataclasses.replace(self, flags=(*self.flags, flag))
@@ -299,6 +302,25 @@ class Prepared:
 
 # Degrees counter-clockwise → the transposition that turns a page image so (PageTask.rotate).
 ROTATIONS = {90: Image.Transpose.ROTATE_90, 180: Image.Transpose.ROTATE_180, 270: Image.Transpose.ROTATE_270}
+
+
+def turn_to_upright(img: Image.Image, *, look_first: bool = True) -> tuple[int, float]:
+    """(degrees counter-clockwise that make the page upright, OSD's confidence), or (0, …) to
+    leave it as it lies: OSD not sure, not installed, or (`look_first`) the ink's lines already
+    run across the page (engines/osd.looks_sideways)."""
+    from ..engines.osd import looks_sideways, osd_image
+
+    if look_first and not looks_sideways(img):
+        return 0, 0.0
+    osd = osd_image(img)
+    return (osd.turn, osd.turn_confidence) if osd.turns else (0, osd.turn_confidence)
+
+
+def orientation_of_page(task: PageTask) -> tuple[int, float]:
+    """For a VLM reading that failed its signal: how its page lies, by OSD (`turn_to_upright`
+    without the cheap look: an upside-down page looks upright to it)."""
+    rendered = render_page(Path(task.path), task.page, task.sizing)
+    return turn_to_upright(grey_if_neutral(rendered.image), look_first=False)
 
 
 def prepare_for_http(task: PageTask) -> Prepared | PageRecord:
@@ -314,16 +336,26 @@ def prepare_for_http(task: PageTask) -> Prepared | PageRecord:
             if rec is not None:
                 return rec
         rendered = render_page(Path(task.path), task.page, task.sizing)
+        flags = [*flags, *rendered.flags]
         img = grey_if_neutral(rendered.image)
+        blank, ink = blank_and_ink(img)
+        turned = 0
         if task.rotate:
             img = img.transpose(ROTATIONS[task.rotate])
+        elif task.look_before and not blank and _engine_options.get("rotate_pages", "auto") == "auto":
+            # Issue 33: the GPU should not read a page on its side. A document that had a page
+            # turned has its pages looked at first: the ink (~1.5 ms) asks OSD only when the
+            # lines may not run across the page.
+            turned, sure = turn_to_upright(img)
+            if turned:
+                img = img.transpose(ROTATIONS[turned])
+                flags += [f"rotated:{turned}", f"osd_confidence:{sure:.1f}"]
         fmt = task.image_format
         data = encode(img, fmt, task.jpeg_quality)
         mime = "image/jpeg" if fmt in ("jpeg", "jpg") else "image/png"
-        blank, ink = blank_and_ink(img)
         return Prepared(image=f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}",
                         sha256=image_digest(img), width=img.width, height=img.height, dpi=rendered.dpi,
-                        flags=(*flags, *rendered.flags), blank=blank, ink=ink)
+                        flags=tuple(flags), blank=blank, ink=ink, rotation=turned)
     except BadInput as exc:
         return task.record(Status.bad_input, engine=task.engine, error=exc.reason,
                            seconds=round(time.perf_counter() - t0, 4))

@@ -414,6 +414,12 @@ class PageTask:
     # PIL's Transpose.ROTATE_*, olmOCR's convention): set when the model said the page is not
     # upright (olmOCR's is_rotation_valid: false, rotation_correction: N) and it is asked again.
     rotate: int = 0
+    # Who said to turn it: the model (its own rotation answer) or OSD (the reading failed its
+    # signal and OSD is sure the page is not upright).
+    rotate_from: str = "model"
+    # Look how the page lies before it is sent, and turn it when OSD is sure (VLM path): set for
+    # the pages of a document that already had a page turned. Upright collections pay nothing.
+    look_before: bool = False
 
     def at(self, **changes: Any) -> "PageTask":
         return dataclasses.replace(self, **changes)

@@ -239,7 +239,9 @@ class FakeVLLM:
         if self._ocr_engine is None:
             from rapidocr import RapidOCR  # heavy import: only when a test asks for OCR
 
-            self._ocr_engine = RapidOCR()
+            # Without the 180-degree line classifier: it reads a page as it is sent, as a model
+            # does — upside down, garbage (the orientation tests rely on it).
+            self._ocr_engine = RapidOCR(params={"Global.use_cls": False})
         result = self._ocr_engine(Image.open(io.BytesIO(data)).convert("RGB"))
         return "\n".join(result.txts or ())
 
