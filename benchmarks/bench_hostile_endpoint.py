@@ -42,7 +42,7 @@ def main() -> int:
             statuses = [json.loads(line)["status"] for line in pages.read_text().splitlines()] if pages.exists() else []
             rows.append((mode, what, res, sent, statuses))
     base = rows[0][2]["peak_tree_rss_mb"]
-    print(f"| endpoint | exit | wall s | MB sent by server | records | peak tree RSS MB | ×baseline |")
+    print("| endpoint | exit | wall s | MB sent by server | records | peak tree RSS MB | ×baseline |")
     print("|---|---|---|---|---|---|---|")
     bad = 0
     for mode, what, res, sent, statuses in rows:

@@ -6,8 +6,6 @@ argv everywhere; a Basic-auth header a server echoes is redacted like a bearer k
 
 from __future__ import annotations
 
-import json
-import os
 import stat
 from pathlib import Path
 

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import shutil
 from collections import Counter
-from pathlib import Path
 
 import pypdfium2 as pdfium
 import pytest
@@ -158,7 +156,7 @@ def test_bad_input_corpus_gets_records_and_the_run_goes_on(tmp_path):
     manifest.write_text(
         "doc_id,path,pages\n"
         "missing,corpus/nowhere.pdf,\n"
-        f"docx,corpus/notes.docx,\n"
+        "docx,corpus/notes.docx,\n"
         "toofar,corpus/good.pdf,\"1,3\"\n",
         encoding="utf-8",
     )

@@ -1,4 +1,3 @@
-from pathlib import Path
 
 import pypdfium2 as pdfium
 import pytest

@@ -22,7 +22,6 @@ import re
 import unicodedata
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ..exceptions import UsageError
 from ..inputs.sources import neutralise_cell, unprintable_path, unreserved

@@ -17,7 +17,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
 from ..exceptions import UsageError
 from .partitions import FP8_ON_AMPERE, Partition, Partitions, is_ampere

@@ -9,7 +9,6 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ..exceptions import UsageError
 from ..runfolder.rundir import PAGES_FILE, RunDir

@@ -17,7 +17,6 @@ import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ...exceptions import UsageError
 from ...profiles import ServeSpec, VersionRecipe

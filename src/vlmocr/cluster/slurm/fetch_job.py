@@ -26,7 +26,7 @@ import shlex
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from ...credentials import url_credentials
 from ...exceptions import UsageError
