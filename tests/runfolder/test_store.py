@@ -250,3 +250,22 @@ def test_replace_dir_replaces_only_a_new_empty_or_own_folder(tmp_path):
         replace_dir(built("six"), link, "export")
     assert (theirs / "notes.txt").read_text() == "mine" and a_file.read_text() == "mine"
     assert (out / "file.txt").read_text() == "two"
+
+
+def test_a_final_record_of_an_unknown_status_is_skipped_and_said(tmp_path, caplog):
+    """A line written by hand or by another tool (no CRC) whose status this vlmocr does not know
+    is no page's final record: the page's earlier record stands, a warning names the file, and
+    no reader of the run stops on it with a traceback."""
+    from vlmocr.runfolder.store import final_index, final_records
+
+    path = tmp_path / "pages.jsonl"
+    first = PageRecord(doc_id="d", source="d.pdf", page=1, key="k", status="suspect", text="first").to_json_dict()
+    odd = {**PageRecord(doc_id="d", source="d.pdf", page=1, key="k", status="ok", text="later").to_json_dict(),
+           "status": "fine"}
+    only = {**PageRecord(doc_id="d", source="d.pdf", page=2, key="k", status="ok").to_json_dict(), "status": "fine"}
+    path.write_text("".join(json.dumps(r) + "\n" for r in (first, odd, only)))
+    with caplog.at_level("WARNING"):
+        eager, lazy = final_records(path), final_index(path)
+    assert set(eager) == set(lazy) == {("d", 1)}
+    assert eager[("d", 1)].text == lazy[("d", 1)].text == "first" and eager[("d", 1)].status is Status.suspect
+    assert "status 'fine'" in caplog.text and str(path) in caplog.text

@@ -210,6 +210,27 @@ def resume_fields(path: Path) -> Iterator[dict[str, Any]]:
     return iter_records(path, heads=True)
 
 
+def _final_page(rec: dict[str, Any], path: Path) -> tuple[str, int] | None:
+    """The (doc_id, page) a record can be the final one of; None (logged) when it can be none:
+    no doc_id or page, or a status this vlmocr does not know (an edited or foreign file). The
+    page's earlier record, if any, stays its final one."""
+    try:
+        page_id = (str(rec["doc_id"]), int(rec["page"]))
+        Status(rec["status"])
+    except (KeyError, TypeError, ValueError):
+        log.warning("%s: a record of %r page %r with status %r is not a page record this vlmocr reads; skipped",
+                    path, rec.get("doc_id"), rec.get("page"), rec.get("status"))
+        return None
+    return page_id
+
+
+def _row(rec: dict[str, Any], path: Path, where: str) -> Row:
+    try:
+        return Row.of(rec)
+    except (KeyError, TypeError, ValueError) as exc:  # a field of another shape (an edited file)
+        raise VlmocrError(f"{path}: the record {where} cannot be read as a page record ({exc})") from None
+
+
 def final_records(path: Path, keys: set[str] | None = None, docs: set[str] | None = None) -> dict[tuple[str, int], Row]:
     """The last record of each (doc_id, page), optionally for some keys/documents only."""
     out: dict[tuple[str, int], dict[str, Any]] = {}
@@ -218,8 +239,10 @@ def final_records(path: Path, keys: set[str] | None = None, docs: set[str] | Non
             continue
         if docs is not None and rec.get("doc_id") not in docs:
             continue
-        out[(rec["doc_id"], int(rec["page"]))] = rec
-    return {page_id: Row.of(rec) for page_id, rec in out.items()}
+        page_id = _final_page(rec, path)
+        if page_id is not None:
+            out[page_id] = rec
+    return {page_id: _row(rec, path, f"of {page_id[0]} page {page_id[1]}") for page_id, rec in out.items()}
 
 
 class FinalRecords(Mapping[tuple[str, int], Row]):
@@ -256,7 +279,7 @@ class FinalRecords(Mapping[tuple[str, int], Row]):
         if rec is None:  # the line parsed when the index was made: the file changed under us
             raise VlmocrError(f"{self.path}: the record at byte {offset} can no longer be read (the file was "
                               "changed while being read)")
-        return Row.of(rec)
+        return _row(rec, self.path, f"at byte {offset}")
 
     def items(self) -> Iterator[tuple[tuple[str, int], Row]]:  # type: ignore[override]
         """Every final record, read in one forward pass over the file: in the order the final
@@ -303,10 +326,9 @@ def final_index(path: Path, keys: set[str] | None = None, docs: set[str] | None 
             continue
         if docs is not None and rec.get("doc_id") not in docs:
             continue
-        try:
-            offsets[(str(rec["doc_id"]), int(rec["page"]))] = offset
-        except (KeyError, TypeError, ValueError):
-            continue
+        page_id = _final_page(rec, path)
+        if page_id is not None:
+            offsets[page_id] = offset
     return FinalRecords(path, offsets)
 
 
