@@ -33,6 +33,7 @@ from .jobs import (
     record_event,
     record_job,
     sbatch,
+    sbatch_command,
     scancel,
     scontrol_release,
 )
@@ -193,7 +194,7 @@ def submit_gate(run_dir: Path, *, gate_paths: Sequence[str] = (), gate_manifest:
         gate_id = sbatch(gate_script, [])
         record_job(run_dir, {"kind": "gate", "job_id": gate_id, "array": None, "shards": None, "held": False,
                              "dependency": None, "script": str(gate_script.relative_to(run_dir)),
-                             "submitted_at": now_iso("seconds"), "sbatch": ["sbatch", "--parsable", gate_script.name],
+                             "submitted_at": now_iso("seconds"), "sbatch": sbatch_command(gate_script),
                              "run_args": list(run_args), "argv": public_argv(list(argv or sys.argv[1:])),
                              "cwd": str(Path.cwd())})
     dependency = f"afterany:{gate_id}" if (after_gate and gate_id) else None

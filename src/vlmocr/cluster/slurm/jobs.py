@@ -33,10 +33,15 @@ def _run(cmd: Sequence[str], timeout: float = 60, cwd: Path | None = None) -> su
         raise SlurmError(f"{' '.join(cmd[:2])} did not answer within {timeout:g} s") from None
 
 
+def sbatch_command(script: Path, args: Sequence[str] = ()) -> list[str]:
+    """The submission of `script`, as it is run in the script's own directory (and recorded in
+    jobs.json, and shown by a dry run)."""
+    return ["sbatch", "--parsable", *args, script.name]
+
+
 def sbatch(script: Path, args: Sequence[str] = ()) -> str:
     """Submit `script` from its own directory (relative log paths); return the job id."""
-    cmd = ["sbatch", "--parsable", *args, script.name]
-    proc = _run(cmd, cwd=script.parent)
+    proc = _run(sbatch_command(script, args), cwd=script.parent)
     if proc.returncode != 0:
         raise SlurmError(f"sbatch failed ({proc.returncode}): {(proc.stderr or proc.stdout).strip()}")
     job_id = proc.stdout.strip().splitlines()[-1].split(";")[0] if proc.stdout.strip() else ""

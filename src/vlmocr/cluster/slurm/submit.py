@@ -20,7 +20,7 @@ from ...runfolder.rundir import RunDir
 from ...inputs.skipped import SkippedFiles
 from ...inputs.sources import SUPPORTED_EXTS, Document, discover, from_manifest, shard_of
 from ...runfolder.store import atomic_file, write_text_atomic
-from .jobs import check_not_active, record_job, sbatch
+from .jobs import check_not_active, record_job, sbatch, sbatch_command
 from .layout import BULK, SLURM_DIR, bulk_kind, check_part_name, part_of_kind, shard_name
 from .script import SlurmOptions, job_name_for, render_script, safe_sbatch_value
 
@@ -165,7 +165,7 @@ class Submission:
     @property
     def command(self) -> list[str]:
         """The submission, as a person would type it in the script's folder."""
-        return ["sbatch", "--parsable", *self.sbatch_args, self.script.name]
+        return sbatch_command(self.script, self.sbatch_args)
 
 
 def compress_ranges(numbers: Iterable[int]) -> str:
@@ -316,7 +316,7 @@ def submit(run_dir: Path, *, paths: Sequence[str] = (), manifest: str | Path | N
     record_job(run_dir, {
         "kind": kind, **({"part": part} if part else {}), "job_id": sub.job_id, "partition": options.partition, "array": sub.array, "shards": shards, "held": hold,
         "dependency": dependency, "script": str(script.relative_to(run_dir)), "submitted_at": now_iso("seconds"),
-        "sbatch": ["sbatch", "--parsable", *args, script.name], "run_args": list(run_args),
+        "sbatch": sbatch_command(script, args), "run_args": list(run_args),
         "documents": len(staged), "skipped_shards": sub.skipped_shards, "argv": public_argv(list(argv or sys.argv[1:])),
         "cwd": str(Path.cwd()),
     })
@@ -389,7 +389,7 @@ def submit_single(home: Path, kind: str, command: Sequence[str], *, options: Slu
     script.write_text(text, encoding="utf-8")
     script.chmod(0o755)
     result: dict[str, Any] = {"script": str(script), "job_id": None,
-                              "sbatch": ["sbatch", "--parsable", script.name]}
+                              "sbatch": sbatch_command(script)}
     if not dry_run:
         result["job_id"] = sbatch(script, [])
         record_job(home, {"kind": kind, "job_id": result["job_id"], "array": None, "shards": None,
