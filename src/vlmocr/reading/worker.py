@@ -194,17 +194,15 @@ def _read_turned(task: PageTask, reader: str, img: Image.Image, layer: str, dpi:
     """The page read again turned upright, when OSD is sure it is not and the turned reading has
     the better signal: (readings, chosen, why, the turned image, degrees turned counter-clockwise,
     OSD's confidence); None to keep the reading as it was."""
-    from ..engines.osd import osd_image
-
-    osd = osd_image(img)
-    if not osd.turns:
+    turn, sure = turn_to_upright(img, look_first=False)
+    if not turn:
         return None
-    upright = img.transpose(ROTATIONS[osd.turn])
+    upright = img.transpose(ROTATIONS[turn])
     # Not the file's pixels any more: no engine may read the file in its place (same_as_file).
     readings, best, why, _blank = _read_image(task, reader, upright, layer, dpi, flags, None)
     if pick([before.candidate, readings[best].candidate])[0] != 1:
         return None  # turned, it reads no better: OSD was wrong, or the page is hard either way
-    return readings, best, why, upright, osd.turn, osd.turn_confidence
+    return readings, best, why, upright, turn, sure
 
 
 def read_page(task: PageTask) -> PageRecord:
