@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from enum import Enum
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -22,6 +21,7 @@ if TYPE_CHECKING:
 else:  # at run time (pydantic reads a model's annotations): any JSON, as before
     JsonValue = Any
     JsonObject = dict[str, Any]
+
 # A page's text is a few thousand characters; a dense newspaper page some tens of thousands.
 # More than this is an engine or a server gone wrong (an endless answer), and storing it whole
 # would make every reader of pages.jsonl pay for it: it is cut, flagged and sent to review.
@@ -167,7 +167,9 @@ class PageRecord(BaseModel):
     quality: dict[str, Any] | None = None
     engine: str = ""
     # Degrees the page image was turned (counter-clockwise) before it was read, and who said so
-    # (`rotation_from`: model — the VLM's own answer, olmOCR's rotation_correction); absent: as scanned.
+    # (`rotation_from`: model — the VLM's own answer, olmOCR's rotation_correction; osd — Tesseract's
+    # orientation detection, after a reading failed its signal or before a VLM was sent the page);
+    # absent: as scanned.
     rotation: int | None = None
     rotation_from: str | None = None
     # The language the page was read as (Tesseract's names, as given): its document's, from the
