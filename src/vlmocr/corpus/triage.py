@@ -68,7 +68,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping, TypeAlias
 
 import pypdfium2 as pdfium
 
@@ -80,7 +80,7 @@ from ..runfolder.record import Sizing
 from .facts import (LANG_SAMPLE_CHARS, PageFacts, greek_language, image_facts, mark_shapes, pages_to_check,
                     pdf_facts, text_language, text_script)
 from ..runfolder.store import file_sha256
-from ..inputs.skipped import SkippedFiles, file_type
+from ..inputs.skipped import SkippedCounts, SkippedFiles, file_type
 from ..inputs.skipped import phrase as skipped_phrase
 from ..inputs.sources import Document, derive_doc_id, discover, neutralise_cell, printable, restore_cell
 from ..runfolder.store import atomic_file
@@ -90,6 +90,10 @@ from ..runfolder.record import JsonObject
 DEFAULT_CHECK_PAGES = 16
 # How a text layer is judged (render.usable_text_layer): printed in the `text_judged` column.
 TEXT_RULE = f"chars>={MIN_TEXT_CHARS},wordish>=50%,broken<=5%"
+
+# A row is CSV cells by column name: text, counts, seconds, a flag (COLUMNS below says which).
+Cell: TypeAlias = str | int | float | bool | None
+TriageRow: TypeAlias = dict[str, Cell]
 
 COLUMNS = [
     "doc_id", "path", "sha256", "bytes", "kind", "status", "reason", "encrypted", "duplicate_of",
@@ -136,11 +140,11 @@ def _range(pairs: Iterable[tuple[float, float]]) -> tuple[str, str]:
     return lo, hi
 
 
-def triage_document(doc_id: str, path: str, opts: TriageOptions) -> dict[str, Any]:
+def triage_document(doc_id: str, path: str, opts: TriageOptions) -> TriageRow:
     """One CSV row for one document. Never raises for a bad document: the row says why."""
     t0 = time.perf_counter()
     p = Path(path)
-    row: dict[str, Any] = {c: "" for c in COLUMNS}
+    row: TriageRow = {c: "" for c in COLUMNS}
     row.update(doc_id=doc_id, path=printable(os.path.abspath(path)), kind=kind_of(p), status="ok")
     try:
         row["bytes"] = p.stat().st_size
@@ -175,7 +179,7 @@ def triage_document(doc_id: str, path: str, opts: TriageOptions) -> dict[str, An
     if opts.sheets_dir:
         from .sheets import write_sheets
 
-        write_sheets(Path(opts.sheets_dir), doc_id, p, row["kind"], facts, opts.sheet_block)
+        write_sheets(Path(opts.sheets_dir), doc_id, p, str(row["kind"]), facts, opts.sheet_block)
     _summarise(row, facts, dpi_source)
     if sample:
         row["lang"] = text_language("\n".join(sample)[:LANG_SAMPLE_CHARS])
@@ -184,7 +188,7 @@ def triage_document(doc_id: str, path: str, opts: TriageOptions) -> dict[str, An
     return row
 
 
-def _script(row: dict[str, Any], path: Path, facts: list[PageFacts], sample: str, opts: TriageOptions) -> None:
+def _script(row: TriageRow, path: Path, facts: list[PageFacts], sample: str, opts: TriageOptions) -> None:
     """The script of the pages to OCR and the --lang to read them with: from the scanned pages'
     OSD when asked (`--osd N`), else from the text layer's letters; a scan is "unknown" without
     OSD (its image says nothing cheaper)."""
@@ -211,13 +215,13 @@ def _script(row: dict[str, Any], path: Path, facts: list[PageFacts], sample: str
     elif scans and not script:
         source = "unknown (scan; --osd N to detect)"
     row["script"], row["script_source"] = script, source
-    language = row["lang"]
+    language = str(row["lang"] or "")
     if script == "Grek" and sample and language not in ("ell", "grc"):
         language = greek_language(sample)
     row["suggest_lang"] = suggest_lang(script or None, language) if (script or language not in ("", "und")) else ""
 
 
-def _summarise(row: dict[str, Any], facts: list[PageFacts], dpi_source: str) -> None:
+def _summarise(row: TriageRow, facts: list[PageFacts], dpi_source: str) -> None:
     checked = [f for f in facts if f.checked]
     kinds = Counter(f.kind for f in checked)
     row.update(
@@ -247,7 +251,7 @@ def _summarise(row: dict[str, Any], facts: list[PageFacts], dpi_source: str) -> 
                    dpi_source="assumed" if all(f.dpi_assumed for f in scanned) else dpi_source)
 
 
-def triage_batch(batch: list[tuple[str, str]], opts: TriageOptions) -> list[dict[str, Any]]:
+def triage_batch(batch: list[tuple[str, str]], opts: TriageOptions) -> list[TriageRow]:
     return [triage_document(doc_id, path, opts) for doc_id, path in batch]
 
 
@@ -269,10 +273,10 @@ def _batches(docs: Iterable[Document], size: int) -> Iterator[list[tuple[str, st
         yield batch
 
 
-def crashed_row(doc_id: str, path: str) -> dict[str, Any]:
+def crashed_row(doc_id: str, path: str) -> TriageRow:
     """The row of a document that killed the worker reading it (a pdfium crash)."""
     p = Path(path)
-    row: dict[str, Any] = {c: "" for c in COLUMNS}
+    row: TriageRow = {c: "" for c in COLUMNS}
     row.update(doc_id=doc_id, path=printable(os.path.abspath(path)), kind=kind_of(p), status="corrupt", pages=0,
                reason=f"the document crashed the reader (worker process died): {shown(p)}")
     try:
@@ -283,9 +287,9 @@ def crashed_row(doc_id: str, path: str) -> dict[str, Any]:
     return row
 
 
-def skipped_row(doc_id: str, path: str, kind: str) -> dict[str, Any]:
+def skipped_row(doc_id: str, path: str, kind: str) -> TriageRow:
     """The row of a file a folder walk found that is no document (`vlmocr run` skips it)."""
-    row: dict[str, Any] = {c: "" for c in COLUMNS}
+    row: TriageRow = {c: "" for c in COLUMNS}
     row.update(doc_id=doc_id, path=printable(os.path.abspath(path)), kind="unsupported", status="skipped", pages=0,
                reason=f"not a document: {kind} (vlmocr run skips it)")
     try:
@@ -295,7 +299,7 @@ def skipped_row(doc_id: str, path: str, kind: str) -> dict[str, Any]:
     return row
 
 
-def _isolated(ctx: Any, work: Any, item: tuple[str, str], opts: TriageOptions) -> dict[str, Any]:
+def _isolated(ctx: Any, work: Any, item: tuple[str, str], opts: TriageOptions) -> TriageRow:
     """Read one document alone in a fresh process, so a crash names the document."""
     with ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_init_worker) as solo:
         try:
@@ -305,7 +309,7 @@ def _isolated(ctx: Any, work: Any, item: tuple[str, str], opts: TriageOptions) -
 
 
 def iter_rows(docs: Iterable[Document], opts: TriageOptions, workers: int = 1, batch_size: int = 8,
-              work: Any = triage_batch) -> Iterator[dict[str, Any]]:
+              work: Any = triage_batch) -> Iterator[TriageRow]:
     """Rows in document order. With workers > 1, a bounded window of batches is in flight in
     a process pool, so memory stays flat however long the corpus is; a document that crashes
     a worker gets a `corrupt` row and the pool is replaced. `work` is `triage_batch` (tests
@@ -322,7 +326,7 @@ def iter_rows(docs: Iterable[Document], opts: TriageOptions, workers: int = 1, b
     pool = new_pool()
     window: deque[tuple[list[tuple[str, str]], Future, ProcessPoolExecutor]] = deque()
 
-    def rows_of(batch: list[tuple[str, str]], fut: Future, owner: ProcessPoolExecutor) -> list[dict[str, Any]]:
+    def rows_of(batch: list[tuple[str, str]], fut: Future, owner: ProcessPoolExecutor) -> list[TriageRow]:
         nonlocal pool
         try:
             return fut.result()
@@ -374,26 +378,28 @@ class TriageSummary:
     interrupted: bool = False
     # Files of the folders that are no documents (rows with status "skipped"), and hidden entries
     # (.git, .DS_Store) ignored without a row: skipped.SkippedFiles.counts()
-    skipped: dict[str, Any] = field(default_factory=lambda: {"files": 0, "types": {}, "hidden": 0})
+    skipped: SkippedCounts = field(default_factory=lambda: SkippedCounts(files=0, types={}, hidden=0))
 
     @property
     def unreadable(self) -> int:
         return sum(n for s, n in self.statuses.items() if s != "ok")
 
-    def add(self, row: dict[str, Any]) -> None:
+    def add(self, row: TriageRow) -> None:
         if row["status"] == "skipped":
             kind = file_type(str(row["path"]))
-            self.skipped["files"] += 1
-            self.skipped["types"][kind] = self.skipped["types"].get(kind, 0) + 1
+            types = self.skipped.setdefault("types", {})
+            self.skipped["files"] = self.skipped.get("files", 0) + 1
+            types[kind] = types.get(kind, 0) + 1
             return
         self.docs += 1
         self.bytes += int(row["bytes"] or 0)
-        self.statuses[row["status"]] = self.statuses.get(row["status"], 0) + 1
+        status = str(row["status"])
+        self.statuses[status] = self.statuses.get(status, 0) + 1
         if row["duplicate_of"]:
             self.duplicates += 1
-        if row["lang"]:
-            self.languages[row["lang"]] = self.languages.get(row["lang"], 0) + 1
-        script = row.get("script") or ("unknown" if row.get("script_source") else "")
+        if lang := str(row["lang"] or ""):
+            self.languages[lang] = self.languages.get(lang, 0) + 1
+        script = str(row.get("script") or ("unknown" if row.get("script_source") else ""))
         if script:
             self.scripts[script] = self.scripts.get(script, 0) + 1
         if row["status"] != "ok":
@@ -423,7 +429,7 @@ class TriageSummary:
                 + (f"; {left}" if (left := skipped_phrase(self.skipped)) else ""))
 
 
-def estimated_text_pages(row: dict[str, Any]) -> int:
+def estimated_text_pages(row: Mapping[str, Cell]) -> int:
     """Pages a text layer serves, extrapolated from the checked pages to all pages."""
     pages = int(row.get("pages") or 0)
     checked = int(row.get("pages_checked") or 0)
@@ -514,9 +520,9 @@ def triage(paths: Iterable[str], out: Path, manifest: Path | None = None, opts: 
             writer = csv.DictWriter(fh, fieldnames=COLUMNS)
             writer.writeheader()
             for row in iter_rows(docs, opts, workers):
-                sha = row["sha256"]
+                sha = str(row["sha256"] or "")
                 if sha:
-                    first = first_of.setdefault(sha, row["doc_id"])
+                    first = first_of.setdefault(sha, str(row["doc_id"]))
                     if first != row["doc_id"]:
                         row["duplicate_of"] = first
                 writer.writerow(csv_row(row))
@@ -537,7 +543,7 @@ def triage(paths: Iterable[str], out: Path, manifest: Path | None = None, opts: 
     return summary
 
 
-def csv_row(row: dict[str, Any]) -> dict[str, Any]:
+def csv_row(row: TriageRow) -> TriageRow:
     """The row as written: text cells neutralised against spreadsheet formulas (a file named
     `=cmd|' /C calc'!A0.pdf`), numbers as they are; `read_rows` gives the values back."""
     return {k: neutralise_cell(v) if isinstance(v, str) else v for k, v in row.items()}

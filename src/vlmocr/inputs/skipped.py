@@ -13,11 +13,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import Any
+from typing import Any, TypedDict
 
 MAX_PATHS = 100  # paths listed in run.json; counts cover every file
 MAX_TYPES = 100  # distinct types counted; more (a name per file: x.0001, x.0002…) go to OTHER_TYPES
 OTHER_TYPES = "(other types)"
+
+
+class SkippedCounts(TypedDict, total=False):
+    """What a summary carries (`SkippedFiles.counts()`): files by type, hidden entries ignored."""
+
+    files: int
+    types: dict[str, int]
+    hidden: int
 NO_EXTENSION = "(no extension)"
 
 
@@ -51,7 +59,7 @@ class SkippedFiles:
     def add_hidden(self) -> None:
         self.hidden += 1
 
-    def counts(self) -> dict[str, Any]:
+    def counts(self) -> SkippedCounts:
         """The totals (for a run's summary): files by type, and hidden entries ignored."""
         types = dict(sorted(self.types.items(), key=lambda kv: (-kv[1], kv[0])))
         return {"files": self.files, "types": types, "hidden": self.hidden}
@@ -67,7 +75,7 @@ class SkippedFiles:
         return phrase(self.counts(), most)
 
 
-def phrase(counts: dict[str, Any], most: int = 6) -> str:
+def phrase(counts: SkippedCounts, most: int = 6) -> str:
     """`SkippedFiles.phrase` from its `counts()` (as a summary carries them)."""
     parts = []
     files = int(counts.get("files") or 0)

@@ -18,7 +18,7 @@ import random
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Required, TypedDict
 
 import aiohttp
 import orjson
@@ -27,6 +27,7 @@ from yarl import URL
 from ..exceptions import EndpointUnavailable, UsageError
 from ..redact import public_url  # noqa: F401  (re-exported for the readers)
 from .served import version_from
+from ..runfolder.record import JsonObject
 
 API_KEY_ENV = ("VLMOCR_API_KEY", "OPENAI_API_KEY")
 
@@ -87,11 +88,11 @@ async def read_bounded(response: aiohttp.ClientResponse, limit: int, *, cut: boo
     return b"".join(chunks)
 
 
-def chat_body_limit(body: dict[str, Any]) -> int:
+def chat_body_limit(body: JsonObject) -> int:
     tokens = body.get("max_tokens") or body.get("max_completion_tokens") or CHAT_DEFAULT_MAX_TOKENS
     try:
-        tokens = max(1, int(tokens))
-    except (TypeError, ValueError):
+        tokens = max(1, int(tokens)) if isinstance(tokens, (int, float, str)) else CHAT_DEFAULT_MAX_TOKENS
+    except ValueError:
         tokens = CHAT_DEFAULT_MAX_TOKENS
     return CHAT_BYTES_BASE + tokens * CHAT_BYTES_PER_TOKEN
 
@@ -151,7 +152,18 @@ def parse_chat_answer(content: bytes) -> tuple[str, str | None, int | None, int 
     return text or "", finish, counts[0], counts[1], mean_logprob(choice)
 
 
-def parse_models(content: bytes) -> list[dict[str, Any]]:
+class ModelEntry(TypedDict, total=False):
+    """One model of a /v1/models answer: its id (checked), and what vLLM and SGLang add (`root`:
+    where the weights came from, `max_model_len`, `owned_by`: the server's name). Only `id` is
+    checked on arrival; readers check the type of what else they take."""
+
+    id: Required[str]
+    owned_by: str
+    root: str | None
+    max_model_len: int
+
+
+def parse_models(content: bytes) -> list[ModelEntry]:
     """The model entries of a /v1/models answer; ValueError naming what is wrong."""
     try:
         data = orjson.loads(content)
@@ -311,7 +323,7 @@ class OpenAIClient:
 
     # ------------------------------------------------------------------ preflight
 
-    async def models(self) -> list[dict[str, Any]]:
+    async def models(self) -> list[ModelEntry]:
         """GET /v1/models, retried briefly (a server may still be starting)."""
         last = ""
         for attempt in range(4):
@@ -396,7 +408,7 @@ class OpenAIClient:
         answer between them. A page that is merely slow on a live server is not."""
         return self._timeouts_in_row >= HUNG_AFTER_TIMEOUTS or not await self.alive()
 
-    async def chat(self, body: dict[str, Any]) -> ChatResult:
+    async def chat(self, body: JsonObject) -> ChatResult:
         payload = orjson.dumps(body)
         limit = chat_body_limit(body)
         t0 = time.monotonic()

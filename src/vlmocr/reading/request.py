@@ -11,8 +11,10 @@ from __future__ import annotations
 import base64
 import copy
 import json
-from typing import Any, cast
+from collections.abc import Mapping
+from typing import cast
 
+from vlmocr.runfolder.record import JsonObject, JsonValue
 from vlmocr.profiles import SERVER_KINDS, VENDOR_SAMPLING_KEYS, Profile, ServerKind
 
 
@@ -20,15 +22,16 @@ def data_url(data: bytes, mime: str) -> str:
     return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
 
 
-def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+def merge(base: Mapping[str, JsonValue], extra: Mapping[str, JsonValue]) -> JsonObject:
     """Deep-merge ``extra`` into a copy of ``base``; a None value in ``extra`` removes the key
     (so a retry can switch off a setting the first pass used)."""
-    out = copy.deepcopy(base)
+    out: JsonObject = copy.deepcopy(dict(base))
     for key, value in extra.items():
+        current = out.get(key)
         if value is None:
             out.pop(key, None)
-        elif isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = merge(out[key], value)
+        elif isinstance(value, Mapping) and isinstance(current, Mapping):
+            out[key] = merge(current, value)
         else:
             out[key] = copy.deepcopy(value)
     return out
@@ -53,7 +56,7 @@ def _check_kind(server_kind: str) -> ServerKind:
     return cast(ServerKind, server_kind)
 
 
-def _standard_only(server_kind: str, params: dict[str, Any]) -> dict[str, Any]:
+def _standard_only(server_kind: str, params: JsonObject) -> JsonObject:
     if server_kind != "openai":
         return params
     return {k: v for k, v in params.items() if k not in VENDOR_SAMPLING_KEYS}
@@ -64,8 +67,8 @@ def build_chat_request(
     images: list[tuple[bytes | str, str]],
     server_kind: str,
     model_name: str,
-    overrides: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+    overrides: JsonObject | None = None,
+) -> JsonObject:
     """The JSON body for one request: ``images`` are (encoded bytes, mime) in page order.
 
     ``overrides`` (from ``ladder_overrides`` or the caller) set top-level keys such as
@@ -78,16 +81,16 @@ def build_chat_request(
         raise ValueError(f"profile {profile.name} takes at most {profile.multipage.max_pages} page(s) per request, got {pages}")
 
     # An image may arrive already as a data URL (encoded in a worker process, off the loop).
-    image_parts: list[dict[str, Any]] = [
+    image_parts: list[JsonObject] = [
         {"type": "image_url", "image_url": {"url": data if isinstance(data, str) else data_url(data, mime)}}
         for data, mime in images
     ]
     if profile.image_only:
         content = image_parts
     else:
-        text_part = {"type": "text", "text": profile.prompt_for(kind, pages)}
+        text_part: JsonObject = {"type": "text", "text": profile.prompt_for(kind, pages)}
         content = [*image_parts, text_part] if profile.image_position == "before" else [text_part, *image_parts]
-    messages: list[dict[str, Any]] = []
+    messages: list[JsonObject] = []
     if profile.system_prompt:
         messages.append({"role": "system", "content": profile.system_prompt})
     messages.append({"role": "user", "content": content})
@@ -97,7 +100,7 @@ def build_chat_request(
         max_tokens *= pages
         if profile.multipage.max_tokens:
             max_tokens = min(max_tokens, profile.multipage.max_tokens)
-    body: dict[str, Any] = {"model": model_name, "messages": messages, "max_tokens": max_tokens}
+    body: JsonObject = {"model": model_name, "messages": messages, "max_tokens": max_tokens}
     body.update(_standard_only(server_kind, profile.sampling.model_dump(exclude_none=True)))
 
     extra = dict(profile.extra_body.get(kind, {}))
@@ -110,11 +113,13 @@ def build_chat_request(
     if overrides:
         top = {k: v for k, v in overrides.items() if k != "extra_body"}
         body = merge(body, _standard_only(server_kind, top))
-        body = merge(body, overrides.get("extra_body") or {})
+        extra_body = overrides.get("extra_body")
+        if isinstance(extra_body, Mapping):
+            body = merge(body, extra_body)
     return body
 
 
-def ladder_overrides(profile: Profile, server_kind: str, step: int) -> dict[str, Any] | None:
+def ladder_overrides(profile: Profile, server_kind: str, step: int) -> JsonObject | None:
     """Request overrides for retry ``step`` (1 = first retry; 0 = the first pass, no overrides).
 
     None when the ladder is exhausted: the caller moves on to the fallback engine."""
@@ -127,7 +132,7 @@ def ladder_overrides(profile: Profile, server_kind: str, step: int) -> dict[str,
     max_tokens = int(profile.max_tokens * retry.max_tokens_factor**step)
     if retry.max_tokens_limit:
         max_tokens = min(max_tokens, retry.max_tokens_limit)
-    out: dict[str, Any] = {
+    out: JsonObject = {
         **_standard_only(server_kind, dict(retry.sampling)),
         "temperature": retry.temperatures[step - 1],
         "max_tokens": max(max_tokens, profile.max_tokens),

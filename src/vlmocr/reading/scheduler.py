@@ -36,7 +36,7 @@ from .tasks import TaskRunner
 from ..redact import public_argv
 from ..runfolder.rundir import RunDir, RunInfo, git_commit, reading_said, versions
 from ..runfolder.record import PageRecord, PageTask, Row, Status, now_iso
-from ..inputs.skipped import SkippedFiles
+from ..inputs.skipped import SkippedCounts, SkippedFiles
 from ..inputs.skipped import phrase as skipped_phrase
 from ..inputs.sources import Document, discover, parse_shard, shard_of
 from ..runfolder.store import DocState, RecordWriter, ResumeIndex, RunLock, write_json_atomic
@@ -75,7 +75,7 @@ class Summary:
     fallback_docs: list[str] = field(default_factory=list)
     # Files of the folders walked that are no documents, by type, and hidden entries ignored
     # (skipped.py); run.json's `skipped` lists their paths.
-    skipped: dict[str, Any] = field(default_factory=dict)
+    skipped: SkippedCounts = field(default_factory=lambda: SkippedCounts())
 
     @property
     def pages_per_hour(self) -> float:

@@ -23,7 +23,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from ..exceptions import VlmocrError
 from ..settings.models import MANIFEST_NAME, read_manifest
@@ -56,8 +56,22 @@ def observed_revision(root: str | None) -> tuple[str, str] | None:
     return (match.group(1), "/v1/models") if match else None
 
 
+class Declared(TypedDict):
+    revision: str
+    source: str
+
+
+class Revision(TypedDict, total=False):
+    """The revision a run records: what the server shows, else what was declared, and where it
+    came from; `revision_declared` when a declared revision disagrees with the one served."""
+
+    revision: str | None
+    revision_source: str | None
+    revision_declared: Declared
+
+
 def resolve_revision(root: str | None, profile_revision: str | None,
-                     environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+                     environ: Mapping[str, str] | None = None) -> Revision:
     """``{"revision", "revision_source"}`` (both None when nothing tells), plus
     ``revision_declared`` when a declared revision disagrees with the one the server shows."""
     env = os.environ if environ is None else environ
@@ -65,7 +79,7 @@ def resolve_revision(root: str | None, profile_revision: str | None,
                                                  (profile_revision or "", "profile")) if v.strip()]
     seen = observed_revision(root)
     if seen is not None:
-        out: dict[str, Any] = {"revision": seen[0], "revision_source": seen[1]}
+        out: Revision = {"revision": seen[0], "revision_source": seen[1]}
         first = declared[0] if declared else None
         if first is not None and first[0].lower() != seen[0].lower():
             out["revision_declared"] = {"revision": first[0], "source": first[1]}

@@ -17,7 +17,7 @@ from ..profiles import Profile, load_profile
 from ..runfolder.record import LADDER, PageRecord, PageTask, Sizing, Status
 from ..text.postprocess import is_figure_block, postprocess, rotation_asked, split_pages
 from .base import PageReader
-from .client import ChatResult, OpenAIClient, RequestFailed, parse_metrics, public_url, queue_depth
+from .client import ChatResult, ModelEntry, OpenAIClient, RequestFailed, parse_metrics, public_url, queue_depth
 from .limiter import Limiter, next_limit, render_ahead
 from .pool import WorkerPool
 from .pagefit import fit_note, page_cost
@@ -515,13 +515,14 @@ async def make_vlm_reader(cfg: RunConfig, pool: WorkerPool) -> VlmReader:
         await client.aclose()
         raise
     reader = VlmReader(cfg, profile, client, kind, model, pool)
-    entry = next((m for m in served if m.get("id") == model), {})
-    reader.max_model_len = int(entry["max_model_len"]) if isinstance(entry.get("max_model_len"), int) else None
+    entry = next((m for m in served if m.get("id") == model), ModelEntry(id=model))
+    max_len = entry.get("max_model_len")
+    reader.max_model_len = max_len if isinstance(max_len, int) else None
     await _what_serves(reader, cfg, entry)
     return reader
 
 
-async def _what_serves(reader: VlmReader, cfg: RunConfig, entry: dict[str, Any]) -> None:
+async def _what_serves(reader: VlmReader, cfg: RunConfig, entry: ModelEntry) -> None:
     """Ask once what serves the run (reading/served.py): the version (a server vlmocr started
     was asked already), the model's revision and where it came from; warn once when a declared
     revision is not the one served."""
@@ -530,7 +531,8 @@ async def _what_serves(reader: VlmReader, cfg: RunConfig, entry: dict[str, Any])
     if not version:
         version, version_source = await reader.client.server_version(
             VERSION_PATHS.get(reader.server_kind, VERSION_PATHS["openai"]))
-    root = entry.get("root") if isinstance(entry.get("root"), str) else None
+    root = entry.get("root")
+    root = root if isinstance(root, str) else None
     revision = resolve_revision(root, reader.profile.revision)
     reader.revision = revision["revision"]
     reader.server = server_label(reader.server_kind, version)

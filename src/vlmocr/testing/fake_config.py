@@ -18,6 +18,7 @@ from typing import Any, Literal
 from PIL import Image
 
 from .pagecode import read_code
+from ..runfolder.record import JsonObject
 
 AnswerMode = Literal["pagecode", "ocr", "static", "script"]
 ANSWER_MODES: tuple[str, ...] = ("pagecode", "ocr", "static", "script", "olmocr")
@@ -90,7 +91,7 @@ class FaultRule:
             return cls(**value)
         raise ValueError(f"a fault rule is a rate or an object, got {value!r}")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "rate": self.rate,
             "pages": sorted(self.pages),
@@ -179,7 +180,7 @@ class ServerConfig:
             raise ValueError(f"unknown config fields: {sorted(unknown)}")
         return dataclasses.replace(self, **changes)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["faults"] = {kind: rule.to_json() for kind, rule in self.faults.items()}
         if isinstance(self.script, Mapping):

@@ -11,7 +11,7 @@ import json
 import time
 import uuid
 from collections import Counter, deque
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import orjson
 from aiohttp import web
@@ -21,6 +21,32 @@ from .fake_config import (CHARS_PER_TOKEN, DEFAULT_LOOP_LINE, FAULT_KINDS, GARBL
                           NOCODE, PROMPT_LOG_CHARS, REFUSAL_TEXT, REPETITION_REPEATS, BadRequest, FaultRule,
                           ParsedPrompt, ServerConfig, SlotGate, completion_tokens, parse_messages)
 from .pagecode import expected_text
+from ..runfolder.record import JsonObject
+
+
+class LogEntry(TypedDict):
+    """One chat request as the server saw it (GET /_stats lists them): what was asked, which
+    fault fired, how it ended."""
+
+    seq: int
+    received_at: float
+    model: str
+    page: int | None
+    pages: list[int | None]
+    max_tokens: int | None
+    temperature: float | None
+    n_images: int
+    image_sizes: list[list[int]]
+    parts: list[str]
+    prompt: str
+    prompt_tokens: int | None
+    extra: JsonObject
+    fault: str | None
+    outcome: str
+    status: int | None
+    finish_reason: str | None
+    completion_tokens: int | None
+    seconds: float | None
 
 # --------------------------------------------------------------------------------------------
 # The server
@@ -59,7 +85,7 @@ class FakeVLLM:
         self.seq = 0
         self.counts: Counter[str] = Counter()
         self.info_requests: Counter[str] = Counter()  # GET /version, /get_server_info: a client asks once
-        self.log: deque[dict[str, Any]] = deque(maxlen=self.config.max_log)
+        self.log: deque[LogEntry] = deque(maxlen=self.config.max_log)
         self.page_attempts: Counter[int | None] = Counter()
         self.fault_fired: Counter[tuple[str, int | None]] = Counter()
         self.prompt_tokens_total = 0
@@ -163,7 +189,7 @@ class FakeVLLM:
 
     # ---- admin ----------------------------------------------------------------------------
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> JsonObject:
         return {
             "total": self.seq,
             "counts": dict(self.counts),
@@ -177,7 +203,7 @@ class FakeVLLM:
             "generation_tokens_total": self.generation_tokens_total,
             "page_attempts": {str(p): n for p, n in self.page_attempts.items()},
             "faults_fired": {f"{kind}:{page}": n for (kind, page), n in self.fault_fired.items()},
-            "requests": list(self.log),
+            "requests": [cast(JsonObject, entry) for entry in self.log],
         }
 
     async def get_stats(self, request: web.Request) -> web.Response:
@@ -322,7 +348,7 @@ class FakeVLLM:
 
         started = time.monotonic()
         self.seq += 1
-        entry: dict[str, Any] = {
+        entry: LogEntry = {
             "seq": self.seq,
             "received_at": time.time(),
             "model": model,
@@ -361,7 +387,7 @@ class FakeVLLM:
         cfg: ServerConfig,
         body: dict[str, Any],
         model: str,
-        entry: dict[str, Any],
+        entry: LogEntry,
     ) -> web.StreamResponse:
         def reject(message: str) -> web.Response:
             entry["outcome"], entry["status"] = "bad_request", 400
@@ -394,15 +420,13 @@ class FakeVLLM:
             )
         except BadRequest as exc:
             return reject(str(exc))
-        entry.update(
-            page=prompt.page,
-            pages=[im.code for im in prompt.images],
-            n_images=len(prompt.images),
-            image_sizes=[[im.width, im.height] for im in prompt.images],
-            parts=prompt.parts,
-            prompt=prompt.text[:PROMPT_LOG_CHARS],
-            prompt_tokens=prompt.tokens,
-        )
+        entry["page"] = prompt.page
+        entry["pages"] = [im.code for im in prompt.images]
+        entry["n_images"] = len(prompt.images)
+        entry["image_sizes"] = [[im.width, im.height] for im in prompt.images]
+        entry["parts"] = prompt.parts
+        entry["prompt"] = prompt.text[:PROMPT_LOG_CHARS]
+        entry["prompt_tokens"] = prompt.tokens
 
         if prompt.tokens + max_tokens > cfg.max_model_len:
             return reject(
@@ -452,7 +476,7 @@ class FakeVLLM:
         self.prompt_tokens_total += prompt.tokens
         self.generation_tokens_total += completion_tokens
         self.finished[finish_reason] += 1
-        entry.update(finish_reason=finish_reason, completion_tokens=completion_tokens, status=200)
+        entry["finish_reason"], entry["completion_tokens"], entry["status"] = finish_reason, completion_tokens, 200
         if entry["outcome"] == "pending":
             entry["outcome"] = "ok" if finish_reason == "stop" else finish_reason
 
@@ -495,7 +519,7 @@ def garble(text: str) -> str:
     return "".join(marks[i % len(marks)] if c.isalpha() and i % 3 else c for i, c in enumerate(text))
 
 
-def logprobs(content: str, fault: str | None) -> dict[str, Any]:
+def logprobs(content: str, fault: str | None) -> JsonObject:
     """vLLM's `choices[0].logprobs` for `content`: one token per ~4 characters."""
     value = GARBLED_LOGPROB if fault == "garble" else GOOD_LOGPROB
     tokens = [content[i:i + CHARS_PER_TOKEN] for i in range(0, len(content), CHARS_PER_TOKEN)]

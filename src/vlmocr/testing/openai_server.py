@@ -46,14 +46,15 @@ import queue
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import httpx2 as httpx
 from aiohttp import web
 
 from .fake_config import ANSWER_MODES, FAULT_KINDS, NOCODE, REFUSAL_TEXT, SERVER_KINDS, FaultRule, ServerConfig
-from .fake_vllm import FakeVLLM
+from .fake_vllm import FakeVLLM, LogEntry
 from .pagecode import expected_text
+from ..runfolder.record import JsonObject
 
 __all__ = [
     "FAULT_KINDS",
@@ -133,19 +134,19 @@ class ServerHandle:
             self._client.close()
             self._client = None
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> JsonObject:
         """Counts by outcome, running/waiting, max_running and the request log (``requests``)."""
         return self._call("GET", "/_stats").json()
 
-    def requests(self) -> list[dict[str, Any]]:
+    def requests(self) -> list[LogEntry]:
         """The request log, oldest first."""
-        return self.stats()["requests"]
+        return cast("list[LogEntry]", self.stats()["requests"])
 
-    def configure(self, **changes: Any) -> dict[str, Any]:
+    def configure(self, **changes: Any) -> JsonObject:
         """Change config fields at runtime, e.g. ``faults={...}``; returns the new config."""
         return self._call("POST", "/_config", jsonable(changes)).json()
 
-    def config(self) -> dict[str, Any]:
+    def config(self) -> JsonObject:
         return self._call("GET", "/_config").json()
 
     def reset(self) -> None:
@@ -314,7 +315,7 @@ def _parse_args(argv: list[str] | None) -> ServerConfig:
     parser.add_argument("--model-root", help="/v1/models' root: the model path served (default: the first name)")
     args = parser.parse_args(argv)
 
-    faults: dict[str, Any] = json.loads(args.faults)
+    faults = json.loads(args.faults)  # checked by ServerConfig below
     for item in args.fault:
         kind, sep, rate = item.partition("=")
         if not sep:
