@@ -18,6 +18,7 @@ from rich.table import Table
 from ..exceptions import ExitCode, UsageError
 from ..progress import console
 from . import app, say_reading
+from ..runfolder.record import JsonObject
 
 
 def _stdout() -> Console:
@@ -324,7 +325,7 @@ def _suspicious(run: Path, *, clean: bool = False, rules: Optional[Path] = None,
     spelling = measure_spelling(records, lang=lang) if gates else None
     results = [check_spelling_gate(spelling, g) for g in gates] if spelling is not None else []
 
-    def with_signal(q: Any) -> dict[str, Any]:
+    def with_signal(q: Any) -> JsonObject:
         return {**q.as_dict(), "signal": signals.get((q.doc_id, q.page))}
 
     if json_out:

@@ -44,7 +44,7 @@ class MergeResult:
     docs: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
     duplicates: int = 0  # pages found in more than one shard
-    conflicts: list[dict[str, Any]] = field(default_factory=list)  # … with different final text
+    conflicts: list[JsonObject] = field(default_factory=list)  # … with different final text
 
     def as_dict(self) -> JsonObject:
         return {"out": str(self.out), "shards": self.shards, "records": self.records, "docs": self.docs,

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypedDict, runtime_checkable
 
 from PIL import Image
+from ..runfolder.record import JsonObject
 
 
 class EngineOptions(TypedDict, total=False):
@@ -49,8 +50,8 @@ class Reading:
     revision: str | None = None
     prompt_id: str | None = None
     flags: list[str] = field(default_factory=list)
-    blocks: list[dict[str, Any]] | None = None
-    fields: dict[str, Any] | None = None
+    blocks: list[JsonObject] | None = None
+    fields: JsonObject | None = None
     # The engine's own confidence in [0, 1], where it gives one: the page's mean (weighted by
     # characters) and one value per line it read. A VLM's is the geometric mean of its token
     # probabilities (from `logprobs`); it scores no lines.

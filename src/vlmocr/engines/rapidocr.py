@@ -10,10 +10,11 @@ from typing import Any
 
 from ..runfolder.rundir import dist_version
 from .base import PageInput, Reading, weighted_mean
+from ..runfolder.record import JsonObject
 
 # RapidOCR's own defaults (config.yaml of rapidocr 3.x) for the settings that decide what it
 # finds on a page, written out so that a reading's tag names them without importing RapidOCR.
-DEFAULTS: dict[str, Any] = {
+DEFAULTS: JsonObject = {
     "Global.use_cls": True,  # the 180° line classifier
     "Global.max_side_len": 2000,  # a larger page is shrunk to this before detection
     "Global.text_score": 0.5,  # a line recognised with a lower score is dropped
@@ -28,7 +29,7 @@ DEFAULTS: dict[str, Any] = {
 # "Engines on ../shared/gt"; benchmarks/tune_rapidocr.py). The angle classifier is off: it
 # judges each line on its own and turned whole upright lines over (read as `ra  t t et`),
 # which cost two thirds of RapidOCR's errors on scanned pages; vlmocr renders pages upright.
-SETTINGS: dict[str, Any] = {**DEFAULTS, "Global.use_cls": False}
+SETTINGS: JsonObject = {**DEFAULTS, "Global.use_cls": False}
 
 
 # How boxes become lines (`_group_lines`): part of a reading's settings, since it decides the
@@ -37,7 +38,7 @@ SETTINGS: dict[str, Any] = {**DEFAULTS, "Global.use_cls": False}
 LINE_GROUPING = "lines2"
 
 
-def settings_tag(settings: dict[str, Any] | None = None) -> str:
+def settings_tag(settings: JsonObject | None = None) -> str:
     """A short name of the settings a reading was made with (`cls0 side2000 det736min t0.3
     b0.5 u1.6 s0.5 lines2`): it goes into the record's model field and the settings key, so
     readings made with different settings never pass for one another."""
@@ -115,7 +116,7 @@ def _group_lines(boxes: list, texts: list[str], scores: list[float]) -> list[lis
 class RapidOcrEngine:
     name = "rapidocr"
 
-    def __init__(self, threads: int = 1, settings: dict[str, Any] | None = None) -> None:
+    def __init__(self, threads: int = 1, settings: JsonObject | None = None) -> None:
         """`settings` (RapidOCR parameter names, over `DEFAULTS`) replace the tuned `SETTINGS`:
         for benchmarks that compare them."""
         from rapidocr import RapidOCR

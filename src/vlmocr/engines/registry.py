@@ -36,7 +36,7 @@ def _textlayer(options: EngineOptions) -> Any:
     return TextLayerEngine()
 
 
-def _rapidocr_settings() -> dict[str, Any]:
+def _rapidocr_settings() -> JsonObject:
     # RapidOCR's settings change what it reads: a page read with other settings is read again.
     from .rapidocr import settings_tag
 
@@ -75,7 +75,7 @@ class CpuEngine:
     # the settings key, and a worker keeps one instance per language.
     reads_language: bool = False
     # Its share of the settings key besides the language: what else changes what it reads.
-    key_share: Callable[[], dict[str, Any]] = field(default=lambda: {})
+    key_share: Callable[[], JsonObject] = field(default=lambda: {})
 
     def key_material(self, lang: str) -> JsonObject:
         """This engine's part of a page's settings key when it reads with `lang`."""
@@ -141,9 +141,9 @@ def reads_language(name: str) -> bool:
     return any(CPU_ENGINES[p].reads_language for p in engine_parts(name) if p in CPU_ENGINES)
 
 
-def engine_key_material(name: str, lang: str) -> dict[str, Any]:
+def engine_key_material(name: str, lang: str) -> JsonObject:
     """The share of a page's settings key of the engine(s) `name` reads with, in `lang`."""
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     for part in engine_parts(name):
         if part in CPU_ENGINES:
             out.update(CPU_ENGINES[part].key_material(lang))

@@ -209,7 +209,7 @@ def add_figures(run_dir: str | Path, records: Iterable[Row], link_prefix: str = 
 
 
 
-def page_figure_fields(run_dir: str | Path) -> dict[tuple[str, int], list[dict[str, Any]]]:
+def page_figure_fields(run_dir: str | Path) -> dict[tuple[str, int], list[JsonObject]]:
     """For structured exports: the described figures of each page as JSON-ready dicts
     (figure, type, bbox, crop, description, model, prompt_id, crop_sha256)."""
     return {k: [f.as_dict() for f in v] for k, v in figures_by_page(run_dir).items()}

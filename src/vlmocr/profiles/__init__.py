@@ -22,6 +22,7 @@ from typing import Any, Literal, cast, get_args
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from vlmocr.exceptions import UsageError
+from ..runfolder.record import JsonObject
 
 ServerKind = Literal["vllm", "sglang", "openai"]
 SERVER_KINDS: tuple[str, ...] = get_args(ServerKind)
@@ -145,7 +146,7 @@ class VersionRecipe(_Strict):
     images: list[str] = Field(default_factory=list)
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
-    json_args: dict[str, Any] = Field(default_factory=dict)
+    json_args: JsonObject = Field(default_factory=dict)
     # What protects this part's pages against loops, recorded in the run's provenance: the
     # server's n-gram processor, or only the client's loop defence (text/loops.py and the ladder).
     loop_guard: str = ""
@@ -174,7 +175,7 @@ class ServeSpec(_Strict):
 
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
-    json_args: dict[str, Any] = Field(default_factory=dict)
+    json_args: JsonObject = Field(default_factory=dict)
     hf_jobs: HfJobsSpec = Field(default_factory=HfJobsSpec)  # --target hf-jobs
     # --attention-backend, put before ``args``: "" leaves it to the server, a name pins it,
     # "auto" lets vlmocr choose by the GPU (cluster/serve/attention.py: fa3 on Hopper, else flashinfer).
@@ -235,7 +236,7 @@ class MultiPageSpec(_Strict):
     # kind like the prompt ("" where the server's template inserts the images itself).
     image_token: str = ""
     image_token_by_server: dict[ServerKind, str] = Field(default_factory=dict)
-    extra_body: dict[ServerKind, dict[str, Any]] = Field(default_factory=dict)
+    extra_body: dict[ServerKind, JsonObject] = Field(default_factory=dict)
     # Output budget of a whole multi-page request; per-page max_tokens × pages, capped here.
     max_tokens: int | None = Field(default=None, gt=0)
 
@@ -249,7 +250,7 @@ class RetrySpec(_Strict):
     max_tokens_factor: float = Field(default=1.5, ge=1.0)
     max_tokens_limit: int | None = Field(default=None, gt=0)
     # Repetition controls per server kind, merged into the request body on retries.
-    extra_body: dict[ServerKind, dict[str, Any]] = Field(default_factory=dict)
+    extra_body: dict[ServerKind, JsonObject] = Field(default_factory=dict)
     # On a 400 "prompt too long", may the page be re-rendered smaller and tried once more?
     shrink_on_overflow: bool = True
     shrink_factor: float = Field(default=0.75, gt=0.0, lt=1.0)
@@ -328,7 +329,7 @@ class Profile(_Strict):
     language: str = ""
     context_length: int | None = Field(default=None, gt=0)
     concurrency: int = Field(default=16, ge=1)
-    extra_body: dict[ServerKind, dict[str, Any]] = Field(default_factory=dict)
+    extra_body: dict[ServerKind, JsonObject] = Field(default_factory=dict)
     # "module:Class" of an SGLang CustomLogitProcessor, sent per request (SGLang has no
     # server-side registration; the server needs --enable-custom-logit-processor).
     sglang_logit_processor: str = ""

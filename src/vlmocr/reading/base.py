@@ -71,7 +71,7 @@ class PageReader:
         """A few words for the progress line."""
         return ""
 
-    def final_stats(self) -> dict[str, Any] | None:
+    def final_stats(self) -> JsonObject | None:
         """What run.json records about the reader's run."""
         return None
 

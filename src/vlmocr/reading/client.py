@@ -101,7 +101,7 @@ class _Malformed(Exception):
     pass
 
 
-def mean_logprob(choice: dict[str, Any]) -> float | None:
+def mean_logprob(choice: JsonObject) -> float | None:
     """The mean log-probability of the answer's tokens, from `choices[0].logprobs.content`
     (vLLM, SGLang and OpenAI when the request asked for `logprobs`); None when the answer has
     none or they are of a shape not understood (never a reason to refuse the answer)."""

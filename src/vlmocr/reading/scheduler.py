@@ -609,7 +609,7 @@ def run(cfg: RunConfig, progress: RunProgress | None = None, skip: DocumentFilte
     return asyncio.run(Scheduler(cfg, progress, reader_factory=reader_factory, skip=skip).run())
 
 
-def check_one_reading(run_dir: Path, material: dict[str, Any], cfg: RunConfig) -> bool:
+def check_one_reading(run_dir: Path, material: JsonObject, cfg: RunConfig) -> bool:
     """A run folder holds one reading (issue 27): run with other settings than the folder's
     reading — engine, model, prompt, dpi, decoding: the settings key resume uses — and the run is
     refused (exit 3) naming both and the two ways on, unless --reread (or --force) makes the new

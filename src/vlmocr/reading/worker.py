@@ -18,7 +18,7 @@ from typing import Any
 
 from PIL import Image
 
-from ..engines.base import EngineOptions, PageInput, Reading
+from ..engines.base import Engine, EngineOptions, PageInput, Reading
 from ..engines.choice import Candidate, pick
 from ..exceptions import BadInput
 from ..runfolder.record import JsonObject, PageRecord, PageTask, Status
@@ -27,7 +27,7 @@ from ..inputs.render import (blank_and_ink, count_pages, encode, grey_if_neutral
                      usable_text_layer)
 from ..text.signal import judge
 
-_engines: dict[str, Any] = {}
+_engines: dict[str, Engine] = {}  # one per name:lang in each worker process
 _engine_options: EngineOptions = {}
 
 
@@ -114,7 +114,7 @@ def classify(text: str, finish_reason: str | None, blank_image: bool) -> tuple[S
 def judge_reading(status: Status, reading: Reading, engine: str, *, ink: float | None = None,
                   lang: str | None = None, stated_lang: str | None = None,
                   page_lang: str | None = None, known_lang: str | None = None,
-                  suggested: bool = False) -> tuple[Status, dict[str, Any]]:
+                  suggested: bool = False) -> tuple[Status, JsonObject]:
     """The reading's quality signal, and its status under the calibrated rule: a reading
     classified ok whose signal says it is probably bad is `suspect` (text/signal.py). `lang`:
     the run's language (--lang, or the profile's; in a worker, from the pool's options);
@@ -141,7 +141,7 @@ class Judged:
     engine: str
     reading: Reading
     status: Status
-    quality: dict[str, Any]
+    quality: JsonObject
     flags: list[str]
     seconds: float
 
@@ -229,7 +229,7 @@ def read_page(task: PageTask) -> PageRecord:
             # The reading failed its signal: is the page on its side or upside down? Tesseract's
             # OSD (0.4–2.5 s) is asked only now, so upright pages that read well pay nothing.
             turned = _read_turned(task, reader, img, layer, rendered.dpi, flags, same, readings[best])
-        rotation_fields: dict[str, Any] = {}
+        rotation_fields: JsonObject = {}
         if turned is not None:
             readings, best, why, img, turn, sure = turned
             flags = [*flags, f"rotated:{turn}", f"osd_confidence:{sure:.1f}"]

@@ -385,7 +385,7 @@ class FakeVLLM:
         self,
         request: web.Request,
         cfg: ServerConfig,
-        body: dict[str, Any],
+        body: JsonObject,
         model: str,
         entry: LogEntry,
     ) -> web.StreamResponse:

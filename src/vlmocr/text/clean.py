@@ -127,7 +127,7 @@ class CleanRules(_Strict):
     dehyphenate: DehyphenRules = DehyphenRules()
     fold: FoldRules = FoldRules()
 
-    def canonical(self) -> dict[str, Any]:
+    def canonical(self) -> JsonObject:
         data = self.model_dump(mode="json")
         if not self.fold.names():
             # No fold switched on does what the rules did before folds existed: the hash, and

@@ -48,6 +48,7 @@ from typing import Any
 
 from ..runfolder.record import Row, Signal, Status
 from .textquality import MIN_WORDS, assess_text, guess_language, lexicon, other_language, wordfreq_code
+from ..runfolder.record import JsonObject
 
 THRESHOLDS_FILE = Path(__file__).with_name("signal_thresholds.toml")
 
@@ -192,7 +193,7 @@ def is_suspect(signal: Signal, engine: str, rule: Rule | None = None) -> bool:
     return threshold is not None and signal.score < threshold
 
 
-def judge(text: str, engine: str, **kwargs: Any) -> tuple[dict[str, Any], bool]:
+def judge(text: str, engine: str, **kwargs: Any) -> tuple[JsonObject, bool]:
     """(the record's `quality`, suspect?) for one reading of `engine`: `measure` and the rule."""
     rule = load_thresholds()
     sig = measure(text, engine=engine, rule=rule, **kwargs)

@@ -62,7 +62,7 @@ class ServerInfo:
     attention: dict[str, str] | None = None
     # The version told before the start, the recipe part chosen for it and what guards against
     # loops (cluster/serve/version.py); None when the profile's recipe names no versions.
-    recipe: dict[str, Any] | None = None
+    recipe: JsonObject | None = None
     process: ServerProcess | None = field(default=None, repr=False, compare=False)
 
     def alive(self) -> bool:

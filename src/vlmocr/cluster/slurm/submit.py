@@ -23,6 +23,7 @@ from ...runfolder.store import atomic_file, write_text_atomic
 from .jobs import check_not_active, record_job, sbatch, sbatch_command
 from .layout import BULK, SLURM_DIR, bulk_kind, check_part_name, part_of_kind, shard_name
 from .script import SlurmOptions, job_name_for, render_script, safe_sbatch_value
+from ...runfolder.record import JsonObject
 
 # ============================================================================ staging
 
@@ -356,7 +357,7 @@ def check_one_part(run_dir: Path, part: str | None, docs: Sequence[Document]) ->
 
 
 def submit_grid(run_dir: Path, grid_args: Sequence[str], *, options: SlurmOptions | None = None,
-                dry_run: bool = False, python: str | None = None) -> dict[str, Any]:
+                dry_run: bool = False, python: str | None = None) -> JsonObject:
     """One job that reads a prompt × dpi (× profile) grid against ONE server it starts
     (`vlmocr grid --serve P …`), so the model loads once for every cell. Results land in
     RUN/grid (grid.json, one run directory per cell)."""
@@ -372,7 +373,7 @@ def submit_grid(run_dir: Path, grid_args: Sequence[str], *, options: SlurmOption
 
 
 def submit_single(home: Path, kind: str, command: Sequence[str], *, options: SlurmOptions, dry_run: bool = False,
-                  python: str | None = None, run_args: Sequence[str] = (), pass_out: bool = True) -> dict[str, Any]:
+                  python: str | None = None, run_args: Sequence[str] = (), pass_out: bool = True) -> JsonObject:
     """One job (no array) running ``vlmocr COMMAND`` in the harness of the others (offline
     environment, per-job caches, SIGTERM forwarded, task file): HOME/slurm/<kind>.sbatch, its log
     HOME/slurm/logs/<kind>_<job>.out, the submission recorded in HOME/slurm/jobs.json. With
@@ -388,7 +389,7 @@ def submit_single(home: Path, kind: str, command: Sequence[str], *, options: Slu
                          job_name=job_name_for(home, kind), command=command, pass_out=pass_out, exports=exports)
     script.write_text(text, encoding="utf-8")
     script.chmod(0o755)
-    result: dict[str, Any] = {"script": str(script), "job_id": None,
+    result: JsonObject = {"script": str(script), "job_id": None,
                               "sbatch": sbatch_command(script)}
     if not dry_run:
         result["job_id"] = sbatch(script, [])
