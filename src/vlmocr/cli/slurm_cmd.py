@@ -354,11 +354,11 @@ def describe_command(
     if slurm.json:
         print(json.dumps(result), flush=True)
     elif result["job_id"]:
-        print(f"Submitted describe job {result['job_id']}: log {Path(result['home']) / SLURM_DIR / 'logs'}/"
+        print(f"Submitted describe job {result['job_id']}: log {Path(str(result['home'])) / SLURM_DIR / 'logs'}/"
               f"describe_{result['job_id']}.out", flush=True)
     else:
         print(f"dry run: wrote {result['script']}; nothing submitted (would run, in "
-              f"{Path(result['script']).parent}: {' '.join(result['sbatch'])})", flush=True)
+              f"{Path(str(result['script'])).parent}: {' '.join(map(str, argv if isinstance(argv := result['sbatch'], list) else []))})", flush=True)
     return ExitCode.ok
 
 

@@ -85,7 +85,7 @@ class DescribeSummary:
     records: int = 0  # records written this time
     statuses: dict[str, int] = field(default_factory=dict)  # final status of the selected figures
     missing: int = 0  # selected figures without a final record
-    estimate: dict[str, Any] | None = None
+    estimate: JsonObject | None = None
     docs_rebuilt: int = 0
     seconds: float = 0.0
     interrupted: bool = False
@@ -171,8 +171,8 @@ class _Describer:
             return
         self.counts[rec.status.value] += 1
 
-    def record(self, fig: Figure, attempt: int, status: Status, t0: float, crop: dict[str, Any] | None = None,
-               page: dict[str, Any] | None = None, *, description: str = "", finish_reason: str | None = None,
+    def record(self, fig: Figure, attempt: int, status: Status, t0: float, crop: JsonObject | None = None,
+               page: JsonObject | None = None, *, description: str = "", finish_reason: str | None = None,
                tokens_in: int | None = None, tokens_out: int | None = None, error: str | None = None,
                flags: list[str] | None = None) -> FigureRecord:
         crop = crop or {}
@@ -211,7 +211,7 @@ class _Describer:
         await asyncio.gather(*(self.figure(fig, attempt, step, crops[fig.figure], page)
                                for fig, attempt, step in figs))
 
-    async def figure(self, fig: Figure, attempt: int, step: int, crop: dict[str, Any], page: dict[str, Any]) -> None:
+    async def figure(self, fig: Figure, attempt: int, step: int, crop: JsonObject, page: JsonObject) -> None:
         """Describe one figure, climbing the retry ladder while the answer needs review."""
         from ..reading.request import ladder_overrides
 
@@ -232,8 +232,8 @@ class _Describer:
             attempt += 1
             step += 1
 
-    async def attempt(self, fig: Figure, attempt: int, step: int, crop: dict[str, Any], page: dict[str, Any],
-                      overrides: dict[str, Any]) -> FigureRecord | None:
+    async def attempt(self, fig: Figure, attempt: int, step: int, crop: JsonObject, page: JsonObject,
+                      overrides: JsonObject) -> FigureRecord | None:
         """One request for one figure, through the page reader's own `ask` (request limit,
         context-overflow shrink, endpoint gone); None when stopping before it was sent."""
         t0 = time.monotonic()
@@ -246,7 +246,9 @@ class _Describer:
                                        should_stop=self.runner.stop.is_set)
         if answer is None:
             return None  # stopping: only requests already sent may finish
-        flags = list(crop.get("flags", [])) + answer.flags
+        crop_flags = crop.get("flags")
+        flags = [str(f) for f in crop_flags] if isinstance(crop_flags, list) else []
+        flags += answer.flags
         result = answer.result
         if result is None:
             return self.record(fig, attempt, Status.error, t0, crop, page, error=answer.error, flags=flags)
@@ -261,7 +263,7 @@ class _Describer:
                            tokens_in=result.tokens_in, tokens_out=result.tokens_out, flags=flags)
 
 
-def _estimate(figs: list[Figure], finder: SourceFinder, opts: DescribeOptions, profile: Any) -> dict[str, Any]:
+def _estimate(figs: list[Figure], finder: SourceFinder, opts: DescribeOptions, profile: Any) -> JsonObject:
     """Tokens a describe would spend: image tokens (crop pixels / 784) + prompt (chars / 4) +
     the output budget (max_tokens), per figure. Crops are measured from the page size at the
     chosen dpi, without rendering."""
@@ -269,7 +271,7 @@ def _estimate(figs: list[Figure], finder: SourceFinder, opts: DescribeOptions, p
     prompt_tokens = math.ceil(len(profile.prompt + profile.system_prompt) / CHARS_PER_TOKEN)
     image_tokens = 0
     unknown = 0
-    rows: list[dict[str, Any]] = []
+    rows: list[JsonObject] = []
     for fig in figs:
         page_key = (fig.doc_id, fig.page)
         if page_key not in sizes:

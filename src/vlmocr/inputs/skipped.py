@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any, TypedDict
+from ..runfolder.record import JsonObject
 
 MAX_PATHS = 100  # paths listed in run.json; counts cover every file
 MAX_TYPES = 100  # distinct types counted; more (a name per file: x.0001, x.0002…) go to OTHER_TYPES
@@ -64,11 +65,12 @@ class SkippedFiles:
         types = dict(sorted(self.types.items(), key=lambda kv: (-kv[1], kv[0])))
         return {"files": self.files, "types": types, "hidden": self.hidden}
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         """The totals and the paths kept (run.json's `skipped`)."""
         listed = self.paths if self.keep_all else self.paths[:MAX_PATHS]
-        return {**self.counts(), "paths": [{"path": p, "type": t} for p, t, _ in listed],
-                "paths_listed": len(listed)}
+        counts = self.counts()
+        return {"files": self.files, "types": counts.get("types", {}), "hidden": self.hidden,
+                "paths": [{"path": p, "type": t} for p, t, _ in listed], "paths_listed": len(listed)}
 
     def phrase(self, most: int = 6) -> str:
         """'skipped 3 files: 2 .docx, 1 .xml; ignored 4 hidden entries' — '' when nothing was left out."""

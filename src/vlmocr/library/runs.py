@@ -28,9 +28,9 @@ PAGE_SEPARATOR = "\n\f\n"  # between pages in document.txt: a form feed on a lin
 class RunInfo:
     path: Path  # absolute
     keys: set[str] | None  # None: the latest record of each page, whatever its key
-    settings: dict[str, Any] = field(default_factory=dict)
-    key_material: dict[str, Any] | None = None
-    versions: dict[str, Any] | None = None
+    settings: JsonObject = field(default_factory=dict)
+    key_material: JsonObject | None = None
+    versions: dict[str, str | None] | None = None
     git_commit: str | None = None
     selections: dict[str, tuple[int, ...]] = field(default_factory=dict)  # doc_id → selected pages
     finder: SourceFinder | None = None  # where the records' sources are

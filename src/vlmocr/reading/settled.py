@@ -39,7 +39,7 @@ class SettledReader(PageReader):
     the run's outcome with it as with any reader; it is never asked for a page."""
 
     def __init__(self, cfg: RunConfig, profile: Profile, kind: str, model: str, revision: str | None,
-                 recorded: dict[str, Any]) -> None:
+                 recorded: JsonObject) -> None:
         self.cfg, self.profile, self.kind, self.model, self.revision = cfg, profile, kind, model, revision
         self.recorded = recorded
 
@@ -60,24 +60,26 @@ class SettledReader(PageReader):
         return {"server": self.recorded["server"]} if isinstance(self.recorded.get("server"), dict) else {}
 
 
-def _served(cfg: RunConfig, recorded: dict[str, Any]) -> tuple[Profile, str, str, str | None] | None:
+def _served(cfg: RunConfig, recorded: JsonObject) -> tuple[Profile, str, str, str | None] | None:
     """(profile, server kind, model, revision) of the run from its configuration and what it
     recorded, None when they cannot be told without the server."""
     profile = load_profile(cfg.profile or cfg.serve or "generic")
     model = cfg.model or (profile.model if cfg.serve else None)
     if not model:
         return None
-    material: dict[str, Any] = recorded["key_material"] if isinstance(recorded.get("key_material"), dict) else {}
+    stored = recorded.get("key_material")
+    material: JsonObject = stored if isinstance(stored, dict) else {}
     same_model = material.get("model") == model
     if cfg.serve:
         kind: str | None = cfg.server_kind if cfg.server_kind in STARTED_KINDS else "vllm"
     elif cfg.server_kind != "auto":
         kind = cfg.server_kind
     else:
-        kind = material.get("server_kind") if same_model else None
+        kind = str(material.get("server_kind") or "") if same_model else None
     if not kind:
         return None
-    revision = material.get("revision") if same_model and "revision" in material else profile.revision
+    seen = material.get("revision")
+    revision = (str(seen) if seen is not None else None) if same_model and "revision" in material else profile.revision
     return profile, kind, model, revision
 
 

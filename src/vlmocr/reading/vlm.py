@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, cast
 
 from ..settings.config import RunConfig
 from ..exceptions import EndpointUnavailable, UsageError
@@ -67,7 +67,7 @@ class VlmReader(PageReader):
         # model's revision (in the key and on every record), "vllm 0.11.0", run.json's `server`.
         self.revision: str | None = profile.revision or None
         self.server = server_label(server_kind, None)
-        self.served: dict[str, Any] = {}
+        self.served: JsonObject = {}
         self.adaptive_active = False
         # What the person running this should read once (stderr via `attach`, run.json's notes).
         self.notes: list[str] = []
@@ -224,7 +224,7 @@ class VlmReader(PageReader):
                 return
             attempt += 1
 
-    def _request(self, profile: Profile, images: list[str], overrides: dict[str, Any] | None) -> dict[str, Any]:
+    def _request(self, profile: Profile, images: list[str], overrides: JsonObject | None) -> JsonObject:
         body = build_chat_request(profile, [(image, "") for image in images], self.server_kind, self.model_name,
                                   overrides)
         if profile.logprobs and self.server_kind in ("vllm", "sglang"):
@@ -233,7 +233,7 @@ class VlmReader(PageReader):
             body.setdefault("logprobs", True)
         return body
 
-    async def ask(self, image: str, overrides: dict[str, Any] | None, *, profile: Profile | None = None,
+    async def ask(self, image: str, overrides: JsonObject | None, *, profile: Profile | None = None,
                   shrink: Callable[[float], Awaitable[str | None]] | None = None,
                   should_stop: Callable[[], bool] | None = None) -> Answer | None:
         """One image to the endpoint under the request limit: the answer, or why there is none.
@@ -262,7 +262,7 @@ class VlmReader(PageReader):
                             continue
                     return Answer(None, str(exc), flags + (["context_overflow"] if exc.overflow else []), image)
 
-    async def _attempt(self, task: PageTask, overrides: dict[str, Any], step: int) -> PageRecord:
+    async def _attempt(self, task: PageTask, overrides: JsonObject, step: int) -> PageRecord:
         t0 = time.monotonic()
         prep = await self._prepare(task)
         if isinstance(prep, PageRecord):
@@ -315,7 +315,7 @@ class VlmReader(PageReader):
                             tokens_in=result.tokens_in, tokens_out=result.tokens_out, flags=flags,
                             blocks=blocks or None, fields=fields)
 
-    async def _turned(self, task: PageTask, overrides: dict[str, Any], step: int) -> PageRecord | None:
+    async def _turned(self, task: PageTask, overrides: JsonObject, step: int) -> PageRecord | None:
         ok, answer = await self.pool.call_safely(orientation_of_page, self._for_http(task))
         if not ok:
             return None
@@ -328,7 +328,7 @@ class VlmReader(PageReader):
                                                   f"osd_confidence:{sure:.1f}"]})
 
     def _judge(self, task: PageTask, status: Status, text: str, confidence: float | None, prep: Prepared,
-               fields: dict[str, Any] | None, blocks: list[Any] | None = None) -> tuple[Status, dict[str, Any]]:
+               fields: JsonObject | None, blocks: list[Any] | None = None) -> tuple[Status, JsonObject]:
         """The answer's quality signal and its status under the rule (suspect climbs the ladder).
         The language: the page's manifest row, else what the answer states, else the run's. A
         page the answer found figures on is not judged by its ink: a chart is ink, not text."""
@@ -459,7 +459,7 @@ class VlmReader(PageReader):
 
 
 def vlm_key_material(cfg: RunConfig, p: Profile, kind: str, model: str, revision: str | None,
-                     pages_per_request: int, doc_dpi: float | None = None) -> dict[str, Any]:
+                     pages_per_request: int, doc_dpi: float | None = None) -> JsonObject:
     """What changes a page's text under a VLM: the settings key's input. A function of the
     configuration and what serves it (kind, model, revision), so that a resumed run can tell
     what it owes before asking the endpoint (reading/settled.py)."""
@@ -535,9 +535,9 @@ async def _what_serves(reader: VlmReader, cfg: RunConfig, entry: ModelEntry) -> 
     root = root if isinstance(root, str) else None
     revision = resolve_revision(root, reader.profile.revision)
     reader.revision = revision["revision"]
-    reader.server = server_label(reader.server_kind, version)
+    reader.server = server_label(reader.server_kind, str(version) if version else None)
     reader.served = {"name": reader.server_kind, "version": version, "version_source": version_source,
-                     "url": public_url(cfg.endpoint or ""), "model": reader.model_name, "root": root, **revision,
+                     "url": public_url(cfg.endpoint or ""), "model": reader.model_name, "root": root, **cast(JsonObject, revision),
                      **{k: v for k, v in started.items() if k not in ("version", "version_source")}}
     declared = revision.get("revision_declared")
     if declared:
@@ -548,7 +548,7 @@ async def _what_serves(reader: VlmReader, cfg: RunConfig, entry: ModelEntry) -> 
                       markup=False, highlight=False)
 
 
-def _better(turned: PageRecord, status: Status, quality: dict[str, Any]) -> bool:
+def _better(turned: PageRecord, status: Status, quality: JsonObject) -> bool:
     """Whether the page read turned is better than as it lay: a status no longer failing its
     signal, or the same status with a higher signal score."""
     if turned.status is Status.ok:

@@ -16,6 +16,7 @@ from ..runfolder.rundir import SourceFinder
 from ..runfolder.store import atomic_file
 from .gather import Doc, Page, ReportOptions
 from ..reading.memory import available_cores
+from ..runfolder.record import JsonObject
 
 THUMB_DIR = "thumbs"
 _THUMB_FILE = re.compile(r"[0-9a-f]{20}\.jpg")  # the names _thumb_name gives
@@ -30,13 +31,14 @@ class Thumbs:
     used: set[str] = field(default_factory=set)  # file names this build refers to
 
 
-def make_thumbs(flagged: list[Page], docs: list[Doc], opts: ReportOptions, run_info: dict[str, Any], out: Path,
+def make_thumbs(flagged: list[Page], docs: list[Doc], opts: ReportOptions, run_info: JsonObject, out: Path,
                 notes: list[str], say: Callable[[str], None]) -> Thumbs:
     """Renders the thumbnails of `flagged` into out/thumbs and sets each page's thumb or note."""
     thumb_dir = out / THUMB_DIR
     thumb_dir.mkdir(exist_ok=True)
     # Resolved: a thumbnail is named after the file itself (_thumb_name), however it was reached.
-    finder = SourceFinder(opts.run_dir, opts.source_roots, settings=run_info.get("settings") or {}, resolve=True)
+    finder = SourceFinder(opts.run_dir, opts.source_roots, settings=settings if isinstance(settings := run_info.get("settings"), dict) else {},
+                          resolve=True)
     tasks: list[ThumbTask] = []
     task_pages: dict[str, list[Page]] = {}
     result = Thumbs()

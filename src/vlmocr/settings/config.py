@@ -181,7 +181,7 @@ class RunConfig(BaseModel):
         return new
 
     @property
-    def served(self) -> dict[str, Any] | None:
+    def served(self) -> JsonObject | None:
         """What vlmocr learnt starting the server this run reads from (None: it did not)."""
         ep = self._endpoint
         return dict(ep.provenance) if ep is not None and ep.provenance is not None else None
@@ -246,7 +246,7 @@ class RunConfig(BaseModel):
         are the key's, so a document whose language changes nothing keeps the run's key."""
         doc = self.document_reading(language)
         reader, lang = (doc.reader, doc.lang) if doc else (self.reader(), self.lang)
-        material: dict[str, Any] = {
+        material: JsonObject = {
             "reader_revision": READER_REVISION,
             "engine": self.engine,
             "reader": reader,
@@ -269,13 +269,13 @@ class RunConfig(BaseModel):
         return data
 
 
-def settings_key(material: dict[str, Any]) -> str:
+def settings_key(material: JsonObject) -> str:
     canonical = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 
-def _env_values() -> dict[str, Any]:
-    values: dict[str, Any] = {}
+def _env_values() -> JsonObject:
+    values: JsonObject = {}
     for name in RunConfig.model_fields:
         if name in ("inputs",):
             continue
@@ -290,7 +290,7 @@ def env_name(setting: str) -> str:
     return f"VLMOCR_{setting.upper()}"
 
 
-def _file_values(config_file: Path) -> dict[str, Any]:
+def _file_values(config_file: Path) -> JsonObject:
     """The settings of a config file: top-level keys, or a [run] table — not both (a key left
     beside the table would be silently dropped, and the run would not be the one described)."""
     try:
@@ -314,10 +314,10 @@ def _file_values(config_file: Path) -> dict[str, Any]:
     return values
 
 
-def load_config(cli: dict[str, Any], config_file: Path | None = None) -> RunConfig:
+def load_config(cli: Mapping[str, object], config_file: Path | None = None) -> RunConfig:
     """Merge the layers; unknown keys in a config file are an error naming the file. An invalid
     value is named where it came from: the VLMOCR_* variable (with its value) or the file."""
-    merged: dict[str, Any] = _env_values()
+    merged: dict[str, object] = dict(_env_values())
     # The value too, to see what was wrong — but never an endpoint's (it may carry a password).
     origin = {k: env_name(k) if k == "endpoint" else f"{env_name(k)}={v!r}" for k, v in merged.items()}
     if config_file is not None:

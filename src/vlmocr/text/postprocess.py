@@ -15,8 +15,9 @@ from html.parser import HTMLParser
 from typing import Any
 
 from vlmocr.profiles import Profile
+from ..runfolder.record import JsonObject
 
-Block = dict[str, Any]
+Block = JsonObject
 
 # Block types that hold a figure, not text (grounded answers: deepseek-ocr, dots.ocr, docling).
 FIGURE_TYPES = frozenset({"image", "figure", "chart", "picture"})
@@ -30,7 +31,7 @@ _BLANK_LINES = re.compile(r"\n{3,}")
 _FENCE_LINE = re.compile(r"^\s*```[\w+.-]*\s*$")
 
 
-def postprocess(profile: Profile, text: str) -> tuple[str, list[Block] | None, dict[str, Any] | None]:
+def postprocess(profile: Profile, text: str) -> tuple[str, list[Block] | None, JsonObject | None]:
     """(clean text, blocks or None, fields or None) for one page's raw answer.
 
     For a multi-page answer, ``split_pages`` first, then this per page. Runs of blank lines
@@ -40,7 +41,7 @@ def postprocess(profile: Profile, text: str) -> tuple[str, list[Block] | None, d
         text = text.replace(token, "")
     if spec.strip_fences:
         text = strip_fences(text)
-    fields: dict[str, Any] | None = None
+    fields: JsonObject | None = None
     if spec.front_matter == "yaml":
         text, fields = parse_front_matter(text)
     blocks: list[Block] | None = None
@@ -126,7 +127,7 @@ def _scalar(raw: str) -> Any:
     return value
 
 
-def rotation_asked(fields: dict[str, Any] | None) -> int:
+def rotation_asked(fields: JsonObject | None) -> int:
     """The turn (degrees counter-clockwise: 90, 180 or 270) a model says its page needs — olmOCR's
     `is_rotation_valid: false` with `rotation_correction: N` — else 0."""
     if not isinstance(fields, dict) or fields.get("rotation_valid") is not False:
@@ -135,12 +136,12 @@ def rotation_asked(fields: dict[str, Any] | None) -> int:
     return turn if isinstance(turn, int) and not isinstance(turn, bool) and turn in (90, 180, 270) else 0
 
 
-def parse_front_matter(text: str) -> tuple[str, dict[str, Any] | None]:
+def parse_front_matter(text: str) -> tuple[str, JsonObject | None]:
     """(body, fields) from ``---\\nkey: value\\n---\\nbody``; (text, None) without one."""
     match = _FRONT_MATTER.match(text)
     if not match:
         return text, None
-    fields: dict[str, Any] = {}
+    fields: JsonObject = {}
     for line in match.group(1).split("\n"):
         key, sep, value = line.partition(":")
         if sep and key.strip():
@@ -267,7 +268,7 @@ def _parse_dots_json(text: str) -> tuple[str, list[Block]] | None:
         raw_box = item.get("bbox")
         numbers = [float(v) for v in raw_box] if isinstance(raw_box, list) and all(isinstance(v, int | float) for v in raw_box) else []
         blocks.append({"type": str(item.get("category", "Text")), "bbox": _bbox(numbers), "text": str(item.get("text") or "").strip()})
-    return "\n\n".join(b["text"] for b in blocks if b["text"]), blocks
+    return "\n\n".join(str(b["text"]) for b in blocks if b["text"]), blocks
 
 
 # --- DocTags (Granite-Docling) --------------------------------------------------------------
@@ -305,7 +306,7 @@ def _parse_doctags(text: str) -> tuple[str, list[Block]] | None:
         # DocTags locations are on a 0-500 grid; doubled to share the 0-1000 convention.
         locs = [int(v) * 2 for v in _LOC.findall(match.group("locs") or "")]
         blocks.append({"type": tag, "bbox": locs or None, "text": _doctag_text(tag, match.group("body"))})
-    return "\n\n".join(b["text"] for b in blocks if b["text"]), blocks
+    return "\n\n".join(str(b["text"]) for b in blocks if b["text"]), blocks
 
 
 # --- Chandra HTML layout blocks ---------------------------------------------------------------
@@ -377,7 +378,7 @@ def _parse_chandra_html(text: str) -> tuple[str, list[Block]] | None:
         parser.blocks[-1]["text"] = _tidy("".join(parser._parts))
     if not parser.blocks:
         return None
-    return "\n\n".join(b["text"] for b in parser.blocks if b["text"]), parser.blocks
+    return "\n\n".join(str(b["text"]) for b in parser.blocks if b["text"]), parser.blocks
 
 
 _LAYOUT_PARSERS: dict[str, Callable[[str], tuple[str, list[Block]] | None]] = {

@@ -25,6 +25,7 @@ from ...runfolder.store import PAGES_FILE
 from .jobs import check_not_active
 from .script import SlurmOptions
 from .submit import submit_single
+from ...runfolder.record import JsonObject
 
 KIND = "describe"
 
@@ -54,7 +55,7 @@ def check_describe_job(run_dir: Path | None, library: Path | None, opts: Describ
 
 def submit_describe(run_dir: Path | None, library: Path | None, opts: DescribeOptions, serve: str,
                     describe_args: Sequence[str], *, out: Path | None = None, options: SlurmOptions | None = None,
-                    dry_run: bool = False, python: str | None = None) -> dict[str, Any]:
+                    dry_run: bool = False, python: str | None = None) -> JsonObject:
     """Check, write HOME/slurm/describe.sbatch and submit it (recorded in HOME/slurm/jobs.json).
 
     ``describe_args`` are the `vlmocr describe` options as the job passes them (checked and

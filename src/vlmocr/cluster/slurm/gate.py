@@ -335,7 +335,8 @@ def release(run_dir: Path, *, max_cer: float | None = None, wait: float = 0.0, d
     if failing:
         detail += "; " + "; ".join(failing)
     task = task_file(run_dir, "gate")
-    rc = task.get("exit_code") if task.get("state") == "FINISHED" else None
+    code = task.get("exit_code") if task.get("state") == "FINISHED" else None
+    rc = code if isinstance(code, int) else None
     if rc not in (None, 0):
         detail += f"; the gate run exited {rc} ({EXIT_MEANINGS.get(rc, 'see vlmocr exit codes')}, see its log)"
     output = ""

@@ -34,6 +34,7 @@ from typing import Any
 
 from ...exceptions import UsageError
 from ...runfolder.store import write_json_atomic
+from ...runfolder.record import JsonObject
 
 SLURM_DIR = "slurm"
 GATE_RUN = "gate"
@@ -79,6 +80,6 @@ def read_json(path: Path, default: Any = None) -> Any:
         return default
 
 
-def task_file(run_dir: Path, name: str) -> dict[str, Any]:
+def task_file(run_dir: Path, name: str) -> JsonObject:
     """What task ``name`` (gate, bulk-K) wrote about itself: job id, host, state, exit code."""
     return read_json(run_dir / SLURM_DIR / "tasks" / f"{name}.json", {}) or {}

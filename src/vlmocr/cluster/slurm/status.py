@@ -151,7 +151,7 @@ def status(run_dir: Path) -> dict[str, Any]:
             task_state[name] = {"state": "COMPLETED" if rc in SETTLED else "FAILED", "exit_code": rc,
                                 "job_id": tf.get("job_id"), "source": "task file"}
         elif tf.get("job_id"):
-            lookup.append((name, tf["job_id"]))
+            lookup.append((name, str(tf["job_id"])))
     if lookup:
         acct = sacct_states([j for _, j in lookup])
         for name, jid in lookup:
