@@ -89,9 +89,9 @@ class Signal:
     wrong_language: str | None = None
     threshold: float | None = None
 
-    def as_dict(self, threshold: float | None = None) -> dict[str, Any]:
+    def as_dict(self, threshold: float | None = None) -> JsonObject:
         """What the page record stores as `quality` (rounded: four digits say enough)."""
-        out: dict[str, Any] = {"score": self.score, "threshold": self.threshold if threshold is None else threshold}
+        out: JsonObject = {"score": self.score, "threshold": self.threshold if threshold is None else threshold}
         for name, value in asdict(self).items():
             if name not in ("score", "threshold"):
                 out[name] = round(value, 4) if isinstance(value, float) else value
@@ -164,7 +164,7 @@ class PageRecord(BaseModel):
     text: str = ""
     # The quality signal of the text (text/signal.py): {score, threshold, components…}; absent
     # when there is no reading (error, bad_input) or the record predates it.
-    quality: dict[str, Any] | None = None
+    quality: JsonObject | None = None
     engine: str = ""
     # Degrees the page image was turned (counter-clockwise) before it was read, and who said so
     # (`rotation_from`: model — the VLM's own answer, olmOCR's rotation_correction; osd — Tesseract's
@@ -200,7 +200,7 @@ class PageRecord(BaseModel):
     error: str | None = None
     flags: list[str] = Field(default_factory=list)
     blocks: list[Block] | None = None
-    fields: dict[str, Any] | None = None  # structured output, e.g. olmOCR front matter
+    fields: JsonObject | None = None  # structured output, e.g. olmOCR front matter
     finished_at: str = Field(default_factory=lambda: now_iso())
 
     @model_validator(mode="after")
@@ -212,7 +212,7 @@ class PageRecord(BaseModel):
                 self.status = Status.truncated
         return self
 
-    def to_json_dict(self) -> dict[str, Any]:
+    def to_json_dict(self) -> JsonObject:
         # Every schema field is present (null when unknown) so consumers never guess; the
         # optional structures appear only when an engine produced them.
         data = self.model_dump(mode="json", by_alias=True)
@@ -351,10 +351,10 @@ class FigureRecord(BaseModel):
     seconds: float = 0.0
     error: str | None = None
     flags: list[str] = Field(default_factory=list)
-    anchor: dict[str, Any] = Field(default_factory=dict)  # neighbouring text: where the figure sits
+    anchor: dict[str, str] = Field(default_factory=dict)  # neighbouring text: where the figure sits
     finished_at: str = Field(default_factory=lambda: now_iso())
 
-    def to_json_dict(self) -> dict[str, Any]:
+    def to_json_dict(self) -> JsonObject:
         return self.model_dump(mode="json", by_alias=True)
 
 
@@ -370,7 +370,7 @@ class Sizing:
     longest_side: int | None = None
     max_pixels: int = DEFAULT_MAX_PIXELS
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JsonObject:
         return {"dpi": self.dpi, "longest_side": self.longest_side, "max_pixels": self.max_pixels}
 
 

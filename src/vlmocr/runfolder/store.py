@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Iterator
 import orjson
 
 from ..exceptions import RunLocked, UsageError, VlmocrError
-from .record import CODE_STATUS, STATUS_CODE, FigureRecord, PageRecord, Row, Status
+from .record import CODE_STATUS, STATUS_CODE, FigureRecord, JsonObject, JsonValue, PageRecord, Row, Status
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ def repair_torn_tail(path: Path) -> int:
         return size - cut
 
 
-def iter_records(path: Path, *, strict: bool = False, heads: bool = False) -> Iterator[dict[str, Any]]:
+def iter_records(path: Path, *, strict: bool = False, heads: bool = False) -> Iterator[JsonObject]:
     """Every parseable record whose check matches, in file order. A bad line (not JSON, or
     failing its CRC-32) is logged with its file:line and skipped (or raised), so the page it
     stood for counts as unread and a record written later for it is the one that counts.
@@ -82,7 +82,7 @@ def iter_records(path: Path, *, strict: bool = False, heads: bool = False) -> It
 
 
 def records_with_offsets(path: Path, *, strict: bool = False, heads: bool = False
-                         ) -> Iterator[tuple[int, dict[str, Any]]]:
+                         ) -> Iterator[tuple[int, JsonObject]]:
     """iter_records, each record with the byte offset of its line (FinalRecords reads it there)."""
     if not path.exists():
         return
@@ -98,7 +98,7 @@ def records_with_offsets(path: Path, *, strict: bool = False, heads: bool = Fals
                 yield at, rec
 
 
-def _parse(line: bytes, path: Path, n: int, strict: bool = False) -> dict[str, Any] | None:
+def _parse(line: bytes, path: Path, n: int, strict: bool = False) -> JsonObject | None:
     """One line's record, or None (logged, or raised when `strict`) when it is not one."""
     if not line.strip():
         return None
@@ -132,7 +132,7 @@ _CHECK_OPEN = b',"crc32":"'
 _CHECK_LEN = len(_CHECK_OPEN) + 8 + len(b'"}\n')
 
 
-def checked_line(data: dict[str, Any]) -> bytes:
+def checked_line(data: JsonObject) -> bytes:
     """A record's line: its JSON with the CRC-32 of what precedes it as the last member."""
     if CHECK_KEY in data:  # a record read back and written again: its old check is not ours
         data = {k: v for k, v in data.items() if k != CHECK_KEY}
@@ -147,7 +147,7 @@ def line_intact(line: bytes) -> bool:
             and b"%08x" % zlib.crc32(memoryview(line)[:n]) == line[-11:-3])
 
 
-def _check_fails(line: bytes, rec: dict[str, Any]) -> bool:
+def _check_fails(line: bytes, rec: JsonObject) -> bool:
     """Does a parsed line carry a check that does not match? A line written before lines
     carried one has none and is trusted as before. A check whose own name was damaged still
     counts as a check: the member at the check's place has the check's shape."""
@@ -164,7 +164,7 @@ _TEXT_KEY = b',"text":'
 _RESUME_FIELDS = ("doc_id", "page", "key", "status", "attempt")
 
 
-def _head(line: bytes) -> dict[str, Any] | None:
+def _head(line: bytes) -> JsonObject | None:
     """A record parsed only up to its text, or None when the line must be parsed whole.
 
     Records are written with doc_id, page, doc_pages, key, status and attempt before the
@@ -205,17 +205,24 @@ def iter_figures(path: Path) -> Iterator[FigureRecord]:
             log.warning("%s: record %d is not a figure record; skipped", path, n)
 
 
-def resume_fields(path: Path) -> Iterator[dict[str, Any]]:
+def resume_fields(path: Path) -> Iterator[JsonObject]:
     """Like iter_records, for resume: each record parsed only up to its text (`_head`)."""
     return iter_records(path, heads=True)
 
 
-def _final_page(rec: dict[str, Any], path: Path) -> tuple[str, int] | None:
+def _int(value: JsonValue) -> int:
+    """A number read from a stored line; TypeError when it is none (an edited or foreign file)."""
+    if isinstance(value, (int, float, str)):
+        return int(value)
+    raise TypeError(f"not a number: {value!r}")
+
+
+def _final_page(rec: JsonObject, path: Path) -> tuple[str, int] | None:
     """The (doc_id, page) a record can be the final one of; None (logged) when it can be none:
     no doc_id or page, or a status this vlmocr does not know (an edited or foreign file). The
     page's earlier record, if any, stays its final one."""
     try:
-        page_id = (str(rec["doc_id"]), int(rec["page"]))
+        page_id = (str(rec["doc_id"]), _int(rec["page"]))
         Status(rec["status"])
     except (KeyError, TypeError, ValueError):
         log.warning("%s: a record of %r page %r with status %r is not a page record this vlmocr reads; skipped",
@@ -224,7 +231,7 @@ def _final_page(rec: dict[str, Any], path: Path) -> tuple[str, int] | None:
     return page_id
 
 
-def _row(rec: dict[str, Any], path: Path, where: str) -> Row:
+def _row(rec: JsonObject, path: Path, where: str) -> Row:
     try:
         return Row.of(rec)
     except (KeyError, TypeError, ValueError) as exc:  # a field of another shape (an edited file)
@@ -233,7 +240,7 @@ def _row(rec: dict[str, Any], path: Path, where: str) -> Row:
 
 def final_records(path: Path, keys: set[str] | None = None, docs: set[str] | None = None) -> dict[tuple[str, int], Row]:
     """The last record of each (doc_id, page), optionally for some keys/documents only."""
-    out: dict[tuple[str, int], dict[str, Any]] = {}
+    out: dict[tuple[str, int], JsonObject] = {}
     for rec in iter_records(path):
         if keys is not None and rec.get("key") not in keys:
             continue
@@ -379,13 +386,14 @@ class ResumeIndex:
             state.doc_pages = rec.doc_pages
         state.set(rec.page, rec.status, rec.attempt)
 
-    def add(self, rec: dict[str, Any]) -> None:
-        state = self.docs.get((rec["key"], rec["doc_id"]))
+    def add(self, rec: JsonObject) -> None:
+        doc = (str(rec["key"]), str(rec["doc_id"]))
+        state = self.docs.get(doc)
         if state is None:
-            state = self.docs[(rec["key"], rec["doc_id"])] = DocState()
-        if rec.get("doc_pages") is not None:
-            state.doc_pages = int(rec["doc_pages"])
-        state.set(int(rec["page"]), Status(rec["status"]), int(rec.get("attempt", 1)))
+            state = self.docs[doc] = DocState()
+        if (pages := rec.get("doc_pages")) is not None:
+            state.doc_pages = _int(pages)
+        state.set(_int(rec["page"]), Status(rec["status"]), _int(rec.get("attempt", 1)))
 
     @classmethod
     def load(cls, path: Path, keys: set[str] | None = None) -> "ResumeIndex":
@@ -413,7 +421,7 @@ class RecordWriter:
         self._last_sync = time.monotonic()
         self.written = 0
 
-    def append(self, record: PageRecord | FigureRecord | dict[str, Any]) -> dict[str, Any]:
+    def append(self, record: PageRecord | FigureRecord | JsonObject) -> JsonObject:
         """Write one record as one checked line; returns the fields as written."""
         data = record if isinstance(record, dict) else record.to_json_dict()
         line = checked_line(data)
