@@ -10,7 +10,7 @@ that collection passes as `--lang`) and scored against its transcription. Then, 
 
 * Tesseract alone, RapidOCR alone;
 * the oracle: the reading with the lower CER on every page (what a perfect choice reaches);
-* the signal's choice as shipped (`vlmocr.engines.choice.pick`: the higher signal score);
+* the signal's choice as shipped (`vlmocr.engines.pick.pick`: the higher signal score);
 * the alternative rule: the higher margin over each engine's own threshold (score − threshold).
 
 CER is given two ways: micro (Σ edits / Σ truth characters: long pages weigh more) and macro
@@ -34,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from vlmocr.engines.choice import Candidate, pick
+from vlmocr.engines.pick import Candidate, pick
 from vlmocr.evaluation.score import char_errors
 from vlmocr.runfolder.record import Status
 from vlmocr.text.quality import classify
@@ -93,17 +93,17 @@ def oracle(p: dict[str, Any]) -> str:
 def by_script(p: dict[str, Any]) -> str:
     """`--engine auto`, the default: the engine engines/choice.py picks for the page's language
     (its script) with this machine's Tesseract data."""
-    from vlmocr.engines.choice import best_for, tesseract_languages
+    from vlmocr.engines.choice import best_for, data_languages
 
-    return best_for(p["lang"], _installed()).engine if tesseract_languages() is not None else "rapidocr"
+    return best_for(p["lang"], _installed()).engine if data_languages() is not None else "rapidocr"
 
 
 def _installed() -> Any:
-    from vlmocr.engines.choice import tesseract_languages
+    from vlmocr.engines.choice import data_languages
 
     global _LANGS
     if _LANGS is None:
-        _LANGS = tesseract_languages()
+        _LANGS = data_languages()
     return _LANGS
 
 

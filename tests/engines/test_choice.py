@@ -19,7 +19,8 @@ from support.cli import run_cli
 from support.tessdata import need_tesseract
 from support.documents import make_scan_pdf
 from support.records import finals, read_records
-from vlmocr.engines.choice import Candidate, choose_ocr_engine, pick
+from vlmocr.engines.choice import choose_ocr_engine
+from vlmocr.engines.pick import Candidate, pick
 from vlmocr.evaluation.score import cer
 
 pytestmark = pytest.mark.tesseract
@@ -208,3 +209,25 @@ def test_pick_prefers_a_readable_reading_then_the_higher_score():
     assert pick([Candidate("tesseract", True, q(0.9)), Candidate("rapidocr", True, q(0.9))])[0] == 0
     best, why = pick([Candidate("tesseract", False, q(1.0)), Candidate("rapidocr", True, q(0.2))])
     assert best == 1 and why == "tesseract gave no usable reading"
+
+
+def test_auto_follows_the_ranks_the_engines_declare(monkeypatch):
+    """Issue 28: an engine declares its rank and scripts for `auto` in its own file; the rule has no
+    engine names of its own. A new engine ranked first for Greek takes Greek from Tesseract, and
+    the languages it does not claim stay with the engines that did."""
+    from dataclasses import replace
+
+    from vlmocr.engines import choice, registry
+    from vlmocr.engines.base import CpuEngine
+
+    greek = CpuEngine("greekocr", None, ocr=True, auto_rank=0, auto_scripts=frozenset({"Grek"}),
+                      auto_rule="GreekOCR for Greek")
+    monkeypatch.setitem(registry.CPU_ENGINES, "greekocr", greek)
+    have = frozenset({"grc", "eng"})
+    assert choice.best_for("grc", have) == choice.EngineChoice(
+        "greekocr", "reads Grek script better than rapidocr or tesseract (BENCHMARKS.md)")
+    assert choice.best_for("eng", have).engine == "rapidocr"
+    assert choice.best_for("rus", frozenset({"rus"})).engine == "tesseract"
+    # Unranked, `auto` never picks it.
+    monkeypatch.setitem(registry.CPU_ENGINES, "greekocr", replace(greek, auto_rank=None))
+    assert choice.best_for("grc", have).engine == "tesseract"

@@ -23,12 +23,12 @@ def need_tesseract(*langs: str) -> None:
     import shutil
 
     from support.components import need
-    from vlmocr.engines.choice import tesseract_languages
+    from vlmocr.engines.choice import data_languages
 
     from vlmocr.engines.languages import debian_package
 
     need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
-    have = tesseract_languages() or frozenset()
+    have = data_languages() or frozenset()
     for lang in langs:
         need(lang in have, f"tesseract language data {lang}", debian_package(lang) or f"tesseract-ocr-{lang}")
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypedDict, runtime_checkable
+from typing import Any, Callable, Protocol, TypedDict, runtime_checkable
 
 from PIL import Image
 from ..runfolder.record import JsonObject
@@ -75,3 +75,39 @@ class Engine(Protocol):
     name: str
 
     def read(self, page: PageInput) -> Reading: ...
+
+
+@dataclass(frozen=True)
+class CpuEngine:
+    name: str
+    build: Callable[[EngineOptions], Any] | None  # in a worker: options → engine (None: a composite)
+    ocr: bool  # reads page images (what `--ocr-engine` may name); the text layer does not
+    preload: tuple[str, ...] = ()  # modules the forkserver imports once for every worker
+    versions: Callable[[], dict[str, str | None]] = field(default=lambda: {})
+    check: Callable[[EngineOptions], EngineOptions] | None = None  # before any page: extra options
+    # A composite reads each page with every part and keeps the reading with the better quality
+    # signal (reading/worker.py, engines/pick.py); the record names the part that read it.
+    parts: tuple[str, ...] = ()
+    # The resident memory a worker reading with it reaches (MB; None: light), measured on 2000 px
+    # pages (BENCHMARKS.md, "Engines on ../shared/gt"): the default --workers is what memory
+    # holds of these (reading/memory.py), lest a laptop's 8 workers meet the OOM killer.
+    peak_worker_mb: int | None = None
+    # Reads with language data (`--lang`, a document's language): the language is its share of
+    # the settings key, and a worker keeps one instance per language.
+    reads_language: bool = False
+    # Its share of the settings key besides the language: what else changes what it reads.
+    key_share: Callable[[], JsonObject] = field(default=lambda: {})
+    # `auto` (engines/choice.py) tries the engines with a rank, lowest first: one that lists the
+    # page's script in `auto_scripts` reads it best, with no language data; one that
+    # `reads_language` reads a script its installed data covers (`installed`: the languages it
+    # has, None when it is not installed). What no engine can read goes to the first ranked
+    # engine that needs no data, flagged for review. `auto_rule`: its part of the rule in words
+    # (run --help, the README).
+    auto_rank: int | None = None
+    auto_scripts: frozenset[str] = frozenset()
+    auto_rule: str = ""
+    installed: Callable[[], frozenset[str] | None] | None = None
+
+    def key_material(self, lang: str) -> JsonObject:
+        """This engine's part of a page's settings key when it reads with `lang`."""
+        return {**({"lang": lang} if self.reads_language else {}), **self.key_share()}

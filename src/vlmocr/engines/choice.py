@@ -19,34 +19,52 @@ Two decisions, both written on the record (`engine_choice`) so a person can see 
   under `auto` the engine `best_for` that language picks, and Tesseract (chosen, or named) reads
   with the document's data. Data missing: the run's choice, with the reason on the record.
 * **For a page** (`--ocr-engine tesseract+rapidocr`): read it with both and keep the reading
-  with the better quality signal (`pick`)."""
+  with the better quality signal (engines/pick.py).
+
+Which engine `auto` tries first, for which scripts, and which reads with language data, each
+engine declares (`CpuEngine.auto_rank`, `auto_scripts`, `reads_language`; registry.py lists
+them): this module names none."""
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import UsageError
-from .languages import debian_package, installed_languages, missing_message, resolve_name, script_of_lang, split_lang
+from .base import CpuEngine
+from .languages import debian_package, missing_message, resolve_name, script_of_lang, split_lang
+from .registry import CPU_ENGINES, reads_language
 
 AUTO = "auto"
-# The engine read when Tesseract cannot read the language: it needs no language data.
-NO_DATA_ENGINE = "rapidocr"
-# Scripts RapidOCR's shipped models read (PP-OCR: Latin letters, Chinese/Japanese): for these it
-# is the better engine (Fraktur is Latin letters in another typeface: RapidOCR reads it well).
-RAPIDOCR_SCRIPTS = frozenset({"Latn", "Latf", "Hans", "Hant", "Jpan"})
-# The rule above in one sentence, for `run --help` and the README (a test holds the README to it).
-AUTO_RULE = ("RapidOCR for Latin script (Fraktur included) and Chinese/Japanese, Tesseract with --lang's "
-             "data for other scripts (Greek, Cyrillic, …)")
+
+
+def ranked() -> list[CpuEngine]:
+    """The engines `auto` picks from, in the order it tries them (their `auto_rank`)."""
+    return sorted((e for e in CPU_ENGINES.values() if e.auto_rank is not None), key=lambda e: e.auto_rank or 0)
+
+
+def _no_data_engine() -> CpuEngine:
+    """The engine read when none has data for the language: the first ranked that needs none."""
+    return next(e for e in ranked() if not e.reads_language)
+
+
+def _data_engine() -> CpuEngine:
+    """The ranked engine that reads with installed language data (--lang)."""
+    return next(e for e in ranked() if e.reads_language)
+
+
+# The rule in one sentence, for `run --help` and the README (a test holds the README to it).
+AUTO_RULE = ", ".join(e.auto_rule for e in ranked())
 
 
 @dataclass(frozen=True)
 class EngineChoice:
-    """The engine chosen and the reason, e.g. `tesseract: installed with deu`."""
+    """The engine chosen and the reason, e.g. `tesseract: installed with deu`. `expect_review`:
+    no engine reads the language here, so the one that needs no data reads it, badly."""
 
     engine: str
     reason: str
+    expect_review: bool = False
 
     def __str__(self) -> str:
         return f"{self.engine}: {self.reason}"
@@ -56,53 +74,58 @@ class EngineChoice:
         return {"engine": self.engine, "reason": self.reason, "lang": lang}
 
 
-def tesseract_languages() -> frozenset[str] | None:
-    """The language data the installed Tesseract has (`TESSDATA_PREFIX` applies; one
-    `tesseract --list-langs` per process, shared with its pre-run check); None when no tesseract
-    binary is on the PATH."""
-    if shutil.which("tesseract") is None:
-        return None
-    return installed_languages()
+def data_languages() -> frozenset[str] | None:
+    """The language data the engine `auto` reads other scripts with has installed; None when it
+    is not installed."""
+    installed = _data_engine().installed
+    return installed() if installed is not None else None
 
 
 def best_for(lang: str, languages: frozenset[str] | None) -> EngineChoice:
     """The better engine for a page in `lang` (Tesseract's names, `deu+eng`; aliases and either
-    layout of script models resolved as engines/languages.py does) on this machine."""
+    layout of script models resolved as engines/languages.py does) on this machine, by the
+    engines' ranks (registry): `languages` is what the data engine has installed."""
     script = script_of_lang(lang) or "Latn"
-    if script in RAPIDOCR_SCRIPTS:
-        return EngineChoice(NO_DATA_ENGINE, f"reads {script} script better than tesseract (BENCHMARKS.md)")
+    engines = ranked()
+    for e in engines:
+        if script in e.auto_scripts:
+            others = " or ".join(o.name for o in engines if o is not e)
+            return EngineChoice(e.name, f"reads {script} script better than {others} (BENCHMARKS.md)")
+    data, fallback = _data_engine(), _no_data_engine()
+    lacks = f"({fallback.name} has no {script} model: expect review)"
     if languages is None:
-        return EngineChoice(NO_DATA_ENGINE, f"tesseract not installed (rapidocr has no {script} model: expect review)")
+        return EngineChoice(fallback.name, f"{data.name} not installed {lacks}", expect_review=True)
     missing = [part for part in split_lang(lang) if resolve_name(part, languages) is None]
     if missing:
-        return EngineChoice(NO_DATA_ENGINE, f"tesseract has no data for {'+'.join(missing)} "
-                                            f"(rapidocr has no {script} model: expect review)")
-    return EngineChoice("tesseract", f"installed with {lang}, a {script} script rapidocr has no model for")
+        return EngineChoice(fallback.name, f"{data.name} has no data for {'+'.join(missing)} {lacks}",
+                            expect_review=True)
+    return EngineChoice(data.name, f"installed with {lang}, a {script} script {fallback.name} has no model for")
 
 
 def choose_ocr_engine(asked: str, lang: str, *, earlier: tuple[str, str] | None = None,
                       languages: frozenset[str] | None | str = "probe") -> EngineChoice:
     """The engine that reads scans for a run. `asked`: `--ocr-engine` (`auto` unless named);
     `earlier`: (engine, lang) this run directory was started with, None for a new run or one
-    read again whole (`--force`); `languages`: Tesseract's (probed when not given)."""
+    read again whole (`--force`); `languages`: the data engine's (probed when not given)."""
     if asked != AUTO:
         return EngineChoice(asked, "named by --ocr-engine")
-    have = tesseract_languages() if languages == "probe" else languages
+    have = data_languages() if languages == "probe" else languages
     assert not isinstance(have, str)
     best = best_for(lang, have)
     if earlier is None or earlier[1] != lang or earlier[0] == best.engine:
         return best
-    if earlier[0] == NO_DATA_ENGINE and best.engine == "tesseract":
-        # Pages read with RapidOCR stay valid (the settings key names the engine): switching
-        # now would read the whole run again, so it is the user's call, not a silent one.
-        return EngineChoice(NO_DATA_ENGINE, f"this run started with it (tesseract is now {best.reason}; "
-                                            "--ocr-engine tesseract reads the run again with it)")
-    if earlier[0] == "tesseract" and best.engine == NO_DATA_ENGINE and "rapidocr has no" not in best.reason:
-        # Started when auto preferred Tesseract for this language: go on with it (no mixing).
-        return EngineChoice("tesseract", "this run started with it (--ocr-engine rapidocr reads the run again "
-                                         "with rapidocr)")
-    if earlier[0] == "tesseract":
-        raise UsageError(f"this run was started with tesseract ({lang}), but {best.reason} here: install it "
+    data, fallback = _data_engine().name, _no_data_engine().name
+    if earlier[0] == fallback and best.engine == data:
+        # Pages read with the no-data engine stay valid (the settings key names the engine):
+        # switching now would read the whole run again, so it is the user's call, not a silent one.
+        return EngineChoice(fallback, f"this run started with it ({data} is now {best.reason}; "
+                                      f"--ocr-engine {data} reads the run again with it)")
+    if earlier[0] == data and best.engine == fallback and not best.expect_review:
+        # Started when auto preferred the data engine for this language: go on with it (no mixing).
+        return EngineChoice(data, f"this run started with it (--ocr-engine {fallback} reads the run again "
+                                  f"with {fallback})")
+    if earlier[0] == data:
+        raise UsageError(f"this run was started with {data} ({lang}), but {best.reason} here: install it "
                          f"(Debian: tesseract-ocr-<lang>), or name --ocr-engine {best.engine} to read the run "
                          "again with that")
     return best
@@ -126,34 +149,33 @@ def for_document(language: str | None, *, run_lang: str, reader: str, auto: bool
     """How a document in `language` (its manifest's, Tesseract's names) is read in a run of
     `run_lang` whose scans `reader` reads (`auto`: chosen by `auto`, not named); None when the
     language changes nothing (none stated, the run's own, or an engine that uses no data)."""
-    from .registry import engine_parts  # here: the worker imports this module, the registry pulls in rundir
-
     if not language or language == run_lang:
         return None
+    data = _data_engine().name
     if auto:
         best = best_for(language, languages)
-        if best.engine == "tesseract":
+        if best.engine == data:
             resolved = "+".join(resolve_name(p, languages or frozenset()) or p for p in split_lang(language))
-            return DocumentReading("tesseract", language, resolved,
-                                   f"tesseract: the document's language {language}: {best.reason}")
-        if "rapidocr has no" not in best.reason:  # a script RapidOCR reads: no data needed
-            return DocumentReading(NO_DATA_ENGINE, language, None,
-                                   f"{NO_DATA_ENGINE}: the document's language {language}: {best.reason}")
-        why = best.reason.split(" (rapidocr has no")[0]
-    elif "tesseract" in engine_parts(reader):
+            return DocumentReading(data, language, resolved,
+                                   f"{data}: the document's language {language}: {best.reason}")
+        if not best.expect_review:  # a script the no-data engine reads: no data needed
+            return DocumentReading(best.engine, language, None,
+                                   f"{best.engine}: the document's language {language}: {best.reason}")
+        why = best.reason.split(f" ({best.engine} has no")[0]
+    elif reads_language(reader):
         missing = [p for p in split_lang(language) if resolve_name(p, languages or frozenset()) is None]
         if languages is not None and not missing:
             resolved = "+".join(resolve_name(p, languages) or p for p in split_lang(language))
             return DocumentReading(reader, language, resolved, None)
-        why = "tesseract not installed" if languages is None else f"tesseract has no data for {'+'.join(missing)}"
+        why = f"{data} not installed" if languages is None else f"{data} has no data for {'+'.join(missing)}"
     else:
-        return None  # RapidOCR named: it reads every language with the same models
+        return None  # an engine that reads every language with the same models
     # The document's data is missing: the run's choice, said on every record of the document
     # and once on stderr with what to install.
     missing = [p for p in split_lang(language) if resolve_name(p, languages or frozenset()) is None]
     packages = " ".join(filter(None, map(debian_package, missing)))
     how = missing_message(missing, languages) if languages is not None else \
-        f"tesseract is not installed (Debian: apt-get install tesseract-ocr {packages})"
+        f"{data} is not installed (Debian: apt-get install tesseract-ocr {packages})"
     return DocumentReading(reader, run_lang, None,
                            f"{reader}: the run's choice ({run_lang}): the document's language {language}: {why}",
                            note=f"documents in {language}: {how}; read as the run's ({reader}, {run_lang})")
@@ -170,37 +192,3 @@ def earlier_choice(info: dict[str, Any], ocr_engines: tuple[str, ...]) -> tuple[
     if material.get("engine") == AUTO and material.get("reader") in ocr_engines:
         return str(material["reader"]), str(settings.get("lang") or "eng")
     return None
-
-
-# ---------------------------------------------------------------------------- per page
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One engine's reading of a page, judged: its status (quality.classify, then the signal's
-    rule) and its quality signal (text/signal.py: `score`, `threshold`, components)."""
-
-    engine: str
-    readable: bool  # classified ok or suspect: neither empty, nor a loop, nor cut off
-    quality: dict[str, Any]
-
-
-def pick(candidates: list[Candidate]) -> tuple[int, str]:
-    """(index of the reading to keep, why). A readable reading beats one that is not; among
-    those, the higher signal score; a tie goes to the first named (Tesseract in
-    `tesseract+rapidocr`: the better engine on average). The raw score, not the margin over each
-    engine's threshold: on ../shared/gt it keeps the better reading more often
-    (benchmarks/bench_engine_choice.py)."""
-    def rank(i: int) -> tuple[bool, float, int]:
-        c = candidates[i]
-        return (c.readable, float(c.quality.get("score") or 0.0), -i)
-
-    best = max(range(len(candidates)), key=rank)
-    others = [c for i, c in enumerate(candidates) if i != best]
-    chosen = candidates[best]
-    if chosen.readable and not all(o.readable for o in others):
-        why = f"{', '.join(o.engine for o in others if not o.readable)} gave no usable reading"
-    else:
-        vs = ", ".join(f"{o.engine} {float(o.quality.get('score') or 0.0):.3f}" for o in others)
-        why = f"better signal ({float(chosen.quality.get('score') or 0.0):.3f} vs {vs})"
-    return best, why

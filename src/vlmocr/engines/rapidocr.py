@@ -8,8 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..runfolder.rundir import dist_version
-from .base import PageInput, Reading, weighted_mean
+from .base import CpuEngine, EngineOptions, PageInput, Reading, weighted_mean
 from ..runfolder.record import JsonObject
 
 # RapidOCR's own defaults (config.yaml of rapidocr 3.x) for the settings that decide what it
@@ -136,7 +135,7 @@ class RapidOcrEngine:
         )
         logging.getLogger("RapidOCR").setLevel(logging.ERROR)
         # rapidocr 3.x has no __version__: the record's revision comes from the installed package.
-        self.version = dist_version("rapidocr")
+        self.version = _versions()["rapidocr"]
 
     def read(self, page: PageInput) -> Reading:
         import numpy as np  # here, not at the top: the settings key imports this module in the main process
@@ -156,3 +155,34 @@ class RapidOcrEngine:
         return Reading(text=text, finish_reason="stop", model=f"PP-OCR (rapidocr {self.tag})", revision=self.version,
                        confidence=weighted_mean([part for line in lines for part in line]),
                        line_confidences=line_scores)
+
+
+def _build(options: EngineOptions) -> RapidOcrEngine:
+    return RapidOcrEngine(threads=int(options.get("threads", 1)))
+
+
+def _versions() -> dict[str, str | None]:
+    # Imported here: the registry lists this module, and the run folder's modules stand on the
+    # registry's (config.py), not the other way round.
+    from ..runfolder.rundir import dist_version
+
+    return {"rapidocr": dist_version("rapidocr"), "onnxruntime": dist_version("onnxruntime")}
+
+
+def _key_share() -> JsonObject:
+    # RapidOCR's settings change what it reads: a page read with other settings is read again.
+    return {"rapidocr": settings_tag()}
+
+
+# 0.77 GB after the first page, 1.54 GB after 86 (onnxruntime's arenas grow with the largest
+# page seen). `auto`: first for the scripts its shipped models read (PP-OCR: Latin letters,
+# Fraktur included, Chinese/Japanese), where it reads better than Tesseract with the right data
+# (BENCHMARKS.md, "Which engine reads a scan"); it needs no language data, so it also reads what
+# no engine has data for (flagged for review).
+ENGINE = CpuEngine(
+    "rapidocr", _build, ocr=True, preload=("rapidocr", "onnxruntime"),
+    versions=_versions,
+    peak_worker_mb=1540, key_share=_key_share,
+    auto_rank=1, auto_scripts=frozenset({"Latn", "Latf", "Hans", "Hant", "Jpan"}),
+    auto_rule="RapidOCR for Latin script (Fraktur included) and Chinese/Japanese",
+)

@@ -1,85 +1,17 @@
-"""Every engine's name in one place: CPU engines as data (how to build one in a worker, what the
-forkserver preloads for it, how to ask its version, what to check before any page), plus the
-HTTP engine. A new CPU engine is one file plus one entry here."""
+"""Every engine in one place. A CPU engine declares itself in its own file (`ENGINE`, a
+base.CpuEngine: its name, how a worker builds it, what the forkserver preloads, its version,
+its pre-run check, its language data and settings-key share, its rank for `auto`); this module
+lists them, builds the composite, and answers for all of them: `--ocr-engine`'s choices and
+help, the settings key, the auto rule (engines/choice.py). A new CPU engine is one file plus its
+name in the list below."""
 
 from __future__ import annotations
 
-import subprocess
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from ..runfolder.rundir import dist_version
 from ..runfolder.record import JsonObject
-from .base import EngineOptions
-
-
-def _tesseract_version() -> dict[str, str | None]:
-    try:
-        out = subprocess.run(["tesseract", "--version"], capture_output=True, text=True, timeout=10)
-        return {"tesseract": (out.stdout or out.stderr).splitlines()[0]}
-    except Exception:
-        return {"tesseract": None}
-
-
-def _tesseract_check(options: EngineOptions) -> EngineOptions:
-    from .tesseract import TesseractEngine
-
-    # Fail fast, before any page, on a missing binary/language; workers reuse the answers (the
-    # version, and the language as the installed data names it: script/Fraktur → Fraktur).
-    engine = TesseractEngine(lang=options.get("lang") or "eng")
-    return {"tesseract_version": engine.version, "tesseract_lang": engine.lang}
-
-
-def _textlayer(options: EngineOptions) -> Any:
-    from .textlayer import TextLayerEngine
-
-    return TextLayerEngine()
-
-
-def _rapidocr_settings() -> JsonObject:
-    # RapidOCR's settings change what it reads: a page read with other settings is read again.
-    from .rapidocr import settings_tag
-
-    return {"rapidocr": settings_tag()}
-
-
-def _rapidocr(options: EngineOptions) -> Any:
-    from .rapidocr import RapidOcrEngine
-
-    return RapidOcrEngine(threads=int(options.get("threads", 1)))
-
-
-def _tesseract(options: EngineOptions) -> Any:
-    from .tesseract import TesseractEngine
-
-    return TesseractEngine(lang=options.get("tesseract_lang") or options.get("lang") or "eng",
-                           version=options.get("tesseract_version"))
-
-
-@dataclass(frozen=True)
-class CpuEngine:
-    name: str
-    build: Callable[[EngineOptions], Any] | None  # in a worker: options → engine (None: a composite)
-    ocr: bool  # reads page images (what `--ocr-engine` may name); the text layer does not
-    preload: tuple[str, ...] = ()  # modules the forkserver imports once for every worker
-    versions: Callable[[], dict[str, str | None]] = field(default=lambda: {})
-    check: Callable[[EngineOptions], EngineOptions] | None = None  # before any page: extra options
-    # A composite reads each page with every part and keeps the reading with the better quality
-    # signal (reading/worker.py, engines/choice.pick); the record names the part that read it.
-    parts: tuple[str, ...] = ()
-    # The resident memory a worker reading with it reaches (MB; None: light), measured on 2000 px
-    # pages (BENCHMARKS.md, "Engines on ../shared/gt"): the default --workers is what memory
-    # holds of these (reading/memory.py), lest a laptop's 8 workers meet the OOM killer.
-    peak_worker_mb: int | None = None
-    # Reads with language data (`--lang`, a document's language): the language is its share of
-    # the settings key, and a worker keeps one instance per language.
-    reads_language: bool = False
-    # Its share of the settings key besides the language: what else changes what it reads.
-    key_share: Callable[[], JsonObject] = field(default=lambda: {})
-
-    def key_material(self, lang: str) -> JsonObject:
-        """This engine's part of a page's settings key when it reads with `lang`."""
-        return {**({"lang": lang} if self.reads_language else {}), **self.key_share()}
+from . import rapidocr, tesseract, textlayer
+from .base import CpuEngine, EngineOptions
 
 
 def composite(*members: CpuEngine) -> CpuEngine:
@@ -103,20 +35,10 @@ def composite(*members: CpuEngine) -> CpuEngine:
                      peak_worker_mb=sum(peaks) if peaks else None)
 
 
-_TEXTLAYER = CpuEngine("textlayer", _textlayer, ocr=False)
-# RapidOCR: 0.77 GB after the first page, 1.54 GB after 86 (onnxruntime's arenas grow with the
-# largest page seen); Tesseract: its worker ~100 MB plus the CLI it runs ~55 MB.
-_RAPIDOCR = CpuEngine("rapidocr", _rapidocr, ocr=True, preload=("rapidocr", "onnxruntime"),
-                      versions=lambda: {"rapidocr": dist_version("rapidocr"),
-                                        "onnxruntime": dist_version("onnxruntime")},
-                      peak_worker_mb=1540, key_share=_rapidocr_settings)
-_TESSERACT = CpuEngine("tesseract", _tesseract, ocr=True, preload=("vlmocr.engines.tesseract",),
-                       versions=_tesseract_version, check=_tesseract_check, peak_worker_mb=160,
-                       reads_language=True)
 CPU_ENGINES: dict[str, CpuEngine] = {e.name: e for e in (
-    _TEXTLAYER, _RAPIDOCR, _TESSERACT,
-    # Tesseract first: it wins a tie (engines/choice.pick), being the better engine on average.
-    composite(_TESSERACT, _RAPIDOCR),
+    textlayer.ENGINE, rapidocr.ENGINE, tesseract.ENGINE,
+    # Tesseract first: it wins a tie (engines/pick.py), being the better engine on average.
+    composite(tesseract.ENGINE, rapidocr.ENGINE),
 )}
 OCR_ENGINES = tuple(name for name, e in CPU_ENGINES.items() if e.ocr)
 HTTP_ENGINE = "openai"

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from typing import Any
 
 from ..exceptions import UsageError
-from .base import PageInput, Reading, weighted_mean
-from .languages import resolve_lang
+from .base import CpuEngine, EngineOptions, PageInput, Reading, weighted_mean
+from .languages import installed_languages, resolve_lang
 
 os.environ["OMP_THREAD_LIMIT"] = "1"
 
@@ -105,3 +106,40 @@ def tsv_lines(tsv: str) -> list[list[tuple[str, float]]]:
             continue
         lines.setdefault((cols[1], cols[2], cols[3], cols[4]), []).append((word, min(conf, 100.0) / 100.0))
     return list(lines.values())
+
+
+def installed_data() -> frozenset[str] | None:
+    """The language data the installed Tesseract has (`TESSDATA_PREFIX` applies; one
+    `tesseract --list-langs` per process, shared with its pre-run check); None when no tesseract
+    binary is on the PATH."""
+    return installed_languages() if tesseract_available() else None
+
+
+def _version() -> dict[str, str | None]:
+    try:
+        out = subprocess.run(["tesseract", "--version"], capture_output=True, text=True, timeout=10)
+        return {"tesseract": (out.stdout or out.stderr).splitlines()[0]}
+    except Exception:
+        return {"tesseract": None}
+
+
+def _check(options: EngineOptions) -> EngineOptions:
+    # Fail fast, before any page, on a missing binary/language; workers reuse the answers (the
+    # version, and the language as the installed data names it: script/Fraktur → Fraktur).
+    engine = TesseractEngine(lang=options.get("lang") or "eng")
+    return {"tesseract_version": engine.version, "tesseract_lang": engine.lang}
+
+
+def _build(options: EngineOptions) -> TesseractEngine:
+    return TesseractEngine(lang=options.get("tesseract_lang") or options.get("lang") or "eng",
+                           version=options.get("tesseract_version"))
+
+
+# Its worker ~100 MB plus the CLI it runs ~55 MB. `auto`: second, for the scripts RapidOCR has
+# no model for (Greek, Cyrillic, …), when installed with the language's data.
+ENGINE = CpuEngine(
+    "tesseract", _build, ocr=True, preload=("vlmocr.engines.tesseract",), versions=_version, check=_check,
+    peak_worker_mb=160, reads_language=True,
+    auto_rank=2, auto_rule="Tesseract with --lang's data for other scripts (Greek, Cyrillic, …)",
+    installed=installed_data,
+)

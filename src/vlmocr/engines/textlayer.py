@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import PageInput, Reading
+from .base import CpuEngine, EngineOptions, PageInput, Reading
 
 
 class TextLayerEngine:
@@ -11,3 +11,11 @@ class TextLayerEngine:
     def read(self, page: PageInput) -> Reading:
         text = (page.text_layer or "").strip("\n")
         return Reading(text=text, finish_reason="stop")
+
+
+def _build(options: EngineOptions) -> TextLayerEngine:
+    return TextLayerEngine()
+
+
+# The text layer reads no image: `--ocr-engine` cannot name it, `auto` never picks it for a scan.
+ENGINE = CpuEngine("textlayer", _build, ocr=False)

@@ -8,7 +8,6 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ..runfolder.record import FigureRecord, Row, Status
 from ..runfolder.store import iter_figures

@@ -13,7 +13,7 @@ import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Callable, Iterable
 
 from ..exceptions import UsageError
 from ..runfolder.record import RETRY_ON_RESUME, Row

@@ -6,7 +6,7 @@ never probes a reader for what it happens to have."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 from .limiter import Limiter
 from ..runfolder.record import PageRecord, PageTask, Sizing, Status

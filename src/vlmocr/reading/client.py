@@ -18,7 +18,7 @@ import random
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Required, TypedDict
+from typing import Required, TypedDict
 
 import aiohttp
 import orjson

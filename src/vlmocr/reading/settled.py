@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 from ..settings.config import RunConfig, settings_key
 from ..engines.registry import HTTP_ENGINE

@@ -19,7 +19,7 @@ from typing import Any
 from PIL import Image
 
 from ..engines.base import Engine, EngineOptions, PageInput, Reading
-from ..engines.choice import Candidate, pick
+from ..engines.pick import Candidate, pick
 from ..exceptions import BadInput
 from ..runfolder.record import JsonObject, PageRecord, PageTask, Status
 from ..inputs.sources import printable

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ..runfolder.rundir import SourceFinder
 from ..runfolder.store import atomic_file

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from ..engines.choice import AUTO, DocumentReading, EngineChoice, choose_ocr_engine, for_document, tesseract_languages
+from ..engines.choice import AUTO, DocumentReading, EngineChoice, choose_ocr_engine, for_document, data_languages
 from ..engines.languages import canonical_lang
 from ..engines.registry import ENGINE_CHOICES, HTTP_ENGINE, OCR_ENGINES, engine_key_material, reads_language
 from ..exceptions import UsageError
@@ -237,7 +237,7 @@ class RunConfig(BaseModel):
             probe = auto or reads_language(reader)  # else no data is asked for
             self._doc_readings[(language, reader, auto)] = for_document(
                 language, run_lang=self.lang, reader=reader, auto=auto,
-                languages=tesseract_languages() if probe else None)
+                languages=data_languages() if probe else None)
         return self._doc_readings[(language, reader, auto)]
 
     def key_material(self, doc_dpi: float | None = None, sizing: Sizing | None = None,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from ...exceptions import UsageError
 from ...figures.settings import DescribeOptions

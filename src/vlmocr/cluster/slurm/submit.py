@@ -10,7 +10,7 @@ import re
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from ...credentials import secrets_out_of_job
 from ...exceptions import SETTLED, UsageError
