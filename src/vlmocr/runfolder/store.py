@@ -238,15 +238,16 @@ def _row(rec: JsonObject, path: Path, where: str) -> Row:
         raise VlmocrError(f"{path}: the record {where} cannot be read as a page record ({exc})") from None
 
 
+def _wanted(rec: JsonObject, keys: set[str] | None, docs: set[str] | None) -> bool:
+    """Is the record of one of `keys` and of one of `docs` (None: any)?"""
+    return (keys is None or rec.get("key") in keys) and (docs is None or rec.get("doc_id") in docs)
+
+
 def final_records(path: Path, keys: set[str] | None = None, docs: set[str] | None = None) -> dict[tuple[str, int], Row]:
     """The last record of each (doc_id, page), optionally for some keys/documents only."""
     out: dict[tuple[str, int], JsonObject] = {}
     for rec in iter_records(path):
-        if keys is not None and rec.get("key") not in keys:
-            continue
-        if docs is not None and rec.get("doc_id") not in docs:
-            continue
-        page_id = _final_page(rec, path)
+        page_id = _final_page(rec, path) if _wanted(rec, keys, docs) else None
         if page_id is not None:
             out[page_id] = rec
     return {page_id: _row(rec, path, f"of {page_id[0]} page {page_id[1]}") for page_id, rec in out.items()}
@@ -329,11 +330,7 @@ def final_index(path: Path, keys: set[str] | None = None, docs: set[str] | None 
     """`final_records` without the records: where each final record is, read when asked for."""
     offsets: dict[tuple[str, int], int] = {}
     for offset, rec in records_with_offsets(path, heads=True):
-        if keys is not None and rec.get("key") not in keys:
-            continue
-        if docs is not None and rec.get("doc_id") not in docs:
-            continue
-        page_id = _final_page(rec, path)
+        page_id = _final_page(rec, path) if _wanted(rec, keys, docs) else None
         if page_id is not None:
             offsets[page_id] = offset
     return FinalRecords(path, offsets)
