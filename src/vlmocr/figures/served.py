@@ -50,15 +50,12 @@ def served_options(opts: DescribeOptions, serve: str, environ: Mapping[str, str]
 @contextlib.contextmanager
 def describe_server(opts: DescribeOptions, serve: str, log_root: Path,
                     environ: Mapping[str, str] | None = None) -> Iterator[DescribeOptions]:
-    """Start the server for ``serve`` (its log under ``log_root/logs``), yield ``opts`` pointed at
-    it, stop it on the way out."""
-    from ..cluster.serve.running import serve_for_run
-    from ..settings.config import RunConfig
+    """Start the server for ``serve`` (its log under ``log_root/logs``) as `run --serve` starts it,
+    yield ``opts`` pointed at it (DescribeOptions.served_by), stop it on the way out."""
+    from ..cluster.serve.running import start_server
 
-    cfg = RunConfig(serve=serve, out=Path(log_root), model=opts.model,
-                    server_kind=opts.server_kind)  # type: ignore[arg-type]
-    with serve_for_run(cfg, environ) as served:
-        yield replace(opts, endpoint=served.endpoint, model=served.model, server_kind=served.server_kind)
+    with start_server(serve, opts.server_kind, opts.model, Path(log_root), environ) as endpoint:
+        yield opts.served_by(endpoint)
 
 
 def describe_run_served(run_dir: str | Path, opts: DescribeOptions, serve: str, *,

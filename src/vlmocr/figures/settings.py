@@ -4,13 +4,16 @@ ladder step, or its box moved since)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..exceptions import UsageError
 from ..runfolder.record import LADDER, Status
 from ..runfolder.store import iter_figures
+if TYPE_CHECKING:
+    from ..settings.config import Endpoint
+
 from .find import DEFAULT_DPI, DEFAULT_MARGIN, DEFAULT_MIN_AREA, FIGURE_REVISION, Figure, same_box
 
 # A description is a paragraph, not a page: a short budget also bounds a looping answer.
@@ -26,8 +29,11 @@ DEFAULT_PROMPT = (
 )
 
 
-@dataclass
+@dataclass(frozen=True)
 class DescribeOptions:
+    """What `vlmocr describe` is asked (read, never rewritten: a served describe gets a copy
+    pointed at its server, `served_by`, as a run's RunConfig does)."""
+
     endpoint: str | None = None
     profile: str | None = None
     model: str | None = None
@@ -48,6 +54,12 @@ class DescribeOptions:
     source_roots: list[Path] = field(default_factory=list)
     markdown: bool = True  # re-assemble docs/*.md with the descriptions afterwards
     doc_ids: frozenset[str] | None = None  # only these documents' figures (describe --library); None: all
+
+    def served_by(self, endpoint: Endpoint) -> "DescribeOptions":
+        """These options pointed at a server vlmocr started (cluster/serve/running.start_server):
+        its URL, served model name and kind, and its profile unless --profile names another."""
+        return replace(self, endpoint=endpoint.url, model=endpoint.model, server_kind=endpoint.server_kind,
+                       profile=self.profile or endpoint.profile)
 
     def check(self, served: bool = False) -> None:
         """Refuse bad values; ``served``: --serve gives the endpoint (and the model) later."""

@@ -24,7 +24,7 @@ from .process import DEFAULT_HEALTH_TIMEOUT, DEFAULT_STOP_GRACE, ServerFailed, S
 from ...runfolder.record import JsonObject
 
 if TYPE_CHECKING:
-    from ...settings.config import RunConfig
+    from ...settings.config import Endpoint, RunConfig
 
 # For `vlmocr run --serve`: RunConfig has no fields for these, so they come from the
 # environment (as an sbatch script sets them).
@@ -222,20 +222,31 @@ def serve_for_run(cfg: RunConfig, environ: Mapping[str, str] | None = None) -> I
     if not cfg.serve:
         yield cfg
         return
-    env = os.environ if environ is None else environ
     check_serve_options(cfg)
-    profile = load_profile(cfg.serve)
-    kind = cfg.server_kind if cfg.server_kind in SERVERS else "vllm"
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     assert cfg.out is not None  # a run's settings always name its folder
-    log = Path(cfg.out) / "logs" / f"server-{stamp}-{os.getpid()}.log"
+    with start_server(cfg.serve, cfg.server_kind, cfg.model, Path(cfg.out), environ) as endpoint:
+        yield cfg.served_by(endpoint)
+
+
+@contextlib.contextmanager
+def start_server(serve: str, server_kind: str, model: str | None, home: Path,
+                 environ: Mapping[str, str] | None = None) -> Iterator[Endpoint]:
+    """Start the server for profile ``serve`` (its log in ``home/logs``), yield the frozen
+    Endpoint it serves at, stop it whatever happens: what `run --serve` and `describe --serve`
+    hand their readers (RunConfig.served_by, DescribeOptions.served_by). ``server_kind``: vllm
+    or sglang, else vLLM; ``model``: the served model name (None: the profile's)."""
+    from ...settings.config import Endpoint  # here, not at the top: config imports the engines
+
+    env = os.environ if environ is None else environ
+    profile = load_profile(serve)
+    kind = server_kind if server_kind in SERVERS else "vllm"
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    log = Path(home) / "logs" / f"server-{stamp}-{os.getpid()}.log"
     timeout = env_float(ENV_SERVE_HEALTH_TIMEOUT, DEFAULT_HEALTH_TIMEOUT, minimum=0.0, environ=env)
     with running_server(
         profile, kind, env.get(ENV_SERVE_MODEL_PATH) or None, env.get(ENV_SERVE_REVISION) or None,
         env_args(ENV_SERVE_ARGS, env), timeout, no_p2p=env_flag(ENV_SERVE_NO_P2P, env),
-        served_name=cfg.model, log=log, environ=env,
+        served_name=model, log=log, environ=env,
     ) as info:
-        from ...settings.config import Endpoint  # here: config imports the engines
-
-        yield cfg.served_by(Endpoint(url=info.url, model=info.model_name, server_kind=kind, profile=cfg.serve,
-                                     provenance=info.provenance()))
+        yield Endpoint(url=info.url, model=info.model_name, server_kind=kind, profile=serve,
+                       provenance=info.provenance())
