@@ -15,7 +15,7 @@ def test_records_and_slurm_are_read_and_driven_in_one_place_each():
     got = {name: total for name, (total, _) in counts().items()}
     assert got['rec["…"] outside the store and RunDir'] == 0
     assert got["PAGES_FILE outside RunDir"] == 0
-    assert got["files outside cluster/slurm/ driving a SLURM command"] == 0
+    assert got["files besides cluster/slurm/jobs.py driving a SLURM command"] == 0
     assert got["dict[str, Any]"] < 120  # was 332 when issue 28 was filed
 
 

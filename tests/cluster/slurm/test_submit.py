@@ -24,7 +24,7 @@ from support.components import REPO
 from support.serve_standin import FAKE
 from support.slurm import HOSTILE, cli, coded_corpus, no_injection, records, submit_json, write_exe
 
-from vlmocr.cluster.slurm.jobs import sacct_states
+from vlmocr.cluster.slurm.jobs import SLURM
 from vlmocr.cluster.slurm.submit import shard_argv
 from vlmocr.exceptions import UsageError
 from vlmocr.inputs.sources import derive_doc_id, shard_of
@@ -143,7 +143,7 @@ def test_array_of_three_shards_reads_the_whole_manifest(slurm, tmp_path):
     assert "final/pages" in table and "6/6" in table
     # Accounting is off here: plain sacct exits 1, the job completion log (sacct -c) answers.
     task_ids = [json.loads((run / "slurm" / "tasks" / f"bulk-{k}.json").read_text())["job_id"] for k in (1, 2, 3)]
-    acct = sacct_states(task_ids)
+    acct = SLURM.finished(task_ids)
     assert {acct[t]["state"] for t in task_ids} == {"COMPLETED"}
     # The same command again: every shard is complete, nothing is submitted.
     again = submit_json("--manifest", str(manifest), "--out", str(run), "--shards", "3", "--time", "10",

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import os
 import platform
-import shutil
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
@@ -33,12 +31,10 @@ def print_versions() -> None:
     env = {k: os.environ.get(k) for k in ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID",
                                           "SLURM_JOB_PARTITION", "SLURM_CPUS_PER_TASK", "CUDA_VISIBLE_DEVICES")}
     print("== " + " ".join(f"{k}={val}" for k, val in env.items() if val is not None))
-    if shutil.which("sbatch"):
-        try:
-            out = subprocess.run(["sbatch", "--version"], capture_output=True, text=True, timeout=10)
-            print(f"== {out.stdout.strip()}")
-        except Exception:
-            pass
+    from .jobs import SLURM
+
+    if said := SLURM.version():
+        print(f"== {said}")
     sys.stdout.flush()
 
 

@@ -34,7 +34,7 @@ from ...settings.models import MANIFEST_NAME, check_fetch_request, is_commit
 from ...runfolder.record import now_iso
 from ...redact import public_argv, public_url
 from ...runfolder.writable import check_output_path
-from .jobs import active_tasks, load_jobs, record_job, sbatch, sbatch_command
+from .jobs import SLURM, active_tasks, load_jobs, record_job
 from .layout import SLURM_DIR
 from .script import SlurmOptions, job_name_for, safe_sbatch_value
 from .submit import vlmocr_commit
@@ -205,10 +205,10 @@ def submit_fetch(target: str, dest: str | os.PathLike[str], *, revision: str | N
     (slurm_dir / "logs").mkdir(parents=True, exist_ok=True)
     job.script.write_text(text, encoding="utf-8")
     job.script.chmod(0o755)
-    job.submission = sbatch_command(job.script)
+    job.submission = SLURM.submission(job.script)
     if dry_run:
         return job
-    job.job_id = sbatch(job.script)
+    job.job_id = SLURM.submit(job.script)
     job.log = job.log.with_name(job.log.name.replace("%j", job.job_id))
     record_job(parent, {
         "kind": FETCH_KIND, "job_id": job.job_id, "repo": job.repo, "revision": job.revision,

@@ -25,18 +25,7 @@ from ...credentials import secrets_out_of_job
 from ...runfolder.record import Row, now_iso
 from ...redact import public_argv
 from ...runfolder.rundir import RunDir
-from .jobs import (
-    active_tasks,
-    bulk_parts,
-    check_not_active,
-    latest_job,
-    record_event,
-    record_job,
-    sbatch,
-    sbatch_command,
-    scancel,
-    scontrol_release,
-)
+from .jobs import SLURM, active_tasks, bulk_parts, check_not_active, latest_job, record_event, record_job
 from .layout import GATE_FILE, GATE_RUN, SLURM_DIR, read_json, task_file, write_json
 from .script import EXIT_MEANINGS, SlurmOptions
 from .submit import prepare_job, submit
@@ -191,10 +180,10 @@ def submit_gate(run_dir: Path, *, gate_paths: Sequence[str] = (), gate_manifest:
     result: dict[str, Any] = {"gate_script": str(gate_script), "truth_pages": len(matched)}
     gate_id = None
     if not dry_run:
-        gate_id = sbatch(gate_script, [])
+        gate_id = SLURM.submit(gate_script)
         record_job(run_dir, {"kind": "gate", "job_id": gate_id, "array": None, "shards": None, "held": False,
                              "dependency": None, "script": str(gate_script.relative_to(run_dir)),
-                             "submitted_at": now_iso("seconds"), "sbatch": sbatch_command(gate_script),
+                             "submitted_at": now_iso("seconds"), "sbatch": SLURM.submission(gate_script),
                              "run_args": list(run_args), "argv": public_argv(list(argv or sys.argv[1:])),
                              "cwd": str(Path.cwd())})
     dependency = f"afterany:{gate_id}" if (after_gate and gate_id) else None
@@ -220,14 +209,14 @@ def _submit_release_job(run_dir: Path, gate_id: str, options: SlurmOptions, pyth
     from .release_job import write_release_script
 
     script = write_release_script(run_dir, gate_id, options, python)
-    job_id = sbatch(script, ["--hold"])
+    job_id = SLURM.submit(script, hold=True)
     record_job(run_dir, {"kind": "release", "job_id": job_id, "array": None, "shards": None, "held": False,
                          "dependency": f"afterany:{gate_id}", "script": str(script.relative_to(run_dir)),
                          "submitted_at": now_iso("seconds")})
     gate = read_json(run_dir / SLURM_DIR / GATE_FILE)
     gate["release_job"] = job_id
     write_json(run_dir / SLURM_DIR / GATE_FILE, gate)
-    ok, output = scontrol_release([job_id])
+    ok, output = SLURM.release([job_id])
     if not ok:
         raise VlmocrError(f"cannot let the release job {job_id} go (scontrol release: {output}); "
                           f"release it by hand, or decide with `vlmocr slurm release {run_dir}`")
@@ -289,7 +278,7 @@ def gate_task_finished(run_dir: Path, gate_job: str) -> bool:
 
 
 def release(run_dir: Path, *, max_cer: float | None = None, wait: float = 0.0, dry_run: bool = False,
-            poll: float = TASK_FILE_EVERY, squeue_every: float = SQUEUE_EVERY) -> GateDecision:
+            poll: float = TASK_FILE_EVERY, ask_jobs_every: float = SQUEUE_EVERY) -> GateDecision:
     """Score the gate run and release the held bulk jobs (``scontrol release``) when its CER is at
     most the threshold, else cancel them (``scancel``). Saying why, either way. The held bulk jobs
     are the gate's own and every part of the run still held (`held_part_jobs`)."""
@@ -303,11 +292,11 @@ def release(run_dir: Path, *, max_cer: float | None = None, wait: float = 0.0, d
     threshold = float(gate["max_cer"] if max_cer is None else max_cer) if has_truth else None
     gate_job = gate.get("gate_job")
     deadline = time.monotonic() + wait
-    asked_at = -squeue_every
+    asked_at = -ask_jobs_every
     live: list[dict[str, str]] = []
     while gate_job and not gate_task_finished(run_dir, gate_job):
         now = time.monotonic()
-        if now - asked_at >= squeue_every:
+        if now - asked_at >= ask_jobs_every:
             live, asked_at = active_tasks(gate_job), now
             if not live:
                 break
@@ -347,12 +336,12 @@ def release(run_dir: Path, *, max_cer: float | None = None, wait: float = 0.0, d
         message = f"gate {'passed' if passed else 'FAILED'}: {detail}; " + (
             "dry run, bulk jobs untouched" if dry_run else "no bulk job recorded")
     elif passed:
-        ok, output = scontrol_release(ids)
+        ok, output = SLURM.release(ids)
         action = "released"
         message = (f"gate passed: {detail}; released {_jobs_phrase(bulk, parts)}"
                    + ("" if ok else f" (scontrol: {output})"))
     else:
-        ok, output = scancel(ids)
+        ok, output = SLURM.cancel(ids)
         action = "cancelled"
         message = (f"gate FAILED: {detail}; cancelled {_jobs_phrase(bulk, parts)}"
                    + ("" if ok else f" (scancel: {output})"))

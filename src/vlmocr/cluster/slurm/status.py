@@ -15,7 +15,7 @@ from typing import Any
 from ...exceptions import SETTLED, UsageError
 from ...runfolder.rundir import RunDir, run_keys
 from ...inputs.sources import Document, shard_of
-from .jobs import TERMINAL_STATES, bulk_parts, latest_job, load_jobs, sacct_states, squeue_tasks
+from .jobs import SLURM, TERMINAL_STATES, bulk_parts, latest_job, load_jobs
 from .layout import GATE_FILE, GATE_RUN, SLURM_DIR, bulk_kind, read_json, shard_name, task_file
 from .submit import staged_documents
 
@@ -103,7 +103,7 @@ def status(run_dir: Path) -> dict[str, Any]:
     jobs = load_jobs(run_dir)
     out: dict[str, Any] = {"run_dir": str(run_dir), "jobs": [], "shards": [], "gate": None, "parts": []}
     for job in jobs["jobs"]:
-        tasks = squeue_tasks(job["job_id"]) if job.get("job_id") else []
+        tasks = SLURM.tasks(job["job_id"]) if job.get("job_id") else []
         out["jobs"].append({**{k: job.get(k) for k in ("kind", "job_id", "array", "held", "submitted_at")},
                             **({"part": job["part"]} if job.get("part") else {}), "tasks": tasks})
     # The parts: the bulk without --part (also a run whose jobs.json is gone: its shard folders)
@@ -126,7 +126,7 @@ def status(run_dir: Path) -> dict[str, Any]:
         if latest is None:
             continue
         prefix = bulk_kind(part)
-        for t in squeue_tasks(latest["job_id"]):
+        for t in SLURM.tasks(latest["job_id"]):
             name = "gate" if kind == "gate" else f"{prefix}-{t['task']}" if t["task"].isdigit() else None
             if name:
                 task_state[name] = {"state": t["state"], "reason": t["reason"], "job_id": t["job_id"], "source": "squeue"}
@@ -153,7 +153,7 @@ def status(run_dir: Path) -> dict[str, Any]:
         elif tf.get("job_id"):
             lookup.append((name, str(tf["job_id"])))
     if lookup:
-        acct = sacct_states([j for _, j in lookup])
+        acct = SLURM.finished([j for _, j in lookup])
         for name, jid in lookup:
             if jid in acct:
                 task_state[name] = {**acct[jid], "job_id": jid}

@@ -20,9 +20,9 @@ from ...runfolder.rundir import RunDir
 from ...inputs.skipped import SkippedFiles
 from ...inputs.sources import SUPPORTED_EXTS, Document, discover, from_manifest, shard_of
 from ...runfolder.store import atomic_file, write_text_atomic
-from .jobs import check_not_active, record_job, sbatch, sbatch_command
+from .jobs import SLURM, check_not_active, record_job
 from .layout import BULK, SLURM_DIR, bulk_kind, check_part_name, part_of_kind, shard_name
-from .script import SlurmOptions, job_name_for, render_script, safe_sbatch_value
+from .script import SlurmOptions, job_name_for, render_script
 from ...runfolder.record import JsonObject
 
 # ============================================================================ staging
@@ -157,16 +157,18 @@ def _write_if_changed(path: Path, text: str) -> bool:
 class Submission:
     kind: str
     script: Path
-    sbatch_args: list[str]
     job_id: str | None = None
-    array: str | None = None
+    array: str | None = None  # the shards as the job runs them (jobs.json)
     skipped_shards: list[int] = field(default_factory=list)
     note: str = ""
+    only: str | None = None  # the shards submitted when not all are owed (else the script's own array)
+    hold: bool = False
+    dependency: str | None = None
 
     @property
     def command(self) -> list[str]:
         """The submission, as a person would type it in the script's folder."""
-        return sbatch_command(self.script, self.sbatch_args)
+        return SLURM.submission(self.script, array=self.only, hold=self.hold, dependency=self.dependency)
 
 
 def compress_ranges(numbers: Iterable[int]) -> str:
@@ -290,8 +292,7 @@ def submit(run_dir: Path, *, paths: Sequence[str] = (), manifest: str | Path | N
     empty = [k for k in range(1, shards + 1) if not any(shard_of(s.doc_id, shards) == k for s in staged)]
     if empty:
         warn(f"note: shard(s) {compress_ranges(empty)} of {shards} hold no document (they finish at once)")
-    args: list[str] = []
-    sub = Submission(kind, script, args)
+    sub = Submission(kind, script, hold=hold, dependency=dependency)
     todo = list(range(1, shards + 1))
     if not all_shards:
         done = complete_shards(run_dir, shards, run_args, part)
@@ -302,22 +303,17 @@ def submit(run_dir: Path, *, paths: Sequence[str] = (), manifest: str | Path | N
                     "inputs listed in bad_inputs.csv): nothing submitted (--all-shards to rerun)")
         return sub
     if len(todo) < shards:
-        sub.array = compress_ranges(todo) + (f"%{options.max_running}" if options.max_running else "")
-        args.append(f"--array={sub.array}")
+        sub.array = sub.only = compress_ranges(todo) + (f"%{options.max_running}" if options.max_running else "")
     else:
         sub.array = f"1-{shards}" + (f"%{options.max_running}" if options.max_running else "")
-    if hold:
-        args.append("--hold")
-    if dependency:
-        args.append(f"--dependency={safe_sbatch_value('--dependency', dependency)}")
     if dry_run:
         sub.note = "dry run: nothing submitted"
         return sub
-    sub.job_id = sbatch(script, args)
+    sub.job_id = SLURM.submit(script, array=sub.only, hold=hold, dependency=dependency)
     record_job(run_dir, {
         "kind": kind, **({"part": part} if part else {}), "job_id": sub.job_id, "partition": options.partition, "array": sub.array, "shards": shards, "held": hold,
         "dependency": dependency, "script": str(script.relative_to(run_dir)), "submitted_at": now_iso("seconds"),
-        "sbatch": sbatch_command(script, args), "run_args": list(run_args),
+        "sbatch": sub.command, "run_args": list(run_args),
         "documents": len(staged), "skipped_shards": sub.skipped_shards, "argv": public_argv(list(argv or sys.argv[1:])),
         "cwd": str(Path.cwd()),
     })
@@ -390,9 +386,9 @@ def submit_single(home: Path, kind: str, command: Sequence[str], *, options: Slu
     script.write_text(text, encoding="utf-8")
     script.chmod(0o755)
     result: JsonObject = {"script": str(script), "job_id": None,
-                              "sbatch": sbatch_command(script)}
+                              "sbatch": SLURM.submission(script)}
     if not dry_run:
-        result["job_id"] = sbatch(script, [])
+        result["job_id"] = SLURM.submit(script)
         record_job(home, {"kind": kind, "job_id": result["job_id"], "array": None, "shards": None,
                           "held": False, "dependency": None, "script": str(script.relative_to(home)),
                           "submitted_at": now_iso("seconds"), "sbatch": result["sbatch"],
