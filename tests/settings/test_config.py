@@ -67,3 +67,28 @@ def test_the_started_servers_key_reaches_the_server_without_the_environment(monk
         asyncio.run(open_reader(cfg.served_by(Endpoint(url=server.url, model="m", server_kind="vllm",
                                                         profile="generic", api_key="hf_token_1"))))
     assert "VLMOCR_API_KEY" not in os.environ
+
+
+def test_run_and_describe_ask_an_endpoint_with_one_settings_model():
+    """Issue 28: `describe` used to turn its options into a RunConfig, rewrite it and turn it back.
+    Now both are VlmSettings: the same fields, limits and `served_by`; a served describe's
+    settings reach the RunConfig its reader is made from with the server's key."""
+    from vlmocr.figures.settings import DescribeOptions
+    from vlmocr.settings.config import VlmSettings
+
+    assert issubclass(RunConfig, VlmSettings) and issubclass(DescribeOptions, VlmSettings)
+    for name in VlmSettings.model_fields:
+        assert repr(RunConfig.model_fields[name]) == repr(DescribeOptions.model_fields[name]) == repr(
+            VlmSettings.model_fields[name])
+    with pytest.raises(ValidationError):
+        DescribeOptions(concurrency=0)  # the limits `run` has
+    opts = DescribeOptions(profile="olmocr-2", dpi=150)
+    ep = Endpoint(url="http://127.0.0.1:9/v1", model="served-name", server_kind="vllm", profile="olmocr-2",
+                  api_key="hf_secret")
+    served = opts.served_by(ep)
+    assert (served.endpoint, served.model, served.server_kind, served.dpi) == (ep.url, "served-name", "vllm", 150)
+    assert opts.endpoint is None and opts.api_key() is None  # the original is untouched
+    cfg = RunConfig.asking(served, engine="openai", workers=1)
+    assert (cfg.endpoint, cfg.model, cfg.profile, cfg.api_key()) == (ep.url, "served-name", "olmocr-2", "hf_secret")
+    with pytest.raises(ValidationError):
+        opts.dpi = 300  # frozen

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, List, Optional
 
 import typer
+from pydantic import ValidationError
 
 from ..exceptions import UsageError
 from ..figures.describe import describe_run
@@ -91,7 +92,15 @@ def describe_command(
 
 def describe_options(params: dict[str, Any]) -> DescribeOptions:
     """The command's parameters (as typer or click parsed them) as DescribeOptions; `slurm describe`
-    checks the options it passes on with it."""
+    checks the options it passes on with it. A value out of range is a usage error naming it."""
+    try:
+        return _options(params)
+    except ValidationError as exc:
+        bad = "; ".join(f"--{'-'.join(str(p) for p in e['loc']).replace('_', '-')}: {e['msg']}" for e in exc.errors())
+        raise UsageError(f"invalid option: {bad}") from None
+
+
+def _options(params: dict[str, Any]) -> DescribeOptions:
     return DescribeOptions(
         endpoint=params.get("endpoint"), profile=params.get("profile"), model=params.get("model"),
         prompt=params.get("prompt"), dpi=params["dpi"], margin=params["margin"], min_area=params["min_area"],

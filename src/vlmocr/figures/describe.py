@@ -31,7 +31,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -368,7 +368,7 @@ def settled_summary(run_dir: str | Path, opts: DescribeOptions) -> DescribeSumma
     figures, no_box = find_figures(run_dir)
     if opts.doc_ids is not None:
         figures = [f for f in figures if f.doc_id in opts.doc_ids]
-    summary, _, _ = _offline(run_dir, replace(opts, dry_run=False), figures, no_box)
+    summary, _, _ = _offline(run_dir, opts.model_copy(update={"dry_run": False}), figures, no_box)
     _final_statuses(run_dir / FIGURES_FILE, summary.key, figures, opts, summary)
     return summary
 
@@ -397,10 +397,7 @@ async def _describe(run_dir: Path, opts: DescribeOptions, progress: Callable[[st
 
     workers = opts.workers or available_cores()
     try:
-        cfg = RunConfig(engine="openai", endpoint=opts.endpoint, model=opts.model, profile=opts.profile,
-                        concurrency=opts.concurrency, request_timeout=opts.request_timeout,
-                        max_retries=opts.max_retries, server_kind=opts.server_kind,  # type: ignore[arg-type]
-                        workers=workers)
+        cfg = RunConfig.asking(opts, engine="openai", workers=workers)
     except ValueError as exc:
         raise UsageError(f"invalid settings: {exc}") from None
     # The preflight of page reading: the endpoint answers and serves the model.

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import replace
 from pathlib import Path
 
 from ..exceptions import UsageError
@@ -44,7 +43,7 @@ def served_options(opts: DescribeOptions, serve: str, environ: Mapping[str, str]
     kind = opts.server_kind if opts.server_kind in SERVERS else "vllm"
     _, _, _, name = choose_model(serve, kind, env.get(ENV_SERVE_MODEL_PATH) or None, None, opts.model,
                                  hint=f"DIR_OR_REPO (or {ENV_SERVE_MODEL_PATH})")
-    return replace(opts, profile=opts.profile or serve, model=name, server_kind=kind)
+    return opts.model_copy(update={"profile": opts.profile or serve, "model": name, "server_kind": kind})
 
 
 @contextlib.contextmanager

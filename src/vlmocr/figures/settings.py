@@ -4,16 +4,16 @@ ladder step, or its box moved since)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from pydantic import Field
 
 from ..exceptions import UsageError
 from ..runfolder.record import LADDER, Status
 from ..runfolder.store import iter_figures
-if TYPE_CHECKING:
-    from ..settings.config import Endpoint
-
+from ..settings.config import VlmSettings
 from .find import DEFAULT_DPI, DEFAULT_MARGIN, DEFAULT_MIN_AREA, FIGURE_REVISION, Figure, same_box
 
 # A description is a paragraph, not a page: a short budget also bounds a looping answer.
@@ -29,37 +29,24 @@ DEFAULT_PROMPT = (
 )
 
 
-@dataclass(frozen=True)
-class DescribeOptions:
-    """What `vlmocr describe` is asked (read, never rewritten: a served describe gets a copy
-    pointed at its server, `served_by`, as a run's RunConfig does)."""
+class DescribeOptions(VlmSettings):
+    """What `vlmocr describe` is asked: the endpoint's settings as `run` has them (VlmSettings:
+    endpoint, model, profile, server kind, timeout, retries, concurrency, --no-retry; a served
+    describe gets a copy pointed at its server, `served_by`), and how figures are cut and
+    described. Frozen: read, never rewritten."""
 
-    endpoint: str | None = None
-    profile: str | None = None
-    model: str | None = None
     prompt: str | None = None
     dpi: float = DEFAULT_DPI
     margin: float = DEFAULT_MARGIN
     min_area: float = DEFAULT_MIN_AREA
     max_figures: int | None = None  # at most this many figures described in this invocation
-    concurrency: int | None = None  # requests in flight (default: the profile's)
     workers: int | None = None  # crop processes (default: all cores)
     max_tokens: int | None = None  # default: min(profile max_tokens, DEFAULT_MAX_TOKENS)
-    request_timeout: float = 300.0
-    max_retries: int = 6
-    server_kind: str = "auto"
-    no_retry: bool = False
     force: bool = False
     dry_run: bool = False
-    source_roots: list[Path] = field(default_factory=list)
+    source_roots: list[Path] = Field(default_factory=list)
     markdown: bool = True  # re-assemble docs/*.md with the descriptions afterwards
     doc_ids: frozenset[str] | None = None  # only these documents' figures (describe --library); None: all
-
-    def served_by(self, endpoint: Endpoint) -> "DescribeOptions":
-        """These options pointed at a server vlmocr started (cluster/serve/running.start_server):
-        its URL, served model name and kind, and its profile unless --profile names another."""
-        return replace(self, endpoint=endpoint.url, model=endpoint.model, server_kind=endpoint.server_kind,
-                       profile=self.profile or endpoint.profile)
 
     def check(self, served: bool = False) -> None:
         """Refuse bad values; ``served``: --serve gives the endpoint (and the model) later."""

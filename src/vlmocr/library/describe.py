@@ -13,7 +13,7 @@ document the library took from another run."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +88,7 @@ def describe_library(library: Path, opts: DescribeOptions, *, progress: Callable
             result.gone[run] = result.gone.get(run, 0) + len(doc_ids)
             note(f"{run}: not there any more; {len(doc_ids)} document(s) left as published")
             continue
-        summary = describe(run, replace(opts, doc_ids=frozenset(doc_ids)), progress=note,
+        summary = describe(run, opts.model_copy(update={"doc_ids": frozenset(doc_ids)}), progress=note,
                            handle_signals=handle_signals)
         result.runs.append(summary)
         note(f"{run}: {summary.done_line()}")
@@ -115,7 +115,7 @@ def describe_library_served(library: Path, opts: DescribeOptions, serve: str, *,
     if opts.dry_run:
         return describe_library(library, opts, progress=progress, handle_signals=handle_signals)
     _, by_run = library_runs(library)
-    owed = any(settled_summary(run, replace(opts, doc_ids=frozenset(ids))).owed
+    owed = any(settled_summary(run, opts.model_copy(update={"doc_ids": frozenset(ids)})).owed
                for (run, _), ids in sorted(by_run.items()) if RunDir(run).pages.is_file())
     if not owed:
         note(NOTHING_OWED)

@@ -12,7 +12,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
@@ -48,11 +48,52 @@ class Endpoint:
     provenance: Mapping[str, Any] | None = None
 
 
-class RunConfig(BaseModel):
+class VlmSettings(BaseModel):
+    """How pages or figures are asked of a VLM endpoint: one model for `run` (RunConfig) and
+    `describe` (figures/settings.DescribeOptions). Where, which model and profile, how hard to
+    try; and once vlmocr started the server (`served_by`), the Endpoint it serves at."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    endpoint: str | None = None
+    model: str | None = None
+    profile: str | None = None
+    server_kind: Literal["auto", "vllm", "sglang", "openai"] = "auto"  # auto: from /v1/models owned_by
+    request_timeout: float = Field(default=300.0, gt=0)  # seconds per HTTP request (a long page at 8k tokens takes minutes)
+    max_retries: int = Field(default=6, ge=0, le=100)  # HTTP retries per request (429, 5xx, timeouts, dropped, malformed)
+    concurrency: int | None = Field(default=None, ge=1, le=4096)  # requests in flight (default: the profile's)
+    no_retry: bool = False  # first pass only: review pages stay for a later --retry-only
+    # The server vlmocr started (served_by): its key and what it told, not a setting.
+    _endpoint: Endpoint | None = PrivateAttr(default=None)
+
+    def served_by(self, endpoint: Endpoint) -> Self:
+        """These settings pointed at a server vlmocr started: its URL, served model name and
+        kind, and its profile unless --profile names another (the prompt may differ)."""
+        new = self.model_copy(update={"endpoint": endpoint.url, "model": endpoint.model,
+                                      "server_kind": endpoint.server_kind, "profile": self.profile or endpoint.profile})
+        new._endpoint = endpoint
+        return new
+
+    @property
+    def served(self) -> JsonObject | None:
+        """What vlmocr learnt starting the server these settings ask (None: it did not)."""
+        ep = self._endpoint
+        return dict(ep.provenance) if ep is not None and ep.provenance is not None else None
+
+    def api_key(self) -> str | None:
+        """The key the started server wants, when it said one (None: the client's own rule)."""
+        return self._endpoint.api_key if self._endpoint is not None else None
+
+    def vlm_settings(self) -> dict[str, object]:
+        """The fields of this model alone (what a RunConfig built for a describe takes)."""
+        return {name: getattr(self, name) for name in VlmSettings.model_fields}
+
+
+class RunConfig(VlmSettings):
     # Frozen: the settings a run was asked for are read, never rewritten. What a run decides
     # (its OCR engine, its worker count, the server it started) comes as a new settings object
     # (with_ocr_choice, with_pool_workers, served_by), so run.json's settings stay the user's.
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # The endpoint's settings are VlmSettings' (shared with describe).
 
     inputs: list[str] = Field(default_factory=list)
     out: Path | None = None
@@ -72,7 +113,6 @@ class RunConfig(BaseModel):
     # machine, not the setting, decides, and a typo (--workers 10000) should not fork-bomb it.
     # Left to the default, memory may lower it (pool_workers, reading/memory.py).
     workers: int = Field(default_factory=available_cores, ge=1, le=MAX_WORKERS)
-    concurrency: int | None = Field(default=None, ge=1, le=4096)
     shard: str | None = None
     force: bool = False
     force_bad: bool = False  # read `bad_input` pages again (a person fixed the files)
@@ -81,15 +121,7 @@ class RunConfig(BaseModel):
     reread: bool = False
     json_summary: bool = False
     stop_grace: float = Field(default=60.0, ge=0)  # seconds in-flight pages may finish after SIGTERM
-    # VLM endpoint settings (used by the openai engine)
-    endpoint: str | None = None
-    model: str | None = None
-    profile: str | None = None
-    serve: str | None = None
-    server_kind: Literal["auto", "vllm", "sglang", "openai"] = "auto"  # auto: from /v1/models owned_by
-    request_timeout: float = Field(default=300.0, gt=0)  # seconds per HTTP request (a long page at 8k tokens takes minutes)
-    max_retries: int = Field(default=6, ge=0, le=100)  # HTTP retries per request (429, 5xx, timeouts, dropped, malformed)
-    no_retry: bool = False  # first pass only: review pages stay for a later --retry-only
+    serve: str | None = None  # a profile whose server vlmocr starts and reads from (VlmSettings.served_by)
     retry_only: bool = False  # only the retry ladder over review pages
     library: Path | None = None  # skip documents this library already holds (not in the key)
     pages_per_request: int = Field(default=1, ge=1, le=64)  # profiles with multi-page support
@@ -98,8 +130,6 @@ class RunConfig(BaseModel):
     # The OCR engine `ocr_engine` resolves to (set by the scheduler for a run; else chosen on
     # first use): not a setting, so run.json's settings keep what the user asked for.
     _ocr_choice: EngineChoice | None = PrivateAttr(default=None)
-    # The server `run --serve` started (served_by): its key and what it told, not a setting either.
-    _endpoint: Endpoint | None = PrivateAttr(default=None)
     # How the documents stating each language are read (document_reading, fallback_reading),
     # decided once per run: by (language, reader, auto).
     _doc_readings: dict[tuple[str, str, bool], DocumentReading | None] = PrivateAttr(default_factory=dict)
@@ -172,23 +202,13 @@ class RunConfig(BaseModel):
         new._ocr_choice = choice
         return new
 
-    def served_by(self, endpoint: Endpoint) -> "RunConfig":
-        """These settings pointed at a server vlmocr started: its URL, served model name and
-        kind, and its profile unless --profile names another (the prompt may differ)."""
-        new = self.model_copy(update={"endpoint": endpoint.url, "model": endpoint.model,
-                                      "server_kind": endpoint.server_kind, "profile": self.profile or endpoint.profile})
-        new._endpoint = endpoint
+    @classmethod
+    def asking(cls, vlm: VlmSettings, **more: Any) -> "RunConfig":
+        """Settings that ask the endpoint `vlm` asks (a describe's), and the server it was
+        served by, with `more` set (engine, workers …)."""
+        new = cls.model_validate({**vlm.vlm_settings(), **more})
+        new._endpoint = vlm._endpoint
         return new
-
-    @property
-    def served(self) -> JsonObject | None:
-        """What vlmocr learnt starting the server this run reads from (None: it did not)."""
-        ep = self._endpoint
-        return dict(ep.provenance) if ep is not None and ep.provenance is not None else None
-
-    def api_key(self) -> str | None:
-        """The key the started server wants, when it said one (None: the client's own rule)."""
-        return self._endpoint.api_key if self._endpoint is not None else None
 
     def workers_given(self) -> bool:
         """Whether `workers` was set (option, VLMOCR_WORKERS, config file), not the default."""
