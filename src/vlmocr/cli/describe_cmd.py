@@ -3,7 +3,6 @@ vlmocr.figures."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, List, Optional
 
@@ -15,6 +14,7 @@ from ..figures.describe import describe_run
 from ..figures.find import DEFAULT_DPI, DEFAULT_MARGIN, DEFAULT_MIN_AREA
 from ..figures.settings import DescribeOptions
 from ..progress import console
+from .output import emit
 from . import app
 
 
@@ -64,11 +64,7 @@ def describe_command(
             result = describe_library_served(library, opts, serve, progress=note, handle_signals=True)
         else:
             result = describe_library(library, opts, progress=note, handle_signals=True)
-        if json_out:
-            print(json.dumps(result.as_dict(), default=str), flush=True)
-            console.print(result.line())
-        else:
-            print(result.line(), flush=True)
+        emit(result.as_dict(), result.line(), json_out)
         return int(result.exit_code())
     assert run_dir is not None  # one of run_dir and --library, checked above
     if serve:
@@ -82,11 +78,7 @@ def describe_command(
                       "dots-ocr or chandra produces them).")
     elif not dry_run and summary.described_now == 0 and not summary.interrupted:
         console.print("Nothing to do: every figure already has a final description.")
-    if json_out:
-        print(json.dumps(summary.as_dict(), default=str), flush=True)
-        console.print(summary.done_line())
-    else:
-        print(summary.done_line(), flush=True)
+    emit(summary.as_dict(), summary.done_line(), json_out)
     return int(summary.exit_code())
 
 

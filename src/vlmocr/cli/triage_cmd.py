@@ -11,6 +11,7 @@ import typer
 
 from ..exceptions import ExitCode, UsageError
 from ..progress import console
+from .output import emit
 from ..corpus.plan import DEFAULT_CORES, DEFAULT_CORES_PER_TASK
 from ..corpus.triage import DEFAULT_CHECK_PAGES
 from . import app
@@ -46,11 +47,7 @@ def triage_command(
     if summary.unreadable:
         bad = ", ".join(f"{k}={v}" for k, v in sorted(summary.statuses.items()) if k != "ok")
         console.print(f"[yellow]{summary.unreadable} unreadable document(s): {bad} (see the status and reason columns)")
-    if json_out:
-        print(json.dumps(summary.as_dict()), flush=True)
-        console.print(summary.line())
-    else:
-        print(summary.line(), flush=True)
+    emit(summary.as_dict(), summary.line(), json_out)
     return int(ExitCode.ok)
 
 
@@ -214,9 +211,5 @@ def manifest_command(
                       f"document: {', '.join(report.priority_not_found[:10])}")
     if report.originals:
         console.print(f"original paths: {report.originals}")
-    if json_out:
-        print(json.dumps(report.as_dict()), flush=True)
-        console.print(report.line())
-    else:
-        print(report.line(), flush=True)
+    emit(report.as_dict(), report.line(), json_out)
     return int(ExitCode.ok)
