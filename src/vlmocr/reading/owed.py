@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass, field
 
 from ..progress import RunProgress
 from ..runfolder.record import RETRY_ON_RESUME, Status
@@ -70,22 +71,21 @@ def owed_of(doc: Document, state: DocState | None, inspected: Inspected | None, 
     return owed, len(pages) - owed
 
 
+@dataclass(eq=False)
 class PageCounter:
-    def __init__(self, docs: list[Document], keys: dict[str, str], index: ResumeIndex, *, force: bool,
-                 retry_only: bool, inspect_many: Callable[[list[str]], Awaitable[list[Inspected]]],
-                 progress: RunProgress, force_bad: bool = False) -> None:
-        self.docs = docs
-        self.keys = keys
-        self.index = index
-        self.force = force
-        self.force_bad = force_bad
-        self.retry_only = retry_only
-        self.inspect_many = inspect_many
-        self.progress = progress
-        self._inspected: dict[int, Inspected] = {}  # counted ahead, not yet planned
-        self._cursor = 0  # documents counted
-        self._wake: asyncio.Future | None = None
-        self._task: asyncio.Task | None = None
+    docs: list[Document]
+    keys: dict[str, str]
+    index: ResumeIndex
+    _: KW_ONLY
+    force: bool
+    retry_only: bool
+    inspect_many: Callable[[list[str]], Awaitable[list[Inspected]]]
+    progress: RunProgress
+    force_bad: bool = False
+    _inspected: dict[int, Inspected] = field(default_factory=dict, init=False)  # counted ahead, not yet planned
+    _cursor: int = field(default=0, init=False)  # documents counted
+    _wake: asyncio.Future | None = field(default=None, init=False)
+    _task: asyncio.Task | None = field(default=None, init=False)
 
     def start(self) -> None:
         self.progress.count_documents(len(self.docs))
