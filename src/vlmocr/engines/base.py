@@ -17,6 +17,7 @@ class EngineOptions(TypedDict, total=False):
     lang_given: bool  # a language a person gave, not the default: wrong_language judges by it
     threads: int
     rotate_pages: str  # auto | off
+    deskew: str  # auto | off
     engine_choice: str  # on every record `auto` reads by OCR
     preload: list[str]  # modules the forkserver imports once for every worker
     tesseract_version: str | None  # a pre-run check's answers (registry: CpuEngine.check)

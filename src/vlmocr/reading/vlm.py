@@ -357,7 +357,7 @@ class VlmReader(PageReader):
     def _record(self, task: PageTask, status: Status, t0: float, *, prep: Prepared | None = None,
                 flags: list[str] | None = None, **fields: Any) -> PageRecord:
         seen = {} if prep is None else dict(dpi=prep.dpi, image_sha256=prep.sha256, width=prep.width,
-                                             height=prep.height)
+                                             height=prep.height, skew=prep.skew)
         if task.rotate:
             fields.setdefault("rotation", task.rotate)
             fields.setdefault("rotation_from", task.rotate_from)

@@ -220,8 +220,9 @@ def read_page(task: PageTask) -> PageRecord:
         reader = task.reader if mode == "auto" else mode
         rendered = render_page(path, task.page, task.sizing)
         flags += rendered.flags
-        img = rendered.image
-        same = str(rendered.same_as_file) if rendered.same_as_file else None
+        img, skew = straight_page(rendered.image)
+        # Straightened, it is not the file's pixels any more: no engine may read the file instead.
+        same = str(rendered.same_as_file) if rendered.same_as_file and skew is None else None
         readings, best, why, blank_page = _read_image(task, reader, img, layer, rendered.dpi, flags, same)
         turned = None
         if (_engine_options.get("rotate_pages", "auto") == "auto" and not blank_page
@@ -246,7 +247,7 @@ def read_page(task: PageTask) -> PageRecord:
             model=chosen.reading.model, revision=chosen.reading.revision, dpi=rendered.dpi,
             finish_reason=chosen.reading.finish_reason, seconds=round(time.perf_counter() - t0, 4),
             image_sha256=image_digest(img), width=img.width, height=img.height,
-            flags=flags + chosen.flags + chosen.reading.flags, **rotation_fields,
+            flags=flags + chosen.flags + chosen.reading.flags, skew=skew, **rotation_fields,
         )
     except BadInput as exc:
         return task.record(Status.bad_input, engine=mode, error=exc.reason, seconds=round(time.perf_counter() - t0, 4))
@@ -293,6 +294,7 @@ class Prepared:
     # Degrees the page was turned counter-clockwise before it was sent because it lay on its
     # side (looks_sideways, then OSD sure of it); 0: sent as rendered (or as the task said).
     rotation: int = 0
+    skew: float | None = None  # degrees it lay askew, straightened before it was sent (straight_page)
 
     def with_flag(self, flag: str) -> "Prepared":
         return dataclasses.replace(self, flags=(*self.flags, flag))
@@ -300,6 +302,20 @@ class Prepared:
 
 # Degrees counter-clockwise → the transposition that turns a page image so (PageTask.rotate).
 ROTATIONS = {90: Image.Transpose.ROTATE_90, 180: Image.Transpose.ROTATE_180, 270: Image.Transpose.ROTATE_270}
+
+
+def straight_page(img: Image.Image) -> tuple[Image.Image, float | None]:
+    """The page straightened when it lies askew (inputs/skew.py) under `--deskew auto`, and the
+    angle it lay at; (the page, None) when it is read as it lies: straight, too little ink to
+    tell (a blank page), or `--deskew off`. Some 20 ms a page, before any engine or VLM."""
+    if _engine_options.get("deskew", "auto") != "auto":
+        return img, None
+    from ..inputs.skew import find_skew, straighten
+
+    skew = find_skew(img)
+    if skew is None or not skew.worth_straightening:
+        return img, None
+    return straighten(img, skew.angle), skew.angle
 
 
 def turn_to_upright(img: Image.Image, *, look_first: bool = True) -> tuple[int, float]:
@@ -348,12 +364,13 @@ def prepare_for_http(task: PageTask) -> Prepared | PageRecord:
             if turned:
                 img = img.transpose(ROTATIONS[turned])
                 flags += [f"rotated:{turned}", f"osd_confidence:{sure:.1f}"]
+        img, skew = straight_page(img) if not blank else (img, None)
         fmt = task.image_format
         data = encode(img, fmt, task.jpeg_quality)
         mime = "image/jpeg" if fmt in ("jpeg", "jpg") else "image/png"
         return Prepared(image=f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}",
                         sha256=image_digest(img), width=img.width, height=img.height, dpi=rendered.dpi,
-                        flags=tuple(flags), blank=blank, ink=ink, rotation=turned)
+                        flags=tuple(flags), blank=blank, ink=ink, rotation=turned, skew=skew)
     except BadInput as exc:
         return task.record(Status.bad_input, engine=task.engine, error=exc.reason,
                            seconds=round(time.perf_counter() - t0, 4))

@@ -172,6 +172,9 @@ class PageRecord(BaseModel):
     # absent: as scanned.
     rotation: int | None = None
     rotation_from: str | None = None
+    # Degrees the page's lines rose to the right (counter-clockwise) as rendered, undone before it
+    # was read (inputs/skew.py, `--deskew auto`); absent: read as it lay (straight, or not measured).
+    skew: float | None = None
     # The language the page was read as (Tesseract's names, as given): its document's, from the
     # manifest (a person's column) or triage's suggestion, else the run's (--lang, a VLM profile's,
     # or the default); `language_from` says which: manifest | triage | --lang | profile | default.
@@ -217,7 +220,7 @@ class PageRecord(BaseModel):
         # optional structures appear only when an engine produced them.
         data = self.model_dump(mode="json", by_alias=True)
         for optional in ("quality", "engine_choice", "server", "blocks", "fields", "language", "language_from",
-                         "rotation", "rotation_from"):
+                         "rotation", "rotation_from", "skew"):
             if data.get(optional) is None:
                 data.pop(optional, None)
         return data
@@ -245,6 +248,7 @@ class Row:
     engine: str
     rotation: int | None
     rotation_from: str | None
+    skew: float | None
     language: str | None
     language_from: str | None
     engine_choice: str | None
@@ -277,7 +281,8 @@ class Row:
             page=int(d["page"]), doc_pages=_int(d.get("doc_pages")), key=str(d.get("key") or ""),
             status=Status(d["status"]), attempt=int(d.get("attempt") or 1), text=str(d.get("text") or ""),
             quality=Signal.of(q) if isinstance(q, Mapping) else None, engine=str(d.get("engine") or ""),
-            rotation=_int(d.get("rotation")), rotation_from=d.get("rotation_from"), language=d.get("language"),
+            rotation=_int(d.get("rotation")), rotation_from=d.get("rotation_from"), skew=_float(d.get("skew")),
+            language=d.get("language"),
             language_from=d.get("language_from"), engine_choice=d.get("engine_choice"), model=d.get("model"),
             revision=d.get("revision"), server=d.get("server"), prompt_id=d.get("prompt_id"),
             dpi=_float(d.get("dpi")), finish_reason=d.get("finish_reason"), tokens_in=_int(d.get("tokens_in")),

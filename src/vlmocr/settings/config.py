@@ -106,6 +106,9 @@ class RunConfig(VlmSettings):
     # A CPU reading that fails its signal asks Tesseract's OSD whether the page is on its side or
     # upside down, and reads it again turned (reading/worker.py); off: pages are read as they lie.
     rotate_pages: Literal["auto", "off"] = "auto"
+    # A page askew (within 15 degrees) is straightened before any engine reads it or it is sent to
+    # a VLM (inputs/skew.py; the record's `skew`); off: pages are read as they lie.
+    deskew: Literal["auto", "off"] = "auto"
     dpi: float | None = None
     longest_side: int | None = None
     max_pixels: int = Field(default=DEFAULT_MAX_PIXELS, ge=4096)
@@ -275,6 +278,8 @@ class RunConfig(VlmSettings):
         material.update(engine_key_material(reader, lang))  # each engine's own share (engines/registry.py)
         if self.rotate_pages != "auto":
             material["rotate_pages"] = self.rotate_pages  # only when off: the keys of runs before it hold
+        if self.deskew != "auto":
+            material["deskew"] = self.deskew  # the same
         return material
 
     def settings_key(self, doc_dpi: float | None = None) -> str:
