@@ -66,3 +66,25 @@ def test_the_settings_key_names_rapidocrs_settings():
     material = load_config({"engine": "rapidocr", "inputs": ["x.pdf"]}).key_material()
     assert material["rapidocr"] == settings_tag(SETTINGS)
     assert "rapidocr" not in load_config({"engine": "tesseract", "inputs": ["x.pdf"]}).key_material()
+
+
+def test_a_reading_whose_lines_run_down_the_page_says_so():
+    """Issue 33: RapidOCR turns a tall box before reading it, so a page on its side reads as real
+    words in a scrambled order that its quality signal passes. Its reading says its lines ran
+    down the page (the worker then asks OSD); a short word standing on end does not."""
+    from vlmocr.engines.base import LINES_RUN_DOWN
+    from vlmocr.engines.rapidocr import lines_run_down
+
+    def box(x, y, w, h):
+        return [[x, y], [x + w, y], [x + w, y + h], [x, y + h]]
+
+    across = [box(10, 10 + 40 * i, 600, 30) for i in range(5)]
+    down = [box(10 + 40 * i, 10, 30, 600) for i in range(5)]
+    texts = ["a line of typewritten text"] * 5
+    assert not lines_run_down(across, texts)
+    assert lines_run_down(down, texts)
+    assert not lines_run_down(across + [box(700, 10, 20, 200)], [*texts, "I"])  # a letter on end
+    engine = object.__new__(RapidOcrEngine)
+    engine.tag, engine.version = "test", None
+    assert LINES_RUN_DOWN in engine.reading(down, texts, [0.9] * 5).flags
+    assert LINES_RUN_DOWN not in engine.reading(across, texts, [0.9] * 5).flags

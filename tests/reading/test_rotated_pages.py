@@ -18,7 +18,8 @@ from vlmocr.engines import languages
 from vlmocr.evaluation.score import cer
 
 PAGE = GT / "ehri_en" / "EHRI-BF-19380509b_EN_02.jpg"
-TURNED = {"upright": None, "quarter": Image.Transpose.ROTATE_90, "upside_down": Image.Transpose.ROTATE_180}
+TURNED = {"upright": None, "quarter": Image.Transpose.ROTATE_90, "upside_down": Image.Transpose.ROTATE_180,
+          "quarter_back": Image.Transpose.ROTATE_270}
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +30,18 @@ def scans(tmp_path_factory):
     with Image.open(PAGE) as im:
         for name, how in TURNED.items():
             (im.transpose(how) if how is not None else im.copy()).save(folder / f"{name}.png")
+        page = im.convert("L")
+        # Blank paper with a little dust: nothing to turn.
+        Image.new("L", page.size, 238).save(folder / "blank.png")
+        # Mixed: a portrait page whose lower part holds a block set sideways (a landscape table
+        # on a portrait page): read as it lies, not turned.
+        mixed = page.copy()
+        w, h = page.size
+        block = page.crop((0, int(h * 0.3), w, int(h * 0.3) + w // 2)).transpose(Image.Transpose.ROTATE_90)
+        mixed.paste(Image.new("L", (w, h - int(h * 0.62)), 245), (0, int(h * 0.62)))
+        mixed.paste(block.resize((min(block.width, w - 40), min(block.height, h - int(h * 0.62) - 20))),
+                    (20, int(h * 0.62) + 10))
+        mixed.save(folder / "mixed.png")
     return folder
 
 
@@ -43,12 +56,18 @@ def test_pages_on_their_side_or_upside_down_are_read_turned(scans, tmp_path):
     base = cer(upright["text"], truth)
     assert base < 0.08, base
     # ROTATE_90 turned the scan a quarter counter-clockwise: 270 more make it upright.
-    for doc, turn in (("quarter", 270), ("upside_down", 180)):
+    for doc, turn in (("quarter", 270), ("upside_down", 180), ("quarter_back", 90)):
         rec = recs[doc]
         assert (rec["rotation"], rec["rotation_from"]) == (turn, "osd"), rec["flags"]
         assert f"rotated:{turn}" in rec["flags"] and rec["status"] == "ok"
         assert cer(rec["text"], truth) < base + 0.02, (doc, cer(rec["text"], truth), base)
         assert rec["width"] < rec["height"]  # the page as it was read: upright (portrait)
+    # No turn invented: blank paper, and a portrait page with a block set sideways in it.
+    blank = recs["blank"]
+    assert not blank["text"].strip() and "rotation" not in blank and "skew" not in blank
+    mixed = recs["mixed"]
+    assert "rotation" not in mixed and not any(f.startswith("rotated:") for f in mixed["flags"]), mixed["flags"]
+    assert mixed["width"] < mixed["height"]
 
     # Off: the pages are read as they lie — garbage, flagged for review (what the check saves).
     off = tmp_path / "off"

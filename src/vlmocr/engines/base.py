@@ -25,6 +25,12 @@ class EngineOptions(TypedDict, total=False):
     scheduler_pid: int  # a worker dies with the scheduler (reading/pool.py)
 
 
+# A reading's flag: the engine found the page's lines running down it, not across — the page lies
+# on its side, whatever its text's quality signal says. The worker asks OSD for such a page as for
+# one that failed its signal (reading/worker.py).
+LINES_RUN_DOWN = "lines_run_down"
+
+
 @dataclass
 class PageInput:
     """A page ready to be read: the rendered image (None for text-layer reads) and its facts."""

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .base import CpuEngine, EngineOptions, PageInput, Reading, weighted_mean
+from .base import LINES_RUN_DOWN, CpuEngine, EngineOptions, PageInput, Reading, weighted_mean
 from ..runfolder.record import JsonObject
 
 # RapidOCR's own defaults (config.yaml of rapidocr 3.x) for the settings that decide what it
@@ -55,6 +55,28 @@ _SKEW_MIN_ASPECT = 3.0
 # (Det.unclip_ratio), so on a dense page a box is taller than the line pitch (tapus: 59 px boxes,
 # 34 px pitch): an overlap of the boxes' extents would join neighbouring lines.
 _SAME_LINE = 0.4
+
+
+# RapidOCR turns a tall box before it reads it, so a page on its side reads as real words in a
+# scrambled order, and its quality signal (words, confidence) passes it: its reading says
+# LINES_RUN_DOWN (engines/base.py) when most of its letters lie in tall boxes.
+_TALL = 2.0  # a box this many times taller than wide holds a line running down the page
+
+
+def lines_run_down(boxes: list, texts: list[str]) -> bool:
+    """Do most of the page's letters lie in boxes far taller than wide?"""
+    tall = across = 0
+    for points, text in zip(boxes, texts):
+        n = len(text.strip())
+        if n < 3:
+            continue  # a letter or two says nothing of a line's direction
+        (x0, y0), (x1, y1), _, (x3, y3) = [(float(p[0]), float(p[1])) for p in list(points)[:4]]
+        width, height = math.hypot(x1 - x0, y1 - y0), math.hypot(x3 - x0, y3 - y0)
+        if height > _TALL * width:
+            tall += n
+        else:
+            across += n
+    return tall > across
 
 
 @dataclass
@@ -154,7 +176,8 @@ class RapidOcrEngine:
         line_scores = [score for line in lines if (score := weighted_mean(line)) is not None]
         return Reading(text=text, finish_reason="stop", model=f"PP-OCR (rapidocr {self.tag})", revision=self.version,
                        confidence=weighted_mean([part for line in lines for part in line]),
-                       line_confidences=line_scores)
+                       line_confidences=line_scores,
+                       flags=[LINES_RUN_DOWN] if lines_run_down(boxes, texts) else [])
 
 
 def _build(options: EngineOptions) -> RapidOcrEngine:

@@ -18,7 +18,7 @@ from typing import Any
 
 from PIL import Image
 
-from ..engines.base import Engine, EngineOptions, PageInput, Reading
+from ..engines.base import LINES_RUN_DOWN, Engine, EngineOptions, PageInput, Reading
 from ..engines.pick import Candidate, pick
 from ..exceptions import BadInput
 from ..runfolder.record import JsonObject, PageRecord, PageTask, Status
@@ -200,7 +200,13 @@ def _read_turned(task: PageTask, reader: str, img: Image.Image, layer: str, dpi:
     upright = img.transpose(ROTATIONS[turn])
     # Not the file's pixels any more: no engine may read the file in its place (same_as_file).
     readings, best, why, _blank = _read_image(task, reader, upright, layer, dpi, flags, None)
-    if pick([before.candidate, readings[best].candidate])[0] != 1:
+    after = readings[best]
+    if LINES_RUN_DOWN in before.reading.flags:
+        # As it lay its lines ran down the page: its words came in a scrambled order, whatever
+        # their score. Turned, a reading whose lines run across and that is readable wins.
+        if LINES_RUN_DOWN in after.reading.flags or not after.candidate.readable:
+            return None
+    elif pick([before.candidate, after.candidate])[0] != 1:
         return None  # turned, it reads no better: OSD was wrong, or the page is hard either way
     return readings, best, why, upright, turn, sure
 
@@ -226,9 +232,10 @@ def read_page(task: PageTask) -> PageRecord:
         readings, best, why, blank_page = _read_image(task, reader, img, layer, rendered.dpi, flags, same)
         turned = None
         if (_engine_options.get("rotate_pages", "auto") == "auto" and not blank_page
-                and readings[best].status in TURN_WHEN):
-            # The reading failed its signal: is the page on its side or upside down? Tesseract's
-            # OSD (0.4–2.5 s) is asked only now, so upright pages that read well pay nothing.
+                and (readings[best].status in TURN_WHEN or LINES_RUN_DOWN in readings[best].reading.flags)):
+            # The reading failed its signal, or its lines ran down the page: is the page on its
+            # side or upside down? Tesseract's OSD (0.4–2.5 s) is asked only now, so upright pages
+            # that read well pay nothing.
             turned = _read_turned(task, reader, img, layer, rendered.dpi, flags, same, readings[best])
         rotation_fields: JsonObject = {}
         if turned is not None:
