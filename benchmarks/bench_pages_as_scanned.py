@@ -126,8 +126,8 @@ def main() -> int:
     variants = args.variants.split(",")
     if "upright" not in variants:
         raise SystemExit("--variants must include upright (the baseline)")
-    rows = gt_pages(per_set=args.per_set)
-    if args.quick:
+    rows = [r for r in gt_pages(per_set=None if args.quick else args.per_set) if (GT / r["image"]).is_file()]
+    if args.quick:  # a typewritten page (the repository's tests/data/gt holds a few)
         rows = [r for r in rows if r["set"].startswith("ehri_en")][:1] or rows[:1]
     print(f"# {len(rows)} pages of {GT} × {len(variants)} variants; {args.workers} workers; {os.cpu_count()} cores")
     results: dict[str, dict[str, dict[str, float]]] = {}

@@ -54,3 +54,8 @@ def test_bench_scale_quick() -> None:
         for n in (200, 2000):
             assert f"RESULT scale {name} {n}: " in out, out
         assert f"RESULT scale {name} RSS ×" in out, out
+
+
+def test_bench_pages_as_scanned_quick() -> None:
+    out = run_bench("bench_pages_as_scanned.py", timeout=600)
+    assert "RESULT default: worst turned" in out and "RESULT cost on 1 upright pages" in out

@@ -18,6 +18,7 @@ class EngineOptions(TypedDict, total=False):
     threads: int
     rotate_pages: str  # auto | off
     deskew: str  # auto | off
+    clean_scans: bool  # --clean (inputs/clean.py)
     engine_choice: str  # on every record `auto` reads by OCR
     preload: list[str]  # modules the forkserver imports once for every worker
     tesseract_version: str | None  # a pre-run check's answers (registry: CpuEngine.check)

@@ -108,7 +108,7 @@ class Summary:
 async def make_reader(cfg: RunConfig) -> PageReader:
     reader = cfg.reader()
     options: EngineOptions = {"lang": cfg.lang, "threads": 1, "rotate_pages": cfg.rotate_pages,
-                               "deskew": cfg.deskew,
+                               "deskew": cfg.deskew, "clean_scans": cfg.clean_scans,
                                # a language a person gave, not the default: wrong_language judges by it
                                "lang_given": "lang" in cfg.model_fields_set}
     if cfg.uses_ocr_choice():

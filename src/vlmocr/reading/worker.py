@@ -227,8 +227,11 @@ def read_page(task: PageTask) -> PageRecord:
         rendered = render_page(path, task.page, task.sizing)
         flags += rendered.flags
         img, skew = straight_page(rendered.image)
-        # Straightened, it is not the file's pixels any more: no engine may read the file instead.
-        same = str(rendered.same_as_file) if rendered.same_as_file and skew is None else None
+        img, cleaned = cleaned_page(img)
+        flags += cleaned
+        # Straightened or cleaned, it is not the file's pixels any more: no engine may read the
+        # file instead.
+        same = str(rendered.same_as_file) if rendered.same_as_file and skew is None and not cleaned else None
         readings, best, why, blank_page = _read_image(task, reader, img, layer, rendered.dpi, flags, same)
         turned = None
         if (_engine_options.get("rotate_pages", "auto") == "auto" and not blank_page
@@ -325,6 +328,16 @@ def straight_page(img: Image.Image) -> tuple[Image.Image, float | None]:
     return straighten(img, skew.angle), skew.angle
 
 
+def cleaned_page(img: Image.Image) -> tuple[Image.Image, list[str]]:
+    """The scan cleaned under `--clean` (inputs/clean.py), with the flags saying what was done;
+    (the page, []) otherwise."""
+    if not _engine_options.get("clean_scans"):
+        return img, []
+    from ..inputs.clean import clean_page
+
+    return clean_page(img)
+
+
 def turn_to_upright(img: Image.Image, *, look_first: bool = True) -> tuple[int, float]:
     """(degrees counter-clockwise that make the page upright, OSD's confidence), or (0, …) to
     leave it as it lies: OSD not sure, not installed, or (`look_first`) the ink's lines already
@@ -372,6 +385,8 @@ def prepare_for_http(task: PageTask) -> Prepared | PageRecord:
                 img = img.transpose(ROTATIONS[turned])
                 flags += [f"rotated:{turned}", f"osd_confidence:{sure:.1f}"]
         img, skew = straight_page(img) if not blank else (img, None)
+        img, cleaned = cleaned_page(img) if not blank else (img, [])
+        flags += cleaned
         fmt = task.image_format
         data = encode(img, fmt, task.jpeg_quality)
         mime = "image/jpeg" if fmt in ("jpeg", "jpg") else "image/png"

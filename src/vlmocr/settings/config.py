@@ -109,6 +109,9 @@ class RunConfig(VlmSettings):
     # A page askew (within 15 degrees) is straightened before any engine reads it or it is sent to
     # a VLM (inputs/skew.py; the record's `skew`); off: pages are read as they lie.
     deskew: Literal["auto", "off"] = "auto"
+    # `--clean`: each scan flattened, binarised (Sauvola) and despeckled before it is read or sent
+    # (inputs/clean.py); off by default: it helps some collections and engines and hurts others.
+    clean_scans: bool = False
     dpi: float | None = None
     longest_side: int | None = None
     max_pixels: int = Field(default=DEFAULT_MAX_PIXELS, ge=4096)
@@ -280,6 +283,8 @@ class RunConfig(VlmSettings):
             material["rotate_pages"] = self.rotate_pages  # only when off: the keys of runs before it hold
         if self.deskew != "auto":
             material["deskew"] = self.deskew  # the same
+        if self.clean_scans:
+            material["clean_scans"] = True
         return material
 
     def settings_key(self, doc_dpi: float | None = None) -> str:
