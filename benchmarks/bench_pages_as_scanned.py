@@ -87,8 +87,9 @@ def finals(run: Path) -> dict[str, dict]:
     return out
 
 
-def read(path_name: str, manifest: Path, out: Path, workers: int, endpoint: str | None) -> tuple[dict[str, dict], float]:
-    args = ["--manifest", str(manifest), "--out", str(out), "--workers", str(workers)]
+def read(path_name: str, manifest: Path, out: Path, workers: int, endpoint: str | None,
+         extra: tuple[str, ...] = ()) -> tuple[dict[str, dict], float]:
+    args = ["--manifest", str(manifest), "--out", str(out), "--workers", str(workers), *extra]
     if path_name == "tesseract":
         args += ["--engine", "tesseract"]
     elif path_name == "vlm":
@@ -119,6 +120,8 @@ def main() -> int:
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=2, help="rounds of the cost comparison (0: none)")
+    ap.add_argument("--clean-paths", default="", help="paths (default, tesseract) also read with --clean on the "
+                    "upright pages: CER per set beside the same pages read as scanned")
     ap.add_argument("--quick", action="store_true", help="1 page, upright + 180 + skew-7, default path, 1 round")
     args = ap.parse_args()
     if args.quick:
@@ -139,7 +142,7 @@ def main() -> int:
                 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 
                 with serve_in_process(ServerConfig(answer="ocr", slots=args.workers)) as srv:
-                    recs, wall = read(path_name, manifest, work / f"run-{path_name}", args.workers, f"{srv.url}/v1")
+                    recs, wall = read(path_name, manifest, work / f"run-{path_name}", args.workers, srv.url)
             else:
                 recs, wall = read(path_name, manifest, work / f"run-{path_name}", args.workers, None)
             results[path_name] = table(rows, variants, recs)
@@ -155,10 +158,30 @@ def main() -> int:
             askew = max((res[v]["points"] for v in SKEWS if v in res), default=0.0)
             print(f"RESULT {path_name}: worst turned {turned:+.2f} points (goal ≤ 1), worst askew {askew:+.2f} "
                   f"points (goal ≤ 2)")
+        upright = work / "upright.csv"
+        with manifest.open(encoding="utf-8") as src, upright.open("w", encoding="utf-8") as dst:
+            dst.writelines(line for i, line in enumerate(src) if i == 0 or "__upright," in line)
+        for path_name in filter(None, args.clean_paths.split(",")):
+            plain, _ = read(path_name, upright, work / f"plain-{path_name}", args.workers, None)
+            cleaned, wall = read(path_name, upright, work / f"clean-{path_name}", args.workers, None, ("--clean",))
+            by_set: dict[str, list[tuple[float, float]]] = {}
+            for r in rows:
+                doc = f"{r['name']}__upright"
+                by_set.setdefault(r["set"], []).append((cer(plain[doc].get("text", ""), truth(r)),
+                                                        cer(cleaned[doc].get("text", ""), truth(r))))
+            print(f"\n## {path_name} with --clean, upright pages ({wall:.0f} s)\n")
+            print("| set | pages | CER % as scanned | CER % cleaned |")
+            print("|---|---|---|---|")
+            for name, pairs in sorted(by_set.items()):
+                print(f"| {name} | {len(pairs)} | {statistics.mean(p for p, _ in pairs) * 100:.2f} "
+                      f"| {statistics.mean(c for _, c in pairs) * 100:.2f} |")
+            allp = [p for pairs in by_set.values() for p in pairs]
+            hurt = sum(1 for pairs in by_set.values()
+                       if statistics.mean(c for _, c in pairs) > statistics.mean(p for p, _ in pairs) + 0.005)
+            print(f"RESULT {path_name} --clean: CER {statistics.mean(c for _, c in allp) * 100:.2f} % against "
+                  f"{statistics.mean(p for p, _ in allp) * 100:.2f} % as scanned; worse by > 0.5 points on {hurt} "
+                  f"of {len(by_set)} sets")
         if args.rounds:
-            upright = work / "upright.csv"
-            with manifest.open(encoding="utf-8") as src, upright.open("w", encoding="utf-8") as dst:
-                dst.writelines(line for i, line in enumerate(src) if i == 0 or "__upright," in line)
             walls: dict[str, list[float]] = {"off": [], "auto": []}
             for k in range(args.rounds):
                 for mode in (("off", "auto") if k % 2 == 0 else ("auto", "off")):

@@ -188,27 +188,45 @@ def _read_image(task: PageTask, reader: str, img: Image.Image, layer: str, dpi: 
     return readings, best, why, blank_page
 
 
+# OSD not sure, the readings decide: a page whose reading failed with an engine confidence this
+# low (an upside-down page read by RapidOCR is fragments at ~0.6; a hard page read upright keeps
+# ~0.85: ../shared/gt, benchmarks/bench_pages_as_scanned.py) is read once upside down, and kept
+# so only if that reading is `ok`. A page whose lines ran down is read turned both ways.
+BLIND_TURN_BELOW = 0.75
+
+
 def _read_turned(task: PageTask, reader: str, img: Image.Image, layer: str, dpi: float | None, flags: list[str],
                  same: str | None, before: Judged
-                 ) -> tuple[list[Judged], int, str, Image.Image, int, float] | None:
-    """The page read again turned upright, when OSD is sure it is not and the turned reading has
-    the better signal: (readings, chosen, why, the turned image, degrees turned counter-clockwise,
-    OSD's confidence); None to keep the reading as it was."""
-    turn, sure = turn_to_upright(img, look_first=False)
-    if not turn:
+                 ) -> tuple[list[Judged], int, str, Image.Image, int, float, str] | None:
+    """The page read again turned upright: (readings, chosen, why, the turned image, degrees
+    turned counter-clockwise, OSD's confidence, who decided: `osd` — OSD sure, the turned reading
+    no worse — or `reading` — OSD unsure, the turned reading `ok` where the page as it lay was
+    not); None to keep the reading as it was."""
+    from ..engines.osd import osd_image
+
+    osd = osd_image(img)
+    sideways = LINES_RUN_DOWN in before.reading.flags
+    if osd.turns and (not sideways or osd.turn in (90, 270)):
+        tries = [(osd.turn, "osd")]
+    elif sideways:
+        tries = [(t, "reading") for t in sorted((90, 270), key=lambda t: t != osd.turn)]
+    elif (before.reading.confidence or 0.0) < BLIND_TURN_BELOW:
+        tries = [(180, "reading")]
+    else:
         return None
-    upright = img.transpose(ROTATIONS[turn])
-    # Not the file's pixels any more: no engine may read the file in its place (same_as_file).
-    readings, best, why, _blank = _read_image(task, reader, upright, layer, dpi, flags, None)
-    after = readings[best]
-    if LINES_RUN_DOWN in before.reading.flags:
-        # As it lay its lines ran down the page: its words came in a scrambled order, whatever
-        # their score. Turned, a reading whose lines run across and that is readable wins.
+    for turn, how in tries:
+        upright = img.transpose(ROTATIONS[turn])
+        # Not the file's pixels any more: no engine may read the file in its place (same_as_file).
+        readings, best, why, _blank = _read_image(task, reader, upright, layer, dpi, flags, None)
+        after = readings[best]
         if LINES_RUN_DOWN in after.reading.flags or not after.candidate.readable:
-            return None
-    elif pick([before.candidate, after.candidate])[0] != 1:
-        return None  # turned, it reads no better: OSD was wrong, or the page is hard either way
-    return readings, best, why, upright, turn, sure
+            continue
+        if how == "reading" and after.status is not Status.ok:
+            continue  # OSD did not say so: only a reading that passes its signal turns the page
+        if not sideways and pick([before.candidate, after.candidate])[0] != 1:
+            continue  # turned, it reads no better: OSD was wrong, or the page is hard either way
+        return readings, best, why, upright, turn, osd.turn_confidence, how
+    return None
 
 
 def read_page(task: PageTask) -> PageRecord:
@@ -242,15 +260,20 @@ def read_page(task: PageTask) -> PageRecord:
             turned = _read_turned(task, reader, img, layer, rendered.dpi, flags, same, readings[best])
         rotation_fields: JsonObject = {}
         if turned is not None:
-            readings, best, why, img, turn, sure = turned
+            readings, best, why, img, turn, sure, how = turned
             flags = [*flags, f"rotated:{turn}", f"osd_confidence:{sure:.1f}"]
-            rotation_fields = {"rotation": turn, "rotation_from": "osd"}
+            rotation_fields = {"rotation": turn, "rotation_from": how}
         chosen = readings[best]
         quality = chosen.quality
+        status = chosen.status
+        if status is Status.ok and LINES_RUN_DOWN in chosen.reading.flags:
+            # Its lines ran down the page and no turn read better: the words are there, their
+            # order is not. A person looks (the flag says why).
+            status = Status.suspect
         if why:
             quality = {**quality, "alternatives": [r.summary() for r in readings if r is not chosen]}
         return task.record(
-            chosen.status, text=chosen.reading.text, quality=quality, engine=chosen.engine,
+            status, text=chosen.reading.text, quality=quality, engine=chosen.engine,
             # The page's own reason (a document's language) before the run's.
             engine_choice=f"{chosen.engine}: {why}" if why else task.engine_choice or (
                 _engine_options.get("engine_choice") if mode == "auto" else None),
