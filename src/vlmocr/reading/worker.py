@@ -193,6 +193,7 @@ def _read_image(task: PageTask, reader: str, img: Image.Image, layer: str, dpi: 
 # ~0.85: ../shared/gt, benchmarks/bench_pages_as_scanned.py) is read once upside down, and kept
 # so only if that reading is `ok`. A page whose lines ran down is read turned both ways.
 BLIND_TURN_BELOW = 0.75
+CONFIDENCE_GAIN = 0.25
 
 
 def _read_turned(task: PageTask, reader: str, img: Image.Image, layer: str, dpi: float | None, flags: list[str],
@@ -221,8 +222,11 @@ def _read_turned(task: PageTask, reader: str, img: Image.Image, layer: str, dpi:
         after = readings[best]
         if LINES_RUN_DOWN in after.reading.flags or not after.candidate.readable:
             continue
-        if how == "reading" and after.status is not Status.ok:
-            continue  # OSD did not say so: only a reading that passes its signal turns the page
+        if how == "reading" and after.status is not Status.ok and (
+                (after.reading.confidence or 0.0) < (before.reading.confidence or 0.0) + CONFIDENCE_GAIN):
+            # OSD did not say so: only a reading that passes its signal, or that the engine is far
+            # surer of (a hard page, now upright), turns the page.
+            continue
         if not sideways and pick([before.candidate, after.candidate])[0] != 1:
             continue  # turned, it reads no better: OSD was wrong, or the page is hard either way
         return readings, best, why, upright, turn, osd.turn_confidence, how
