@@ -320,17 +320,10 @@ class VlmReader(PageReader):
         if not ok:
             return None
         turn, sure = answer
-        how = "osd"
         if not turn:
-            # OSD not sure (a page with little text, a faint one): the page may still be upside
-            # down — the cheap look before sending sees only pages on their side. Asked once
-            # turned, and that answer kept only if it passes its signal (rotation_from: reading).
-            turn, how = 180, "reading"
-        else:
-            self._turned_docs.add(task.doc_id)  # its next pages are looked at before they are sent
-        again = await self._attempt(task.at(rotate=turn, rotate_from=how), overrides, step)
-        if how == "reading" and again.status is not Status.ok:
             return None
+        self._turned_docs.add(task.doc_id)  # its next pages are looked at before they are sent
+        again = await self._attempt(task.at(rotate=turn, rotate_from="osd"), overrides, step)
         return again.model_copy(update={"flags": [*again.flags, f"asked_again_rotated:{turn}",
                                                   f"osd_confidence:{sure:.1f}"]})
 
