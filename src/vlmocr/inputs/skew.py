@@ -26,11 +26,11 @@ import numpy as np
 from PIL import Image
 
 LIMIT = 15.0  # degrees either way: beyond that a page is turned, not askew (engines/osd.py)
-SIDE = 1000  # the longest side the ink is measured at (px)
-POINTS = 40_000  # ink pixels sampled
+SIDE = 700  # the longest side the ink is measured at (px)
+POINTS = 20_000  # ink pixels sampled
 MIN_POINTS = 500  # fewer: too little ink to tell (a blank page, a stamp)
 LETTER_HEIGHT, LETTER_WIDTH = 0.04, 0.12  # the largest letter (or run of touching letters), of SIDE
-COARSE, FINE = 0.5, 0.05  # degrees between the angles tried
+COARSE, FINE = 1.0, 0.1  # degrees between the angles tried
 # The sharpest projection must beat the page as it lies by this factor, and the angle must be at
 # least MIN_ANGLE, for the page to be straightened (calibrated on ../shared/gt:
 # benchmarks/bench_skew.py).

@@ -341,11 +341,13 @@ class Prepared:
 ROTATIONS = {90: Image.Transpose.ROTATE_90, 180: Image.Transpose.ROTATE_180, 270: Image.Transpose.ROTATE_270}
 
 
-def straight_page(img: Image.Image) -> tuple[Image.Image, float | None]:
-    """The page straightened when it lies askew (inputs/skew.py) under `--deskew auto`, and the
-    angle it lay at; (the page, None) when it is read as it lies: straight, too little ink to
-    tell (a blank page), or `--deskew off`. Some 20 ms a page, before any engine or VLM."""
-    if _engine_options.get("deskew", "auto") != "auto":
+def straight_page(img: Image.Image, *, for_vlm: bool = False) -> tuple[Image.Image, float | None]:
+    """The page straightened when it lies askew (inputs/skew.py), and the angle it lay at; (the
+    page, None) when it is read as it lies: straight, too little ink to tell (a blank page),
+    `--deskew off`, or a page for a VLM under `--deskew auto` (`on` straightens those too).
+    Some 10 ms a page."""
+    mode = _engine_options.get("deskew", "auto")
+    if mode == "off" or (for_vlm and mode != "on"):
         return img, None
     from ..inputs.skew import find_skew, straighten
 
@@ -411,7 +413,7 @@ def prepare_for_http(task: PageTask) -> Prepared | PageRecord:
             if turned:
                 img = img.transpose(ROTATIONS[turned])
                 flags += [f"rotated:{turned}", f"osd_confidence:{sure:.1f}"]
-        img, skew = straight_page(img) if not blank else (img, None)
+        img, skew = straight_page(img, for_vlm=True) if not blank else (img, None)
         img, cleaned = cleaned_page(img) if not blank else (img, [])
         flags += cleaned
         fmt = task.image_format

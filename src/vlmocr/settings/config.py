@@ -106,9 +106,11 @@ class RunConfig(VlmSettings):
     # A CPU reading that fails its signal asks Tesseract's OSD whether the page is on its side or
     # upside down, and reads it again turned (reading/worker.py); off: pages are read as they lie.
     rotate_pages: Literal["auto", "off"] = "auto"
-    # A page askew (within 15 degrees) is straightened before any engine reads it or it is sent to
-    # a VLM (inputs/skew.py; the record's `skew`); off: pages are read as they lie.
-    deskew: Literal["auto", "off"] = "auto"
+    # A page askew (within 15 degrees) is straightened (inputs/skew.py; the record's `skew`): auto —
+    # before the CPU engines read it (Tesseract needs it; a VLM reads a slanted line, and measuring
+    # every page would cost the client ~10 % of its feed rate: BENCHMARKS.md); on — before a VLM is
+    # sent it too; off — pages are read as they lie.
+    deskew: Literal["auto", "on", "off"] = "auto"
     # `--clean`: each scan flattened, binarised (Sauvola) and despeckled before it is read or sent
     # (inputs/clean.py); off by default: it helps some collections and engines and hurts others.
     clean_scans: bool = False
