@@ -62,7 +62,13 @@ def _ink_points(img: Image.Image) -> np.ndarray | None:
         grey = grey.resize((max(1, round(grey.width * scale)), max(1, round(grey.height * scale))),
                            Image.Resampling.BOX)
     a = np.asarray(grey)
-    _, ink = cv2.threshold(a, 0, 255, cv2.THRESH_BINARY_INV | cv2.THRESH_OTSU)
+    # Otsu's threshold from the middle of the page: a dark scanner bed around it would set the
+    # threshold between bed and paper, and shrunk letters (grey, not black) would fall on the
+    # paper's side.
+    h, w = a.shape
+    middle = np.ascontiguousarray(a[h // 8: h - h // 8, w // 8: w - w // 8])
+    level, _ = cv2.threshold(middle, 0, 255, cv2.THRESH_BINARY_INV | cv2.THRESH_OTSU)
+    ink = np.where(a <= level, 255, 0).astype(np.uint8)
     # Letters only: the parts of ink no taller than a line and no wider than a word. A scanner's
     # dark border, a photograph, a ruled line or a stain would pull the rows their own way.
     n, labels, stats, _ = cv2.connectedComponentsWithStats(ink, connectivity=8)
