@@ -1,9 +1,10 @@
-"""How far a page is askew, and the page straightened (issue 33, `--deskew auto|off`).
+"""How far a page is askew, and the page straightened (issue 33, `--deskew auto|on|off`).
 
 A scanner's feeder or a hand on a flatbed leaves pages a few degrees askew. RapidOCR reads its
 lines as boxes of any slant and hardly notices; Tesseract does: on the development pages turned
 by 4 degrees its CER doubled, by 8 degrees it read almost nothing (BENCHMARKS.md, "Pages as
-scanned"). A VLM reads a slanted line too, but the page is worth sending straight.
+scanned"). A VLM reads a slanted line too: a page is straightened before it is sent only under
+`--deskew on` (measuring every page costs the client ~10 % of its feed rate).
 
 The angle is the one at which the page's ink, projected across the page, piles up in the
 sharpest rows: lines of text are rows of ink with white between them, sharpest when the
@@ -32,8 +33,9 @@ MIN_POINTS = 500  # fewer: too little ink to tell (a blank page, a stamp)
 LETTER_HEIGHT, LETTER_WIDTH = 0.04, 0.12  # the largest letter (or run of touching letters), of SIDE
 COARSE, FINE = 1.0, 0.1  # degrees between the angles tried
 # The sharpest projection must beat the page as it lies by this factor, and the angle must be at
-# least MIN_ANGLE, for the page to be straightened (calibrated on ../shared/gt:
-# benchmarks/bench_skew.py).
+# least MIN_ANGLE, for the page to be straightened (on ../shared/gt a straight scan gains ~1.0,
+# scans lying 0.5–1.7 degrees askew up to 1.8, pages set askew by 3–8 degrees at least 1.44;
+# benchmarks/bench_pages_as_scanned.py).
 GAIN = 1.15
 MIN_ANGLE = 0.3
 
@@ -65,15 +67,15 @@ def _ink_points(img: Image.Image) -> np.ndarray | None:
     # Otsu's threshold from the middle of the page: a dark scanner bed around it would set the
     # threshold between bed and paper, and shrunk letters (grey, not black) would fall on the
     # paper's side.
-    h, w = a.shape
-    middle = np.ascontiguousarray(a[h // 8: h - h // 8, w // 8: w - w // 8])
+    rows, cols = a.shape
+    middle = np.ascontiguousarray(a[rows // 8: rows - rows // 8, cols // 8: cols - cols // 8])
     level, _ = cv2.threshold(middle, 0, 255, cv2.THRESH_BINARY_INV | cv2.THRESH_OTSU)
     ink = np.where(a <= level, 255, 0).astype(np.uint8)
     # Letters only: the parts of ink no taller than a line and no wider than a word. A scanner's
     # dark border, a photograph, a ruled line or a stain would pull the rows their own way.
-    n, labels, stats, _ = cv2.connectedComponentsWithStats(ink, connectivity=8)
-    w, h, area = stats[:, cv2.CC_STAT_WIDTH], stats[:, cv2.CC_STAT_HEIGHT], stats[:, cv2.CC_STAT_AREA]
-    letter = (h <= LETTER_HEIGHT * SIDE) & (w <= LETTER_WIDTH * SIDE) & (area >= 3)
+    _, labels, stats, _ = cv2.connectedComponentsWithStats(ink, connectivity=8)
+    wide, tall, area = stats[:, cv2.CC_STAT_WIDTH], stats[:, cv2.CC_STAT_HEIGHT], stats[:, cv2.CC_STAT_AREA]
+    letter = (tall <= LETTER_HEIGHT * SIDE) & (wide <= LETTER_WIDTH * SIDE) & (area >= 3)
     letter[0] = False  # the background
     ys, xs = np.nonzero(letter[labels])
     if len(xs) < MIN_POINTS:
@@ -81,7 +83,7 @@ def _ink_points(img: Image.Image) -> np.ndarray | None:
     if len(xs) > POINTS:
         pick = np.random.default_rng(0).choice(len(xs), POINTS, replace=False)
         xs, ys = xs[pick], ys[pick]
-    return np.stack([xs - a.shape[1] / 2.0, ys - a.shape[0] / 2.0]).astype(np.float32)
+    return np.stack([xs - cols / 2.0, ys - rows / 2.0]).astype(np.float32)
 
 
 def _sharpness(points: np.ndarray, angles: np.ndarray) -> np.ndarray:
@@ -103,13 +105,13 @@ def find_skew(img: Image.Image) -> Skew | None:
     points = _ink_points(img)
     if points is None:
         return None
-    coarse = np.arange(-LIMIT, LIMIT + COARSE / 2, COARSE)
+    coarse = np.arange(-LIMIT, LIMIT + COARSE / 2, COARSE)  # 0 among them: the page as it lies
     scores = _sharpness(points, coarse)
     best = float(coarse[int(np.argmax(scores))])
     fine = np.arange(best - COARSE, best + COARSE + FINE / 2, FINE)
     fine_scores = _sharpness(points, fine)
     angle = float(fine[int(np.argmax(fine_scores))])
-    flat = float(_sharpness(points, np.array([0.0]))[0])
+    flat = float(scores[int(np.argmin(np.abs(coarse)))])
     gain = float(fine_scores.max()) / flat if flat else 1.0
     return Skew(round(angle, 2), round(gain, 3), time.perf_counter() - t0)
 
