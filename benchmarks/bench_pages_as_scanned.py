@@ -92,8 +92,10 @@ def read(path_name: str, manifest: Path, out: Path, workers: int, endpoint: str 
     args = ["--manifest", str(manifest), "--out", str(out), "--workers", str(workers), *extra]
     if path_name == "tesseract":
         args += ["--engine", "tesseract"]
-    elif path_name == "vlm":
+    elif path_name.startswith("vlm"):
         args += ["--endpoint", str(endpoint), "--model", "test-model", "--concurrency", str(workers)]
+        if path_name == "vlm-always":
+            args += ["--rotate-pages", "always"]  # OSD before every page is sent
     res = run_vlmocr(args, timeout=7200)
     if res["rc"] not in (0, 2):
         raise SystemExit(f"vlmocr run ({path_name}) exited {res['rc']}: {res['stderr'][-2000:]}")
@@ -116,7 +118,7 @@ def table(rows: list[dict[str, str]], variants: list[str], recs: dict[str, dict]
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--per-set", type=int, default=2, help="pages per set of pages.csv")
-    ap.add_argument("--paths", default="default,tesseract,vlm", help="default, tesseract, vlm")
+    ap.add_argument("--paths", default="default,tesseract,vlm", help="default, tesseract, vlm, vlm-always (--rotate-pages always)")
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=2, help="rounds of the cost comparison (0: none)")
@@ -138,7 +140,7 @@ def main() -> int:
         work = Path(tmp)
         manifest = build(rows, variants, work)
         for path_name in args.paths.split(","):
-            if path_name == "vlm":
+            if path_name.startswith("vlm"):
                 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 
                 with serve_in_process(ServerConfig(answer="ocr", slots=args.workers)) as srv:

@@ -77,3 +77,23 @@ def test_pages_on_their_side_or_upside_down_are_read_turned(scans, tmp_path):
     lying = {doc: rec for (doc, _), rec in finals(off).items()}
     assert lying["quarter"]["status"] == "suspect" and cer(lying["quarter"]["text"], truth) > 0.5
     assert "rotation" not in lying["quarter"] and lying["upright"]["text"] == upright["text"]
+
+
+def test_always_turns_each_page_by_osd_before_it_is_read(scans, tmp_path):
+    # `--rotate-pages always`: OSD before every page, the turn made before the first reading
+    # (rotation_from osd); blank paper and the portrait page with a sideways block stay as they are.
+    truth = PAGE.with_suffix(".txt").read_text(encoding="utf-8")
+    run = tmp_path / "always"
+    res = run_cli("run", str(scans), "--out", str(run), "--workers", "1", "--engine", "tesseract",
+                  "--rotate-pages", "always")
+    recs = {doc: rec for (doc, _), rec in finals(run).items()}
+    # Tesseract reads the sideways block as garbage: that page, and only it, is for review.
+    assert res.returncode == 2 and [d for d, r in recs.items() if r["status"] != "ok"] == ["mixed"], res.stderr
+    base = cer(recs["upright"]["text"], truth)
+    assert "rotation" not in recs["upright"] and base < 0.08, base
+    for doc, turn in (("quarter", 270), ("upside_down", 180), ("quarter_back", 90)):
+        rec = recs[doc]
+        assert (rec["rotation"], rec["rotation_from"], rec["status"]) == (turn, "osd", "ok"), rec["flags"]
+        assert cer(rec["text"], truth) < base + 0.02, (doc, cer(rec["text"], truth), base)
+    for doc in ("blank", "mixed"):
+        assert "rotation" not in recs[doc] and not any(f.startswith("rotated:") for f in recs[doc]["flags"])

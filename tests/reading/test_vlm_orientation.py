@@ -122,3 +122,20 @@ def test_a_page_whose_answer_fails_is_turned_by_osd_and_asked_again(scans, tmp_p
     for key, rec in lying.items():
         if key != ("upright", 1):
             assert "rotation" not in rec and rec["status"] != "ok" and rec["text"].strip() == "NOCODE"
+
+
+def test_always_asks_osd_of_every_page_so_each_is_sent_upright_once(scans, tmp_path):
+    # `--rotate-pages always`: for a box of scans fed every which way, every page is asked of
+    # OSD before it is sent: no request is wasted on a page as it lies, upside down included
+    # (which the cheap look cannot see), and an upright page is not turned.
+    res, recs, asked = run_vlm(scans, tmp_path / "always", "--rotate-pages", "always")
+    assert res.returncode == 0, res.stderr
+    assert len(asked) == 6  # one request a page
+    upright = recs[("upright", 1)]
+    assert upright["status"] == "ok" and "rotation" not in upright
+    turns = {("quarter", 1): 270, ("upside_down", 1): 180, ("book", 1): 270, ("book", 2): 270, ("book", 3): 270}
+    for key, turn in turns.items():
+        rec = recs[key]
+        assert (rec["rotation"], rec["rotation_from"], rec["status"]) == (turn, "osd", "ok"), rec["flags"]
+        assert f"rotated:{turn}" in rec["flags"] and not any(f.startswith("asked_again") for f in rec["flags"])
+        assert rec["text"].strip() == TRUTH.strip()

@@ -28,7 +28,9 @@ def run_command(
         None, help=f"What `auto` reads scans with: auto ({AUTO_RULE}) | {ocr_engine_names()}."),
     rotate_pages: Optional[str] = typer.Option(
         None, "--rotate-pages", help="auto: a scan that reads badly is checked for a page on its side or upside "
-        "down (Tesseract's OSD) and read again turned (the record says so) | off: read pages as they lie."),
+        "down (Tesseract's OSD) and read again turned (the record says so) | always: and every page is asked of "
+        "OSD before it is read or sent to a VLM (0.3-2.5 s of CPU a page: for a box of scans fed every which "
+        "way, read by a VLM) | off: read pages as they lie."),
     deskew: Optional[str] = typer.Option(
         None, "--deskew", help="auto: a page askew by up to 15 degrees is straightened before a CPU engine reads "
         "it (the record's `skew` says by how much) | on: and before it is sent to a VLM (costs the client "

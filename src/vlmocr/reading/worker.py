@@ -248,21 +248,31 @@ def read_page(task: PageTask) -> PageRecord:
         reader = task.reader if mode == "auto" else mode
         rendered = render_page(path, task.page, task.sizing)
         flags += rendered.flags
-        img, skew = straight_page(rendered.image)
+        img = rendered.image
+        rotate = _engine_options.get("rotate_pages", "auto")
+        rotation_fields: JsonObject = {}
+        if rotate == "always":
+            # Every page asked of OSD before it is read (a blank page: OSD is never sure, no turn).
+            turn, sure = turn_to_upright(grey_if_neutral(img), look_first=False)
+            if turn:
+                img = img.transpose(ROTATIONS[turn])
+                flags += [f"rotated:{turn}", f"osd_confidence:{sure:.1f}"]
+                rotation_fields = {"rotation": turn, "rotation_from": "osd"}
+        img, skew = straight_page(img)
         img, cleaned = cleaned_page(img)
         flags += cleaned
-        # Straightened or cleaned, it is not the file's pixels any more: no engine may read the
-        # file instead.
-        same = str(rendered.same_as_file) if rendered.same_as_file and skew is None and not cleaned else None
+        # Turned, straightened or cleaned, it is not the file's pixels any more: no engine may
+        # read the file instead.
+        same = (str(rendered.same_as_file) if rendered.same_as_file and skew is None and not cleaned
+                and not rotation_fields else None)
         readings, best, why, blank_page = _read_image(task, reader, img, layer, rendered.dpi, flags, same)
         turned = None
-        if (_engine_options.get("rotate_pages", "auto") == "auto" and not blank_page
+        if (rotate != "off" and not rotation_fields and not blank_page
                 and (readings[best].status in TURN_WHEN or LINES_RUN_DOWN in readings[best].reading.flags)):
             # The reading failed its signal, or its lines ran down the page: is the page on its
             # side or upside down? Tesseract's OSD (0.4–2.5 s) is asked only now, so upright pages
             # that read well pay nothing.
             turned = _read_turned(task, reader, img, layer, rendered.dpi, flags, same, readings[best])
-        rotation_fields: JsonObject = {}
         if turned is not None:
             readings, best, why, img, turn, sure, how = turned
             flags = [*flags, f"rotated:{turn}", f"osd_confidence:{sure:.1f}"]
@@ -403,13 +413,15 @@ def prepare_for_http(task: PageTask) -> Prepared | PageRecord:
         img = grey_if_neutral(rendered.image)
         blank, ink = blank_and_ink(img)
         turned = 0
+        rotate = _engine_options.get("rotate_pages", "auto")
         if task.rotate:
             img = img.transpose(ROTATIONS[task.rotate])
-        elif task.look_before and not blank and _engine_options.get("rotate_pages", "auto") == "auto":
+        elif not blank and (rotate == "always" or (task.look_before and rotate == "auto")):
             # Issue 33: the GPU should not read a page on its side. A document that had a page
             # turned has its pages looked at first: the ink (~1.5 ms) asks OSD only when the
-            # lines may not run across the page.
-            turned, sure = turn_to_upright(img)
+            # lines may not run across the page. `always`: OSD is asked of every page (the ink
+            # cannot tell an upside-down page: engines/osd.py).
+            turned, sure = turn_to_upright(img, look_first=rotate != "always")
             if turned:
                 img = img.transpose(ROTATIONS[turned])
                 flags += [f"rotated:{turned}", f"osd_confidence:{sure:.1f}"]

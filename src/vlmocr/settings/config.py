@@ -105,7 +105,7 @@ class RunConfig(VlmSettings):
     lang: str = "eng"  # tesseract languages, e.g. "deu+eng"
     # A CPU reading that fails its signal asks Tesseract's OSD whether the page is on its side or
     # upside down, and reads it again turned (reading/worker.py); off: pages are read as they lie.
-    rotate_pages: Literal["auto", "off"] = "auto"
+    rotate_pages: Literal["auto", "always", "off"] = "auto"
     # A page askew (within 15 degrees) is straightened (inputs/skew.py; the record's `skew`): auto —
     # before the CPU engines read it (Tesseract needs it; a VLM reads a slanted line, and measuring
     # every page would cost the client ~10 % of its feed rate: BENCHMARKS.md); on — before a VLM is
@@ -282,7 +282,7 @@ class RunConfig(VlmSettings):
         }
         material.update(engine_key_material(reader, lang))  # each engine's own share (engines/registry.py)
         if self.rotate_pages != "auto":
-            material["rotate_pages"] = self.rotate_pages  # only when off: the keys of runs before it hold
+            material["rotate_pages"] = self.rotate_pages  # only when not auto: the keys of runs before it hold
         if self.deskew != "auto":
             material["deskew"] = self.deskew  # the same
         if self.clean_scans:
