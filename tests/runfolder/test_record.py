@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -24,7 +25,7 @@ def test_a_written_record_reads_back_as_the_same_values_typed():
     line = rec.to_json_dict()
     row = Row.of(line)
     for name in PageRecord.model_fields:
-        if name in ("quality", "flags", "blocks", "status"):
+        if name in ("quality", "flags", "blocks", "status", "positions"):
             continue
         assert getattr(row, name) == getattr(rec, name), name
     assert row.status is Status.suspect and row.flags == ("textlayer",) and row.page_id == ("d", 3)
@@ -47,3 +48,15 @@ def test_an_unknown_status_is_refused_on_reading():
     line = PageRecord(doc_id="d", source="s.pdf", page=1, key="k", status="ok").to_json_dict()
     with pytest.raises(ValueError):
         Row.of({**line, "status": "fine"})
+
+
+def test_positions_are_stored_compactly_and_parsed_only_when_asked_for():
+    from vlmocr.runfolder.record import Line, Positions
+
+    pos = Positions(width=1000, height=1400, source="tesseract",
+                    lines=[Line(box=(10, 20, 300, 50), words=[(10, 20, 120, 50, 0.9, "Dear"), (130, 22, 300, 50, None, "Sir")])])
+    line = PageRecord(doc_id="d", source="d.png", page=1, key="k", status="ok", text="Dear Sir", positions=pos).to_json_dict()
+    assert line["positions"]["lines"][0]["words"][1] == [130, 22, 300, 50, None, "Sir"]  # a list a word
+    row = Row.of(json.loads(json.dumps(line)))
+    assert row.word_positions() == pos and [w[5] for w in pos.words()] == ["Dear", "Sir"]
+    assert "positions" not in PageRecord(doc_id="d", source="d.png", page=1, key="k", status="ok").to_json_dict()

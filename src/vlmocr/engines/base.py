@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, TypedDict, runtime_checkable
 
 from PIL import Image
-from ..runfolder.record import JsonObject
+from ..runfolder.record import JsonObject, Positions
 
 
 class EngineOptions(TypedDict, total=False):
@@ -65,6 +65,8 @@ class Reading:
     # probabilities (from `logprobs`); it scores no lines.
     confidence: float | None = None
     line_confidences: list[float] | None = None
+    # Where its words lie on the image it was given (record.Positions), where the engine says.
+    positions: Positions | None = None
 
 
 def weighted_mean(parts: list[tuple[str, float]]) -> float | None:

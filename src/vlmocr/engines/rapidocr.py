@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .base import LINES_RUN_DOWN, CpuEngine, EngineOptions, PageInput, Reading, weighted_mean
-from ..runfolder.record import JsonObject
+from ..runfolder.record import JsonObject, Line, Positions, WordBox
 
 # RapidOCR's own defaults (config.yaml of rapidocr 3.x) for the settings that decide what it
 # finds on a page, written out so that a reading's tag names them without importing RapidOCR.
@@ -88,29 +88,37 @@ class _Box:
     slope: float | None  # of its mid line; None for a box too short to say
     text: str
     score: float
+    extent: tuple[int, int, int, int]  # the upright box that holds its corners
+    words: tuple[WordBox, ...]  # its words where they lie (return_word_box); () when not asked
 
 
-def _box(points: Any, text: str, score: float) -> _Box:
-    """The geometry of one detected box: RapidOCR gives four corners, clockwise from the top left."""
+def _extent(points: Any) -> tuple[int, int, int, int]:
+    xs, ys = [float(p[0]) for p in points], [float(p[1]) for p in points]
+    return math.floor(min(xs)), math.floor(min(ys)), math.ceil(max(xs)), math.ceil(max(ys))
+
+
+def _box(points: Any, text: str, score: float, words: Any = ()) -> _Box:
+    """The geometry of one detected box: RapidOCR gives four corners, clockwise from the top left;
+    `words`: its words as RapidOCR's word_results give them (text, score, four corners)."""
     (x0, y0), (x1, y1), (x2, y2), (x3, y3) = [(float(p[0]), float(p[1])) for p in list(points)[:4]]
     height = (math.hypot(x3 - x0, y3 - y0) + math.hypot(x2 - x1, y2 - y1)) / 2
     lx, ly, rx, ry = (x0 + x3) / 2, (y0 + y3) / 2, (x1 + x2) / 2, (y1 + y2) / 2
     width = rx - lx
     slope = (ry - ly) / width if width > _SKEW_MIN_ASPECT * max(height, 1.0) else None
     return _Box((x0 + x1 + x2 + x3) / 4, (y0 + y1 + y2 + y3) / 4, max(height, 1.0), min(x0, x3), slope,
-                text, float(score))
+                text, float(score), _extent(list(points)[:4]),
+                tuple((*_extent(list(w[2])[:4]), round(float(w[1]), 3), str(w[0])) for w in words if str(w[0]).strip()))
 
 
-def _group_lines(boxes: list, texts: list[str], scores: list[float]) -> list[list[tuple[str, float]]]:
-    """Group detected boxes into visual lines, left to right, top to bottom: each line a list of
-    (text, score).
+def _group_lines(boxes: list, texts: list[str], scores: list[float], words: list | None = None) -> list[list[_Box]]:
+    """Group detected boxes into visual lines, left to right, top to bottom.
 
     RapidOCR returns one box per text fragment; a line with wide gaps comes back in pieces that
     must be put together, or the reading order breaks on every tabbed line. On a slanted scan a
     box's upright extent covers its neighbours' (a 2 % slant over a 1300 px line is 26 px, most of
     a line pitch), so fragments are compared by their centres with the page's slant (the median
     slope of the long boxes) taken out, not by the overlap of their upright extents."""
-    items = [_box(b, t, s) for b, t, s in zip(boxes, texts, scores)]
+    items = [_box(b, t, s, w) for b, t, s, w in zip(boxes, texts, scores, words or [()] * len(texts))]
     slopes = sorted(b.slope for b in items if b.slope is not None)
     skew = max(-0.2, min(0.2, slopes[len(slopes) // 2])) if slopes else 0.0
 
@@ -131,7 +139,21 @@ def _group_lines(boxes: list, texts: list[str], scores: list[float]) -> list[lis
         else:
             lines.append([it])
     lines.sort(key=lambda line: sum(level(m) for m in line) / len(line))
-    return [[(m.text, m.score) for m in sorted(line, key=lambda m: m.left)] for line in lines]
+    return [sorted(line, key=lambda m: m.left) for line in lines]
+
+
+def _positions(lines: list[list[_Box]], width: int, height: int) -> Positions | None:
+    """The lines' words where they lie; None when RapidOCR was not asked for word boxes."""
+    if not any(m.words for line in lines for m in line):
+        return None
+    out: list[Line] = []
+    for line in lines:
+        words = [w for m in line for w in m.words]
+        if words:
+            box = (min(m.extent[0] for m in line), min(m.extent[1] for m in line),
+                   max(m.extent[2] for m in line), max(m.extent[3] for m in line))
+            out.append(Line(box=box, words=words))
+    return Positions(width=width, height=height, source="rapidocr", lines=out)
 
 
 class RapidOcrEngine:
@@ -164,20 +186,27 @@ class RapidOcrEngine:
 
         assert page.image is not None
         arr = np.asarray(page.image.convert("RGB"))
-        out: Any = self._ocr(arr)  # a RapidOCROutput: the whole pipeline ran
+        # Word boxes come from the recogniser's own character positions: the same texts, no
+        # second pass (tests/engines/test_positions.py).
+        out: Any = self._ocr(arr, return_word_box=True)  # a RapidOCROutput: the whole pipeline ran
         return self.reading(list(out.boxes if out.boxes is not None else []), list(out.txts or ()),
-                            [float(s) for s in (out.scores or ())])
+                            [float(s) for s in (out.scores or ())], list(out.word_results or ()) or None,
+                            size=page.image.size)
 
-    def reading(self, boxes: list, texts: list[str], scores: list[float]) -> Reading:
-        """The reading of RapidOCR's output (boxes, their texts and scores): lines grouped, each
-        line's score (for the quality signal) and the page's. Benchmarks re-group stored output."""
-        lines = _group_lines(boxes, texts, scores) if texts else []
+    def reading(self, boxes: list, texts: list[str], scores: list[float], words: list | None = None,
+                size: tuple[int, int] | None = None) -> Reading:
+        """The reading of RapidOCR's output (boxes, their texts and scores; `words`, its
+        word_results, with the page's `size`: positions): lines grouped, each line's score (for the
+        quality signal) and the page's. Benchmarks re-group stored output."""
+        grouped = _group_lines(boxes, texts, scores, words) if texts else []
+        lines = [[(m.text, m.score) for m in line] for line in grouped]
         text = "\n".join(" ".join(t for t, _ in line) for line in lines)
         line_scores = [score for line in lines if (score := weighted_mean(line)) is not None]
         return Reading(text=text, finish_reason="stop", model=f"PP-OCR (rapidocr {self.tag})", revision=self.version,
                        confidence=weighted_mean([part for line in lines for part in line]),
                        line_confidences=line_scores,
-                       flags=[LINES_RUN_DOWN] if lines_run_down(boxes, texts) else [])
+                       flags=[LINES_RUN_DOWN] if lines_run_down(boxes, texts) else [],
+                       positions=_positions(grouped, *size) if size and words else None)
 
 
 def _build(options: EngineOptions) -> RapidOcrEngine:

@@ -11,6 +11,7 @@ import tempfile
 from typing import Any
 
 from ..exceptions import UsageError
+from ..runfolder.record import Line, Positions, WordBox
 from .base import CpuEngine, EngineOptions, PageInput, Reading, weighted_mean
 from .languages import installed_languages, resolve_lang
 
@@ -73,7 +74,7 @@ class TesseractEngine:
         line_scores = [score for line in lines if (score := weighted_mean(line)) is not None]
         return Reading(text=text.strip("\n\x0c"), finish_reason="stop", model=f"tesseract:{self.lang}",
                        revision=self.version, confidence=weighted_mean([w for line in lines for w in line]),
-                       line_confidences=line_scores)
+                       line_confidences=line_scores, positions=tsv_positions(tsv, *page.image.size))
 
     def _text_and_tsv(self, source: str, base: str, dpi: int) -> tuple[str, str]:
         """The page's text and its TSV (word boxes and confidences) from one tesseract process:
@@ -106,6 +107,30 @@ def tsv_lines(tsv: str) -> list[list[tuple[str, float]]]:
             continue
         lines.setdefault((cols[1], cols[2], cols[3], cols[4]), []).append((word, min(conf, 100.0) / 100.0))
     return list(lines.values())
+
+
+def tsv_positions(tsv: str, width: int, height: int) -> Positions:
+    """Tesseract's TSV as word positions: its lines (level 4) with their words (level 5: box,
+    confidence), in its reading order, each line in its block (a column, a paragraph of its own),
+    the blocks numbered from 0 as they come."""
+    lines: dict[tuple[str, str, str, str], Line] = {}
+    blocks: dict[str, int] = {}
+    for row in tsv.splitlines()[1:]:
+        cols = row.split("\t")
+        if len(cols) < 12 or cols[0] not in ("4", "5"):
+            continue
+        try:
+            x, y, w, h = (int(c) for c in cols[6:10])
+            conf = float(cols[10])
+        except ValueError:
+            continue
+        key = (cols[1], cols[2], cols[3], cols[4])
+        if cols[0] == "4":
+            lines[key] = Line(box=(x, y, x + w, y + h), words=[], block=blocks.setdefault(cols[2], len(blocks)))
+        elif key in lines and conf >= 0 and cols[11].strip():
+            word: WordBox = (x, y, x + w, y + h, round(min(conf, 100.0) / 100.0, 3), cols[11])
+            lines[key].words.append(word)
+    return Positions(width=width, height=height, source="tesseract", lines=[ln for ln in lines.values() if ln.words])
 
 
 def installed_data() -> frozenset[str] | None:

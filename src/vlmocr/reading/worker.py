@@ -23,6 +23,7 @@ from ..engines.pick import Candidate, pick
 from ..exceptions import BadInput
 from ..runfolder.record import JsonObject, PageRecord, PageTask, Status
 from ..inputs.sources import printable
+from ..positions.geometry import Step, to_page
 from ..inputs.render import (blank_and_ink, count_pages, encode, grey_if_neutral, kind_of, render_page, text_layer,
                      usable_text_layer)
 from ..text.signal import judge
@@ -251,14 +252,18 @@ def read_page(task: PageTask) -> PageRecord:
         img = rendered.image
         rotate = _engine_options.get("rotate_pages", "auto")
         rotation_fields: JsonObject = {}
+        steps: list[Step] = []  # what was done to the page before it was read: positions go back through them
         if rotate == "always":
             # Every page asked of OSD before it is read (a blank page: OSD is never sure, no turn).
             turn, sure = turn_to_upright(grey_if_neutral(img), look_first=False)
             if turn:
+                steps.append(Step("turn", turn, *img.size))
                 img = img.transpose(ROTATIONS[turn])
                 flags += [f"rotated:{turn}", f"osd_confidence:{sure:.1f}"]
                 rotation_fields = {"rotation": turn, "rotation_from": "osd"}
         img, skew = straight_page(img)
+        if skew is not None:
+            steps.append(Step("skew", skew, *img.size))
         img, cleaned = cleaned_page(img)
         flags += cleaned
         # Turned, straightened or cleaned, it is not the file's pixels any more: no engine may
@@ -274,6 +279,7 @@ def read_page(task: PageTask) -> PageRecord:
             # that read well pay nothing.
             turned = _read_turned(task, reader, img, layer, rendered.dpi, flags, same, readings[best])
         if turned is not None:
+            steps.append(Step("turn", turned[4], *img.size))
             readings, best, why, img, turn, sure, how = turned
             flags = [*flags, f"rotated:{turn}", f"osd_confidence:{sure:.1f}"]
             rotation_fields = {"rotation": turn, "rotation_from": how}
@@ -295,6 +301,8 @@ def read_page(task: PageTask) -> PageRecord:
             finish_reason=chosen.reading.finish_reason, seconds=round(time.perf_counter() - t0, 4),
             image_sha256=image_digest(img), width=img.width, height=img.height,
             flags=flags + chosen.flags + chosen.reading.flags, skew=skew, **rotation_fields,
+            positions=(to_page(chosen.reading.positions, steps, *rendered.image.size)
+                       if chosen.reading.positions is not None else None),
         )
     except BadInput as exc:
         return task.record(Status.bad_input, engine=mode, error=exc.reason, seconds=round(time.perf_counter() - t0, 4))

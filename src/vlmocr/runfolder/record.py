@@ -146,6 +146,41 @@ class Block(BaseModel):
     text: str = ""
 
 
+# One word where it lies on the page: its box (x0, y0, x1, y1: pixels, the right and lower edges
+# excluded), the engine's confidence in it (0–1; None where the engine gives none, a VLM's word
+# placed by alignment) and its text. A list, not an object: a page holds hundreds of them.
+WordBox = tuple[int, int, int, int, float | None, str]
+
+
+class Line(BaseModel):
+    """One line of text as an engine found it: its box, its words in reading order, and the
+    block (column, paragraph) it belongs to, numbered in reading order from 0."""
+
+    model_config = ConfigDict(extra="forbid")
+    box: tuple[int, int, int, int]
+    words: list[WordBox]
+    block: int = 0
+
+
+class Positions(BaseModel):
+    """Where a page's words lie (issue 29): lines in reading order, in the pixels of the page as
+    rendered — as the user has it, before any turn or straightening (the record's `rotation` and
+    `skew` say what the engine was shown; the boxes were mapped back) — `width` × `height` of it,
+    so they survive a change of dpi (scale by the ratio of sizes). `source`: whose boxes they are —
+    the engine that read the page (tesseract, rapidocr), or `aligned:ENGINE` for a VLM's words
+    placed on that engine's boxes, `aligned` then the share of its words matched."""
+
+    model_config = ConfigDict(extra="forbid")
+    width: int
+    height: int
+    source: str
+    lines: list[Line]
+    aligned: float | None = None
+
+    def words(self) -> list[WordBox]:
+        return [w for line in self.lines for w in line.words]
+
+
 class PageRecord(BaseModel):
     """One finished attempt at one page. Page 0 stands for a whole document that could not
     be opened (its pages are unknown); every other record names a 1-based page."""
@@ -205,6 +240,8 @@ class PageRecord(BaseModel):
     flags: list[str] = Field(default_factory=list)
     blocks: list[Block] | None = None
     fields: JsonObject | None = None  # structured output, e.g. olmOCR front matter
+    # Where the words lie on the page (Positions); absent when the engine knows no positions.
+    positions: Positions | None = None
     finished_at: str = Field(default_factory=lambda: now_iso())
 
     @model_validator(mode="after")
@@ -221,7 +258,7 @@ class PageRecord(BaseModel):
         # optional structures appear only when an engine produced them.
         data = self.model_dump(mode="json", by_alias=True)
         for optional in ("quality", "engine_choice", "server", "blocks", "fields", "language", "language_from",
-                         "rotation", "rotation_from", "skew"):
+                         "rotation", "rotation_from", "skew", "positions"):
             if data.get(optional) is None:
                 data.pop(optional, None)
         return data
@@ -269,6 +306,9 @@ class Row:
     flags: tuple[str, ...]
     blocks: tuple[Block, ...] | None
     fields: Mapping[str, Any] | None
+    # As stored, parsed only when asked for (`word_positions`): a page holds hundreds of words,
+    # and most readers of a run (evaluate, report, merge) never look at them.
+    positions: Mapping[str, Any] | None
     finished_at: str
     data: Mapping[str, Any]
 
@@ -291,12 +331,17 @@ class Row:
             image_sha256=d.get("image_sha256"), width=_int(d.get("width")), height=_int(d.get("height")),
             error=d.get("error"), flags=tuple(d.get("flags") or ()),
             blocks=tuple(Block.model_validate(b) for b in blocks) if isinstance(blocks, list) else None,
-            fields=fields if isinstance(fields, Mapping) else None, finished_at=str(d.get("finished_at") or ""),
-            data=d)
+            fields=fields if isinstance(fields, Mapping) else None,
+            positions=positions if isinstance(positions := d.get("positions"), Mapping) else None,
+            finished_at=str(d.get("finished_at") or ""), data=d)
 
     @property
     def page_id(self) -> tuple[str, int]:
         return self.doc_id, self.page
+
+    def word_positions(self) -> Positions | None:
+        """Where the page's words lie, parsed from the stored line; None when it has none."""
+        return Positions.model_validate(self.positions) if self.positions is not None else None
 
     def amended(self, **changes: Any) -> "Row":
         """A copy with `changes` made, in its fields and its stored line alike: a text with its
