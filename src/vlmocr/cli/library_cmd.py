@@ -125,7 +125,8 @@ def search_command(
 @app.command("export")
 def export_command(
     source: List[Path] = typer.Argument(..., help="A library, or run directories."),
-    fmt: str = typer.Option(..., "--format", help="md | txt | jsonl | parquet | hf"),
+    fmt: str = typer.Option(..., "--format", help="md | txt | jsonl | parquet | hf | alto | hocr | pagexml | pdf "
+                            "(ALTO 4.2, hOCR, PAGE-XML 2019, a searchable PDF: the words where they lie)"),
     out: Path = typer.Option(..., "--out", "-o", help="A new or empty folder, or an earlier export (replaced whole); "
                              "a .jsonl file for --format jsonl."),
     layer: Optional[str] = typer.Option(None, "--layer", help="raw | clean (default: raw for runs, as published for a library)."),
@@ -134,7 +135,8 @@ def export_command(
     source_root: Optional[List[Path]] = typer.Option(None, "--source-root", help="Where relative source paths are found."),
     json_out: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
 ) -> int:
-    """Export documents with page markers (md, txt), page spans (jsonl), Parquet tables or a HF dataset folder."""
+    """Export documents with page markers (md, txt), page spans (jsonl), Parquet tables, a HF dataset folder,
+    or the library formats with word positions (alto, hocr, pagexml, pdf)."""
     from ..library.export import export
     from ..runfolder.rundir import RunDir
 

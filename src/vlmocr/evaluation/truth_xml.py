@@ -44,9 +44,9 @@ def _page_xml(root: ET.Element) -> str:
     return "\n\n".join(blocks)
 
 
-def _alto(root: ET.Element) -> str:
+def _alto_blocks(within: ET.Element) -> str:
     blocks: list[str] = []
-    for block in (e for e in root.iter() if _local(e.tag) == "TextBlock"):
+    for block in (e for e in within.iter() if _local(e.tag) == "TextBlock"):
         lines = []
         for line in (e for e in block.iter() if _local(e.tag) == "TextLine"):
             words = [s.get("CONTENT", "") for s in line if _local(s.tag) == "String"]
@@ -55,6 +55,15 @@ def _alto(root: ET.Element) -> str:
         if lines:
             blocks.append("\n".join(lines))
     return "\n\n".join(blocks)
+
+
+def _alto(root: ET.Element) -> str:
+    # A file of several Pages (a document, as `vlmocr export --format alto` writes one) gives its
+    # pages separated by form feeds, as a document's plain-text truth does.
+    pages = [e for e in root.iter() if _local(e.tag) == "Page"]
+    if len(pages) > 1:
+        return "\f".join(_alto_blocks(page) for page in pages)
+    return _alto_blocks(root)
 
 
 def xml_truth(path: Path) -> tuple[str, str, str | None] | None:

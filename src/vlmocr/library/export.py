@@ -1,4 +1,4 @@
-"""`vlmocr export RUN|LIB --format md|txt|jsonl|parquet|hf --out O [--layer raw|clean]`.
+"""`vlmocr export RUN|LIB --format md|txt|jsonl|parquet|hf|alto|hocr|pagexml|pdf --out O [--layer raw|clean]`.
 
 One document text everywhere: the pages' texts exactly as recorded, in page order, joined by a
 form feed on a line of its own (``"\\n\\f\\n"``, the plain-text page break); a page's character
@@ -11,7 +11,11 @@ span ``[start, end)`` indexes that text, so ``text[start:end]`` is the page's re
 - ``parquet``: O/documents.parquet (one row per document) and O/pages.parquet (one row per page);
 - ``hf``: a Hugging Face dataset folder: O/documents/*.parquet, O/pages/*.parquet and a
   README.md whose YAML names the two configs, so ``datasets.load_dataset(O)`` opens the documents,
-  ``load_dataset(O, "pages")`` the pages and ``load_dataset("parquet", data_dir=O/"pages")`` too.
+  ``load_dataset(O, "pages")`` the pages and ``load_dataset("parquet", data_dir=O/"pages")`` too;
+- ``alto``, ``hocr``, ``pagexml``, ``pdf``: the formats a digital library ingests, with each word
+  where it lies on the page (library/formats/): O/<doc>.alto.xml, O/<doc>.hocr,
+  O/<doc>/<doc>_0001.xml (a PAGE-XML file a page), O/<doc>.pdf (the input's pages untouched with an
+  invisible text layer). From the raw layer only.
 
 From a run (or a SLURM run's shards) the complete documents are exported (`--include-incomplete`
 adds the rest); from a library, every document it holds, in the layer it was published with —
@@ -35,11 +39,14 @@ from ..runfolder.assemble import assemble_markdown
 from ..runfolder.store import OutputBuild, kill_point
 from ..runfolder.writable import check_output_path
 from .catalog import DOCS, Catalog, is_library
+from .formats import FORMATS as LIBRARY_FORMATS
+from .formats import write_document
+from .formats.layout import laid_pages
 from .identify import identify_records
 from .publish import DOC_PAGES
-from .runs import DocRecords, document_text, original_name, run_dirs, run_documents
+from .runs import DocRecords, document_text, original_name, resolve_source, run_dirs, run_documents
 
-FORMATS = ("md", "txt", "jsonl", "parquet", "hf")
+FORMATS = ("md", "txt", "jsonl", "parquet", "hf", *LIBRARY_FORMATS)
 EXPORT = "export"  # what the marker of a folder `export` made says (store.OUTPUT_MARKER)
 ROWS_PER_FILE = 50_000  # pages per Parquet file in an hf export (documents: the same count of rows)
 
@@ -102,7 +109,7 @@ def _from_runs(paths: list[Path], layer: str, include_incomplete: bool, source_r
             "lib_id": None, "source": doc.source, "original_name": original_name(doc.source, doc.run), "sha256": None,
             "doc_pages": doc.doc_pages, "complete": doc.complete, "run": str(doc.run.path),
             "identifiers": [i.as_dict() for i in identify_records(doc.records)],
-            "metadata": None,
+            "metadata": None, "file": resolve_source(doc.source, doc.run),
         }
         # Figure descriptions (vlmocr describe) travel with the text, as alt text in place.
         records = add_figures(doc.run.path, doc.records, link_prefix="")
@@ -135,6 +142,7 @@ def _from_library(lib: Path, layer: str | None, clean_rules: Path | None, notes:
             "lib_id": row["lib_id"], "source": row["source"], "original_name": row["original_name"],
             "sha256": row["sha256"], "doc_pages": row["doc_pages"], "complete": True, "run": row["run"],
             "identifiers": [{**i, "match": ""} for i in idents[row["lib_id"]]], "metadata": row.get("metadata"),
+            "file": Path(row["source"]) if row["source"] and Path(row["source"]).is_file() else None,
         }
         yield ExportDoc(row["doc_id"], records, have, info)
 
@@ -386,6 +394,22 @@ def _check_export_file(path: Path) -> None:
 def _write(docs: Iterable[ExportDoc], fmt: str, folder: Path, file_name: str | None, layer: str | None,
            sources: list[Path], rows_per_file: int, result: ExportResult) -> list[Path]:
     """Write every format into `folder` (a fresh one); returns the files written."""
+    if fmt in LIBRARY_FORMATS:
+        listed = list(docs)
+        _unique_names(listed)
+        files = []
+        unplaced = 0
+        for d in listed:
+            pages = laid_pages(d.records, d.layer)
+            unplaced += sum(1 for p in pages if not p.positioned)
+            source_name = str(d.info.get("original_name") or d.info.get("source") or d.doc_id)
+            files += write_document(fmt, d.name, pages, source_name, d.info.get("file"), folder)
+            result.documents += 1
+            result.pages += len(pages)
+        if unplaced:
+            result.notes.append(f"{unplaced} page(s) had no word positions (a VLM's answer, a text layer): "
+                                "their text is written without coordinates")
+        return files
     if fmt in ("md", "txt"):
         listed = list(docs)
         _unique_names(listed)

@@ -1,0 +1,47 @@
+"""The formats a digital library ingests (issue 29): ALTO 4, hOCR, PAGE-XML (2019) and a
+searchable PDF — each a document's pages with their words where they lie (record.Positions),
+written from the raw reading (`layout.laid_pages`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...exceptions import UsageError
+from .layout import LaidPage
+
+FORMATS = ("alto", "hocr", "pagexml", "pdf")
+
+
+def write_document(fmt: str, name: str, pages: list[LaidPage], source_name: str, file: Path | None,
+                   folder: Path) -> list[Path]:
+    """Write one document in `fmt` into `folder`: NAME.alto.xml, NAME.hocr, NAME/NAME_0001.xml
+    (PAGE-XML: a file a page) or NAME.pdf (needs the input `file`)."""
+    from .xml import alto, hocr, pagexml
+
+    if fmt == "alto":
+        path = folder / f"{name}.alto.xml"
+        path.write_bytes(alto(pages, source_name))
+        return [path]
+    if fmt == "hocr":
+        path = folder / f"{name}.hocr"
+        path.write_bytes(hocr(pages, source_name))
+        return [path]
+    if fmt == "pagexml":
+        sub = folder / name
+        sub.mkdir(parents=True, exist_ok=True)
+        written = []
+        for page in pages:
+            path = sub / f"{name}_{page.page:04d}.xml"
+            path.write_bytes(pagexml(page, f"{source_name}#page={page.page}" if len(pages) > 1 else source_name))
+            written.append(path)
+        return written
+    if fmt == "pdf":
+        from .pdf import searchable_pdf
+
+        if file is None:
+            raise UsageError(f"{source_name}: the input file is not found here, and a searchable PDF is made "
+                             "over it (--source-root names where the inputs are)")
+        path = folder / f"{name}.pdf"
+        searchable_pdf(pages, file, path)
+        return [path]
+    raise UsageError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")

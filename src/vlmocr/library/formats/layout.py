@@ -1,0 +1,71 @@
+"""A document's pages as the formats write them: lines of words with their boxes in the pixels of
+the page as scanned, in reading order. A page whose reading knows no positions (a VLM's plain
+answer not aligned, a text layer) keeps its lines and words without boxes: ALTO and hOCR then
+carry its text without coordinates, PAGE-XML as one region over the page, and the searchable PDF
+spreads its lines over the page (its text is searchable, its highlights are not placed)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...exceptions import UsageError
+from ...runfolder.record import Line, Row
+
+
+@dataclass(frozen=True)
+class LaidPage:
+    page: int  # 1-based, in the document
+    width: int  # pixels of the page as scanned (0: unknown)
+    height: int
+    dpi: float | None
+    lines: list[Line]
+    positioned: bool  # the boxes are real (else all zero)
+    source: str  # whose boxes: tesseract, rapidocr, aligned:tesseract; "" without
+    status: str
+    engine: str
+
+    def blocks(self) -> list[tuple[int, list[Line]]]:
+        """The lines grouped by block, in reading order (a block's lines stay together)."""
+        out: list[tuple[int, list[Line]]] = []
+        for line in self.lines:
+            if out and out[-1][0] == line.block:
+                out[-1][1].append(line)
+            else:
+                out.append((line.block, [line]))
+        return out
+
+
+def _unplaced(text: str) -> list[Line]:
+    lines = []
+    for row in text.splitlines():
+        words = row.split()
+        if words:
+            lines.append(Line(box=(0, 0, 0, 0), words=[(0, 0, 0, 0, None, w) for w in words]))
+    return lines
+
+
+def laid_page(row: Row) -> LaidPage:
+    pos = row.word_positions()
+    if pos is not None:
+        return LaidPage(row.page, pos.width, pos.height, row.dpi, pos.lines, True, pos.source, row.status.value,
+                        row.engine)
+    width, height = row.width or 0, row.height or 0
+    if row.rotation in (90, 270):  # the record's size is of the page as read (turned)
+        width, height = height, width
+    return LaidPage(row.page, width, height, row.dpi, _unplaced(row.text), False, "", row.status.value, row.engine)
+
+
+def laid_pages(records: list[Row], layer: str) -> list[LaidPage]:
+    """The pages of a document, in page order. Only the raw layer: the cleaned text's words are not
+    the words whose boxes the engine gave."""
+    if layer != "raw":
+        raise UsageError("ALTO, hOCR, PAGE-XML and the searchable PDF place the words the engine read: "
+                         "export them from the raw layer (--layer raw)")
+    return [laid_page(r) for r in sorted(records, key=lambda r: r.page) if r.page >= 1]
+
+
+def union(boxes: list[tuple[int, int, int, int]]) -> tuple[int, int, int, int]:
+    real = [b for b in boxes if b[2] > b[0] or b[3] > b[1]]
+    if not real:
+        return 0, 0, 0, 0
+    return min(b[0] for b in real), min(b[1] for b in real), max(b[2] for b in real), max(b[3] for b in real)

@@ -1,0 +1,134 @@
+"""A searchable PDF of a document: the pages as scanned, untouched, each with an invisible text
+layer of its words where they lie, in reading order.
+
+The page images are not re-encoded: a PDF input keeps its own pages (its objects are copied as
+stored: pikepdf), an image input is wrapped as it is (img2pdf: JPEG and JPEG 2000 passed through,
+PNG and TIFF without loss). The text layer is drawn by OCRmyPDF's renderer (fpdf2, its glyphless
+font) from the page's words, one text-only page a page, laid over the scan as a form XObject
+(pikepdf's add_overlay) scaled to the page: the words' pixel boxes land where they lie whatever
+the page's size in points. A page without positions has its lines spread down the page (its text
+found by search, not highlighted in place); the export's notes count them."""
+
+from __future__ import annotations
+
+import io
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ...exceptions import UsageError
+from .layout import LaidPage, union
+
+if TYPE_CHECKING:
+    from ocrmypdf.hocrtransform import OcrElement
+
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".jp2", ".j2k", ".gif", ".bmp", ".webp"}
+
+
+def _element_tree(page: LaidPage, width: int, height: int) -> "OcrElement":
+    """OCRmyPDF's OcrElement tree of one page: paragraphs (blocks), lines, words."""
+    from ocrmypdf.hocrtransform import BoundingBox, OcrClass, OcrElement
+
+    def box(b: tuple[int, int, int, int]) -> BoundingBox:
+        return BoundingBox(left=b[0], top=b[1], right=b[2], bottom=b[3])
+
+    lines = page.lines if page.positioned else _spread(page.lines, width, height)
+    blocks: list[tuple[int, list]] = []
+    for line in lines:
+        if blocks and blocks[-1][0] == line.block:
+            blocks[-1][1].append(line)
+        else:
+            blocks.append((line.block, [line]))
+    paragraphs = []
+    for _, block_lines in blocks:
+        children, boxes = [], []
+        for line in block_lines:
+            if line.box[3] <= line.box[1] or line.box[2] <= line.box[0]:
+                continue
+            words = [OcrElement(ocr_class=OcrClass.WORD, bbox=box(w[:4]), text=w[5], confidence=w[4])
+                     for w in line.words if w[2] > w[0] and w[3] > w[1]]
+            if words:
+                children.append(OcrElement(ocr_class=OcrClass.LINE, bbox=box(line.box), children=words))
+                boxes.append(line.box)
+        if children:
+            paragraphs.append(OcrElement(ocr_class=OcrClass.PARAGRAPH, bbox=box(union(boxes)), children=children))
+    return OcrElement(ocr_class=OcrClass.PAGE, bbox=BoundingBox(left=0, top=0, right=width, bottom=height),
+                      children=paragraphs)
+
+
+def _spread(lines: list, width: int, height: int) -> list:
+    """Lines without positions laid down the page, each word given a share of its line by its
+    letters: searchable, not placed."""
+    from ...runfolder.record import Line
+
+    if not lines:
+        return []
+    pitch = min(height * 0.9 / len(lines), height / 40)
+    out = []
+    for i, line in enumerate(lines):
+        y0, y1 = int(height * 0.05 + i * pitch), int(height * 0.05 + (i + 0.8) * pitch)
+        total = sum(len(w[5]) + 1 for w in line.words)
+        x = width * 0.05
+        words = []
+        for w in line.words:
+            step = width * 0.9 * (len(w[5]) + 1) / total
+            words.append((int(x), y0, int(x + step * len(w[5]) / (len(w[5]) + 1)), y1, w[4], w[5]))
+            x += step
+        out.append(Line(box=(int(width * 0.05), y0, int(width * 0.95), y1), words=words, block=0))
+    return out
+
+
+def _base_pdf(source: Path) -> object:
+    """The scan as a PDF whose page images are the input's bytes (pikepdf.Pdf)."""
+    import pikepdf
+
+    if source.suffix.lower() == ".pdf":
+        return pikepdf.open(source)
+    if source.suffix.lower() in IMAGE_SUFFIXES:
+        import img2pdf
+
+        try:
+            data = img2pdf.convert(str(source), rotation=img2pdf.Rotation.ifvalid)
+        except Exception as exc:  # img2pdf refuses what it cannot embed without loss (an alpha channel…)
+            raise UsageError(f"{source}: cannot be wrapped as a PDF without re-encoding it ({exc})") from exc
+        return pikepdf.open(io.BytesIO(data))
+    raise UsageError(f"{source}: a searchable PDF is made from PDF and image inputs only")
+
+
+def searchable_pdf(pages: list[LaidPage], source: Path, out: Path) -> int:
+    """Write `out`: `source`'s pages with their text layers. Returns how many pages had no
+    positions (their lines spread, not placed)."""
+    import ocrmypdf
+    from ocrmypdf.font import MultiFontManager
+    from ocrmypdf.fpdf_renderer import Fpdf2MultiPageRenderer
+    import pikepdf
+
+    base = _base_pdf(source)
+    assert isinstance(base, pikepdf.Pdf)
+    unplaced = 0
+    with base, tempfile.TemporaryDirectory(prefix="vlmocr-pdf-") as tmp:
+        data = []
+        targets = []
+        for laid in pages:
+            if not 1 <= laid.page <= len(base.pages):
+                continue
+            target = base.pages[laid.page - 1]
+            box = target.trimbox if "/TrimBox" in target.obj else target.mediabox
+            width_pt = float(box[2]) - float(box[0])
+            if int(target.obj.get("/Rotate", 0)) % 180:
+                width_pt = float(box[3]) - float(box[1])
+            width, height = laid.width, laid.height
+            if not width or not height:
+                continue
+            unplaced += 0 if laid.positioned else 1
+            data.append((laid.page, _element_tree(laid, width, height), width * 72.0 / width_pt))
+            targets.append(target)
+        if data:
+            layer = Path(tmp) / "text.pdf"
+            fonts = MultiFontManager(Path(ocrmypdf.__file__).parent / "data")
+            Fpdf2MultiPageRenderer(data, fonts, invisible_text=True).render(layer)
+            with pikepdf.open(layer) as text:
+                for target, text_page in zip(targets, text.pages):
+                    target.add_overlay(text_page, None)  # None: over the page's trim/crop/media box
+        base.save(out)
+    return unplaced
