@@ -98,8 +98,10 @@ def _place(vlm: list[str], i: int, j: int, match: list[int | None], where: list[
     previous and the next when they share a line, else after the previous (before the next) to
     the line's end; each word gets its share of the gap by its letters. A gap too narrow for
     them (the CPU read them into its neighbour) shares the neighbour's box."""
-    before = where[match[i - 1]] if i > 0 and match[i - 1] is not None else None
-    after = where[match[j]] if j < len(vlm) and match[j] is not None else None
+    prev_at = match[i - 1] if i > 0 else None
+    next_at = match[j] if j < len(vlm) else None
+    before = where[prev_at] if prev_at is not None else None
+    after = where[next_at] if next_at is not None else None
     if before is not None:
         li, prev = before
         box = cpu.lines[li].box

@@ -14,7 +14,7 @@ from typing import Any, Awaitable, Callable, cast
 from ..settings.config import RunConfig
 from ..exceptions import EndpointUnavailable, UsageError
 from ..profiles import Profile, load_profile
-from ..runfolder.record import LADDER, PageRecord, PageTask, Sizing, Status
+from ..runfolder.record import LADDER, PageRecord, PageTask, Positions, Sizing, Status
 from ..text.postprocess import is_figure_block, postprocess, rotation_asked, split_pages
 from .base import PageReader
 from .client import ChatResult, ModelEntry, OpenAIClient, RequestFailed, parse_metrics, public_url, queue_depth
@@ -24,7 +24,8 @@ from .pagefit import fit_note, page_cost
 from .request import build_chat_request, ladder_overrides
 from .served import VERSION_PATHS, resolve_revision, server_label
 from ..engines.base import Reading
-from .worker import (TURN_WHEN, Prepared, classify, inspect_doc, inspect_docs, judge_reading, orientation_of_page,
+from .worker import (TURN_WHEN, Prepared, aligned_positions, classify, inspect_doc, inspect_docs, judge_reading,
+                     orientation_of_page,
                      prepare_for_http, read_page)
 from ..runfolder.record import JsonObject
 
@@ -310,10 +311,24 @@ class VlmReader(PageReader):
             flags.append(f"ladder:{step}")
         if result.requests > 1:
             flags.append(f"http_tries:{result.requests}")
+        positions = await self._aligned(task, prep, text, flags)
         return self._record(task, status, t0, prep=prep, text=text, quality=quality,
                             finish_reason=result.finish_reason,
                             tokens_in=result.tokens_in, tokens_out=result.tokens_out, flags=flags,
-                            blocks=blocks or None, fields=fields)
+                            blocks=blocks or None, fields=fields, positions=positions)
+
+    async def _aligned(self, task: PageTask, prep: Prepared, text: str, flags: list[str]) -> Positions | None:
+        """`--align-with`: the answer's words placed on a CPU reading's boxes (in the pool: the
+        CPU engine's time, not the server's); None without it, for a blank page or no text."""
+        if self.cfg.align_with is None or prep.blank or not text.strip():
+            return None
+        ok, positions = await self.pool.call_safely(aligned_positions, self._for_http(task), text,
+                                                    self.cfg.align_with, task.rotate or prep.rotation or None,
+                                                    prep.skew)
+        if not ok:
+            flags.append("align_failed")  # the CPU engine crashed on the page: the answer stands, unplaced
+            return None
+        return positions
 
     async def _turned(self, task: PageTask, overrides: JsonObject, step: int) -> PageRecord | None:
         ok, answer = await self.pool.call_safely(orientation_of_page, self._for_http(task))

@@ -21,7 +21,7 @@ from PIL import Image
 from ..engines.base import LINES_RUN_DOWN, Engine, EngineOptions, PageInput, Reading
 from ..engines.pick import Candidate, pick
 from ..exceptions import BadInput
-from ..runfolder.record import JsonObject, PageRecord, PageTask, Status
+from ..runfolder.record import JsonObject, PageRecord, PageTask, Positions, Status
 from ..inputs.sources import printable
 from ..positions.geometry import Step, to_page
 from ..inputs.render import (blank_and_ink, count_pages, encode, grey_if_neutral, kind_of, render_page, text_layer,
@@ -402,6 +402,31 @@ def orientation_of_page(task: PageTask) -> tuple[int, float]:
     without the cheap look: an upside-down page looks upright to it)."""
     rendered = render_page(Path(task.path), task.page, task.sizing)
     return turn_to_upright(grey_if_neutral(rendered.image), look_first=False)
+
+
+def aligned_positions(task: PageTask, text: str, engine_name: str, rotation: int | None,
+                      skew: float | None) -> Positions | None:
+    """Word positions for a VLM's answer `text` (`--align-with`, issue 29): the page rendered as it
+    was sent (turned by `rotation`, straightened by `skew`), read by the CPU engine, its boxes
+    mapped back to the page as scanned, and the answer's words placed on them
+    (positions/align.py); None when the engine finds no words or none of the answer's align."""
+    from ..positions.align import align
+
+    rendered = render_page(Path(task.path), task.page, task.sizing)
+    img = grey_if_neutral(rendered.image)
+    steps: list[Step] = []
+    if rotation:
+        steps.append(Step("turn", rotation, *img.size))
+        img = img.transpose(ROTATIONS[rotation])
+    if skew is not None:
+        from ..inputs.skew import straighten
+
+        steps.append(Step("skew", skew, *img.size))
+        img = straighten(img, skew)
+    reading = engine(engine_name, task.ocr_lang).read(PageInput(task.doc_id, task.page, img, "", rendered.dpi, [], None))
+    if reading.positions is None:
+        return None
+    return align(text, to_page(reading.positions, steps, *rendered.image.size))
 
 
 def prepare_for_http(task: PageTask) -> Prepared | PageRecord:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from ..engines.choice import AUTO, DocumentReading, EngineChoice, choose_ocr_engine, for_document, data_languages
 from ..engines.languages import canonical_lang
-from ..engines.registry import ENGINE_CHOICES, HTTP_ENGINE, OCR_ENGINES, engine_key_material, reads_language
+from ..engines.registry import CPU_ENGINES, ENGINE_CHOICES, HTTP_ENGINE, OCR_ENGINES, engine_key_material, reads_language
 from ..exceptions import UsageError
 from ..reading.memory import available_cores
 from ..redact import public_url
@@ -114,6 +114,10 @@ class RunConfig(VlmSettings):
     # `--clean`: each scan flattened, binarised (Sauvola) and despeckled before it is read or sent
     # (inputs/clean.py); off by default: it helps some collections and engines and hurts others.
     clean_scans: bool = False
+    # `--align-with ENGINE`: a VLM's answer gets word positions (issue 29): the page is read by
+    # this CPU engine too and the answer's words are placed on its boxes (positions/align.py).
+    # Not in the settings key: it adds positions, it does not change the text.
+    align_with: str | None = None
     dpi: float | None = None
     longest_side: int | None = None
     max_pixels: int = Field(default=DEFAULT_MAX_PIXELS, ge=4096)
@@ -151,6 +155,14 @@ class RunConfig(VlmSettings):
         known = ENGINE_CHOICES if info.field_name == "engine" else (AUTO, *OCR_ENGINES)
         if v not in known:
             raise ValueError(f"unknown engine {v!r}; known: {', '.join(known)}")
+        return v
+
+    @field_validator("align_with")
+    @classmethod
+    def _aligner(cls, v: str | None) -> str | None:
+        known = tuple(n for n in OCR_ENGINES if not CPU_ENGINES[n].parts)
+        if v is not None and v not in known:
+            raise ValueError(f"--align-with {v!r}: a CPU engine that gives word boxes: {', '.join(known)}")
         return v
 
     @field_validator("lang")

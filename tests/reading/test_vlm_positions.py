@@ -1,0 +1,72 @@
+"""Issue 29 point 2, end to end: `vlmocr run --endpoint … --align-with tesseract` gives a VLM's
+answer word positions — the page also read by Tesseract in the worker pool, the answer's words
+placed on its boxes — so the searchable PDF of a VLM reading highlights the VLM's words where
+they lie. A real HTTP server that answers what RapidOCR reads on the image it was sent (its line
+breaks and misreadings differ from Tesseract's), a real typewritten page, upright and scanned a
+quarter turn off (turned before it is read again: the positions refer to the page as scanned)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+from PIL import Image
+from support.cli import run_cli
+from support.components import GT, need
+from support.records import finals
+
+from vlmocr.evaluation.score import cer
+from vlmocr.positions.align import _key
+from vlmocr.runfolder.record import Row
+from vlmocr.testing.openai_server import ServerConfig, serve_in_process
+
+PAGE = GT / "ehri_en" / "EHRI-BF-19380509b_EN_02.jpg"
+NO_KEY = {"VLMOCR_API_KEY": "", "OPENAI_API_KEY": ""}
+
+
+@pytest.fixture(scope="module")
+def scans(tmp_path_factory):
+    need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
+    need(shutil.which("pdftotext") is not None, "pdftotext", "poppler-utils")
+    folder = tmp_path_factory.mktemp("vlm-positions")
+    with Image.open(PAGE) as im:
+        im.convert("L").save(folder / "upright.png")
+    return folder
+
+
+def test_a_vlm_answer_gets_positions_and_a_searchable_pdf(scans, tmp_path):
+    run = tmp_path / "run"
+    with serve_in_process(ServerConfig(answer="ocr")) as srv:
+        res = run_cli("run", str(scans), "--out", str(run), "--endpoint", srv.url, "--workers", "1",
+                      "--align-with", "tesseract", env=NO_KEY)
+        plain = tmp_path / "plain"
+        res_plain = run_cli("run", str(scans), "--out", str(plain), "--endpoint", srv.url, "--workers", "1",
+                            env=NO_KEY)
+    assert res.returncode == 0 and res_plain.returncode == 0, res.stderr + res_plain.stderr
+    row = Row.of(finals(run)[("upright", 1)])
+    pos = row.word_positions()
+    assert row.engine == "openai" and pos is not None and pos.source == "aligned:tesseract"
+    assert [w[5] for w in pos.words()] == [t for t in row.text.split() if _key(t)]  # the VLM's words
+    assert pos.aligned is not None and pos.aligned >= 0.85, pos.aligned
+    with Image.open(scans / "upright.png") as im:
+        assert (pos.width, pos.height) == im.size  # the page as scanned
+    # Without --align-with the answer has no positions (and the run the same key: it adds, not changes).
+    plain_row = Row.of(finals(plain)[("upright", 1)])
+    assert plain_row.word_positions() is None and plain_row.key == row.key and plain_row.text == row.text
+
+    out = tmp_path / "pdf"
+    res = run_cli("export", str(run), "--format", "pdf", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    text = subprocess.run(["pdftotext", "-raw", str(out / "upright.pdf"), "-"], capture_output=True, text=True,
+                          check=True).stdout
+    assert 1 - cer(" ".join(text.split()), " ".join(w[5] for w in pos.words())) >= 0.98
+    # The plain run's PDF still carries the text (spread over the page, not placed), and says so.
+    res = run_cli("export", str(plain), "--format", "pdf", "--out", str(tmp_path / "pdf-plain"))
+    assert res.returncode == 0 and "no word positions" in res.stderr, res.stderr
+
+
+def test_align_with_names_an_engine_that_gives_boxes(scans, tmp_path):
+    res = run_cli("run", str(scans), "--out", str(tmp_path / "r"), "--endpoint", "http://127.0.0.1:9/v1",
+                  "--align-with", "textlayer", env=NO_KEY)
+    assert res.returncode != 0 and "--align-with" in res.stderr and "tesseract" in res.stderr, res.stderr
