@@ -59,3 +59,10 @@ def test_bench_scale_quick() -> None:
 def test_bench_pages_as_scanned_quick() -> None:
     out = run_bench("bench_pages_as_scanned.py", timeout=600)
     assert "RESULT default: worst turned" in out and "RESULT cost on 1 upright pages" in out
+
+
+def test_bench_formats_quick() -> None:
+    """Issue 29: the four library formats' cost beside the reading, and the share of words aligned."""
+    out = run_bench("bench_formats.py", timeout=600)
+    assert "RESULT formats: all four" in out and "RESULT aligned: truth as the VLM's answer" in out, out
+    assert "| pdf |" in out and "| alto |" in out

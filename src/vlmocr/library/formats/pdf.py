@@ -11,6 +11,7 @@ found by search, not highlighted in place); the export's notes count them."""
 
 from __future__ import annotations
 
+import functools
 import io
 import tempfile
 from pathlib import Path
@@ -20,6 +21,7 @@ from ...exceptions import UsageError
 from .layout import LaidPage, union
 
 if TYPE_CHECKING:
+    from ocrmypdf.font import MultiFontManager
     from ocrmypdf.hocrtransform import OcrElement
 
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".jp2", ".j2k", ".gif", ".bmp", ".webp"}
@@ -95,11 +97,19 @@ def _base_pdf(source: Path) -> object:
     raise UsageError(f"{source}: a searchable PDF is made from PDF and image inputs only")
 
 
+@functools.lru_cache(maxsize=1)
+def _fonts() -> "MultiFontManager":
+    """OCRmyPDF's fonts (Noto for the scripts it knows, its glyphless font for the rest), loaded
+    once per process: an export writes many documents."""
+    import ocrmypdf
+    from ocrmypdf.font import MultiFontManager as Fonts
+
+    return Fonts(Path(ocrmypdf.__file__).parent / "data")
+
+
 def searchable_pdf(pages: list[LaidPage], source: Path, out: Path) -> int:
     """Write `out`: `source`'s pages with their text layers. Returns how many pages had no
     positions (their lines spread, not placed)."""
-    import ocrmypdf
-    from ocrmypdf.font import MultiFontManager
     from ocrmypdf.fpdf_renderer import Fpdf2MultiPageRenderer
     import pikepdf
 
@@ -125,8 +135,7 @@ def searchable_pdf(pages: list[LaidPage], source: Path, out: Path) -> int:
             targets.append(target)
         if data:
             layer = Path(tmp) / "text.pdf"
-            fonts = MultiFontManager(Path(ocrmypdf.__file__).parent / "data")
-            Fpdf2MultiPageRenderer(data, fonts, invisible_text=True).render(layer)
+            Fpdf2MultiPageRenderer(data, _fonts(), invisible_text=True).render(layer)
             with pikepdf.open(layer) as text:
                 for target, text_page in zip(targets, text.pages):
                     target.add_overlay(text_page, None)  # None: over the page's trim/crop/media box
