@@ -105,11 +105,12 @@ class RunData:
             return {}
         return {page: rec.text for page, rec in self.clean_records.document(doc.doc_id).items()}
 
-    def texts(self, doc: "Doc") -> dict[int, str]:
-        """A document's page texts by page, read from pages.jsonl now."""
+    def pages_read(self, doc: "Doc") -> dict[int, Row]:
+        """A document's final records by page, text and word positions included, read from
+        pages.jsonl now (the rows kept in memory hold neither)."""
         if self.records is None:
             return {}
-        return {page: rec.text for page, rec in self.records.document(doc.doc_id).items()}
+        return dict(self.records.document(doc.doc_id))
 
 
 def status_group(status: str) -> str:

@@ -26,6 +26,7 @@ import bisect
 import os
 import shutil
 from collections import Counter
+from collections.abc import Mapping
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
@@ -133,11 +134,14 @@ def _write_chunks(tmp: Path, run: RunData) -> list[int]:
         cur, cur_docs, cur_bytes = [], {}, 0
 
     for doc in run.docs:
-        texts = run.texts(doc)  # this document's, read now: one document's text at a time
+        full = run.pages_read(doc)  # this document's, read now: one document's text at a time
         cleans = run.clean_texts(doc)
         for p in doc.pages:
-            obj = _page_obj(p, doc, texts.get(p.page, ""), cleans.get(p.page) if p.has_clean else None)
-            size = len(obj["text"]) + len(obj.get("clean") or "") + 2 * len(obj.get("truth") or "") + 400
+            read = full.get(p.page)
+            obj = _page_obj(p, doc, read.text if read else "", cleans.get(p.page) if p.has_clean else None,
+                            read.positions if read else None)
+            size = (len(obj["text"]) + len(obj.get("clean") or "") + 2 * len(obj.get("truth") or "") + 400
+                    + 20 * len(obj.get("boxes") or ()))
             if cur and (len(cur) >= PAGE_CHUNK or cur_bytes + size > CHUNK_BYTES):
                 flush()
             cur.append(obj)
@@ -174,7 +178,24 @@ def _doc_row(doc: Doc) -> list[Any]:
             micro_cer_clean(doc.pages), flagged[0].ordinal if flagged else None, doc.pages[0].g]
 
 
-def _page_obj(p: Page, doc: Doc, text: str, clean: str | None = None) -> dict[str, Any]:
+def _word_boxes(positions: Mapping[str, Any] | None) -> list[list[int]]:
+    """[[x0, y0, x1, y1] in thousandths of the page] of each word of a record's stored positions
+    (read as stored: no model is built for each of a large run's pages)."""
+    if not positions:
+        return []
+    width, height = positions.get("width") or 0, positions.get("height") or 0
+    if not width or not height:
+        return []
+    out = []
+    for line in positions.get("lines") or ():
+        for w in line.get("words") or ():
+            out.append([round(w[0] * 1000 / width), round(w[1] * 1000 / height),
+                        round(w[2] * 1000 / width), round(w[3] * 1000 / height)])
+    return out
+
+
+def _page_obj(p: Page, doc: Doc, text: str, clean: str | None = None,
+              positions: Mapping[str, Any] | None = None) -> dict[str, Any]:
     r = p.rec
     obj: dict[str, Any] = {
         "g": p.g, "d": p.d, "page": p.page, "status": p.status, "text": text,
@@ -197,6 +218,12 @@ def _page_obj(p: Page, doc: Doc, text: str, clean: str | None = None) -> dict[st
         obj["diff"] = diff_ops(text, p.truth)
         if p.cer_clean is not None:
             obj["cer_clean"] = p.cer_clean
+    boxes = _word_boxes(positions)
+    if boxes:
+        # The words' boxes in thousandths of the page (the thumbnail is the page scaled): the review
+        # page draws them over the scan, so a reviewer sees whether the positions are right.
+        obj["boxes"] = boxes
+        obj["boxes_from"] = (positions or {}).get("source")
     if p.thumb:
         obj["thumb"] = p.thumb
     if p.thumb_note:

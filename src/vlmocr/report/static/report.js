@@ -78,6 +78,28 @@
 
   function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); }
 
+  // The words' boxes (thousandths of the page) drawn over the page's thumbnail, so a reviewer sees
+  // at a glance whether the positions are right (issue 29).
+  function wordBoxes(p) {
+    if (!Array.isArray(p.boxes) || !p.boxes.length) return null;
+    const NS = "http://www.w3.org/2000/svg";
+    const svg = document.createElementNS(NS, "svg");
+    svg.setAttribute("id", "word-boxes");
+    svg.setAttribute("viewBox", "0 0 1000 1000");
+    svg.setAttribute("preserveAspectRatio", "none");
+    p.boxes.forEach(function (b) {
+      if (!Array.isArray(b) || b.length !== 4) return;
+      const r = document.createElementNS(NS, "rect");
+      r.setAttribute("class", "wbox");
+      r.setAttribute("x", String(Number(b[0])));
+      r.setAttribute("y", String(Number(b[1])));
+      r.setAttribute("width", String(Math.max(0, Number(b[2]) - Number(b[0]))));
+      r.setAttribute("height", String(Math.max(0, Number(b[3]) - Number(b[1]))));
+      svg.append(r);
+    });
+    return svg;
+  }
+
   function pct(v, digits) {
     if (v === null || v === undefined || Number.isNaN(v)) return "—";
     return (v * 100).toFixed(digits === undefined ? 2 : digits) + " %";
@@ -242,8 +264,18 @@
 
       const figure = el("figure", { class: "img", id: "page-figure" });
       const src = thumbSrc(p);
-      if (src) figure.append(el("a", { href: src, target: "_blank" }, el("img", { id: "page-img", src: src, alt: "page " + p.page + " of " + doc.id })));
-      else figure.append(el("p", { class: "note", id: "no-img", text: p.thumb_note || "no thumbnail" }));
+      if (src) {
+        const stack = el("div", { class: "page-stack" },
+          el("a", { href: src, target: "_blank" }, el("img", { id: "page-img", src: src, alt: "page " + p.page + " of " + doc.id })));
+        const boxes = wordBoxes(p);
+        if (boxes) {
+          stack.append(boxes);
+          figure.append(stack, el("label", { class: "help", id: "boxes-toggle" },
+            el("input", { type: "checkbox", id: "show-boxes", checked: "checked",
+              onchange: function (ev) { boxes.style.display = ev.target.checked ? "" : "none"; } }),
+            " word boxes (" + p.boxes.length + ", " + (p.boxes_from || "engine") + ")"));
+        } else figure.append(stack);
+      } else figure.append(el("p", { class: "note", id: "no-img", text: p.thumb_note || "no thumbnail" }));
 
       const facts = el("table", { class: "kv", id: "facts" });
       function row(k, v, id) {
