@@ -107,17 +107,21 @@ def search_command(
     limit: int = typer.Option(20, "--limit", help="At most this many pages."),
     json_out: bool = typer.Option(False, "--json", help="Print the hits as JSON on stdout."),
 ) -> int:
-    """Full-text search over the library's pages (best first): document, page, snippet. A word
-    broken at a line end (Haupts- / mann) is found whole (Hauptsmann)."""
+    """Full-text search over the library's pages (best first): document, page, snippet, and where
+    on the page the words lie (x0,y0,x1,y1 in the scan's pixels, when the page has word positions).
+    A word broken at a line end (Haupts- / mann) is found whole (Hauptsmann)."""
     from ..library.catalog import Catalog
+    from ..library.regions import with_regions
 
     with Catalog(library, readonly=True) as cat:
-        hits = cat.search(query, limit)
+        hits = with_regions(library, cat.search(query, limit), query)
     if json_out:
         _dump([h.as_dict() for h in hits])
     else:
         for h in hits:
-            print(f"{h.doc_id}\tp.{h.page}\t{' '.join(h.snippet.split())}", flush=True)
+            box = h.region.get("box") if h.region else None
+            where = "\t@" + ",".join(str(v) for v in box) if isinstance(box, list) else ""
+            print(f"{h.doc_id}\tp.{h.page}\t{' '.join(h.snippet.split())}{where}", flush=True)
         console.print(f"{len(hits)} hit(s)")
     return int(ExitCode.ok)
 

@@ -116,13 +116,18 @@ _TERM = re.compile(r"\w+\*?")
 _OPERATORS = frozenset({"AND", "OR", "NOT", "NEAR"})
 
 
+def query_words(query: str) -> list[str]:
+    """The words of an FTS5 query, without its operators; `word*` keeps its star (a prefix)."""
+    return [t for t in _TERM.findall(query) if t not in _OPERATORS]
+
+
 def check_query(query: str, limit: int = 20) -> None:
     """Refuse (exit 3, one line) a search that would keep SQLite busy for minutes."""
     if not 1 <= limit <= MAX_SEARCH_LIMIT:
         raise UsageError(f"--limit {limit}: choose 1…{MAX_SEARCH_LIMIT}")
     if len(query) > MAX_QUERY_CHARS:
         raise UsageError(f"search query of {len(query)} characters: at most {MAX_QUERY_CHARS}")
-    terms = [t for t in _TERM.findall(query) if t not in _OPERATORS]
+    terms = query_words(query)
     if len(terms) > MAX_QUERY_TERMS:
         raise UsageError(f"search query of {len(terms)} terms: at most {MAX_QUERY_TERMS}")
     prefixes = sum(1 for t in terms if t.endswith("*"))
@@ -160,10 +165,13 @@ class SearchHit:
     score: float
     status: str | None
     path: str
+    # Where on the page the hit lies (library/regions.py): {box, width, height, words}; None when
+    # the page has no word positions or was not looked at.
+    region: JsonObject | None = None
 
     def as_dict(self) -> JsonObject:
         return {"doc_id": self.doc_id, "lib_id": self.lib_id, "page": self.page, "snippet": self.snippet,
-                "score": round(self.score, 4), "status": self.status, "path": self.path}
+                "score": round(self.score, 4), "status": self.status, "path": self.path, "region": self.region}
 
 
 class Catalog:
