@@ -153,6 +153,8 @@ def test_the_searchable_pdf_gives_the_reading_back_over_the_untouched_scan(expor
                               check=True).stdout
         reading = " ".join(w[5] for w in rows[doc].word_positions().words())
         assert 1 - cer(words_text(text), words_text(reading)) >= 0.98, (doc, text[:300])
+        with pikepdf.open(pdf) as written:  # PDF/A-2b declared, and pikepdf's check passed on writing
+            assert written.open_metadata().pdfa_status == "2B", doc
     # The PDF input's page image is the input's, byte for byte.
     with pikepdf.open(inputs / "scan.pdf") as src, pikepdf.open(outs["pdf"] / "scan.pdf") as out:
         def images(p):
@@ -185,3 +187,25 @@ def test_evaluate_reads_the_alto_and_pagexml_back_as_the_reading(exported):
             assert words_text(text) == reading, (doc, layout)
         # and the record's text is that reading (same CER against any truth)
         assert cer(reading, words_text(rows[doc].text)) < 0.01
+
+
+def test_a_born_digital_pdf_keeps_its_own_text_and_is_not_called_pdfa_when_it_cannot_be(tmp_path):
+    import pikepdf
+    from support.documents import make_text_pdf
+
+    need(shutil.which("pdftotext") is not None, "pdftotext", "poppler-utils")
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    make_text_pdf(inputs / "letter.pdf", [["Dear Sir, thank you for the books which arrived."]])
+    run = tmp_path / "run"
+    assert run_cli("run", str(inputs), "--out", str(run), "--workers", "1").returncode == 0
+    out = tmp_path / "pdf"
+    res = run_cli("export", str(run), "--format", "pdf", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    text = subprocess.run(["pdftotext", "-raw", str(out / "letter.pdf"), "-"], capture_output=True, text=True,
+                          check=True).stdout
+    assert text.count("thank you for the books") == 1  # no second layer over its own text
+    # Its font is not embedded: it cannot pass as PDF/A, so it is a plain PDF, and the note says so.
+    assert "letter.pdf: a plain PDF, not PDF/A-2b" in res.stderr, res.stderr
+    with pikepdf.open(out / "letter.pdf") as written:
+        assert written.open_metadata().pdfa_status == ""

@@ -403,7 +403,7 @@ def _write(docs: Iterable[ExportDoc], fmt: str, folder: Path, file_name: str | N
             pages = laid_pages(d.records, d.layer)
             unplaced += sum(1 for p in pages if not p.positioned)
             source_name = str(d.info.get("original_name") or d.info.get("source") or d.doc_id)
-            files += write_document(fmt, d.name, pages, source_name, d.info.get("file"), folder)
+            files += write_document(fmt, d.name, pages, source_name, d.info.get("file"), folder, result.notes)
             result.documents += 1
             result.pages += len(pages)
         if unplaced:

@@ -13,9 +13,10 @@ FORMATS = ("alto", "hocr", "pagexml", "pdf")
 
 
 def write_document(fmt: str, name: str, pages: list[LaidPage], source_name: str, file: Path | None,
-                   folder: Path) -> list[Path]:
+                   folder: Path, notes: list[str] | None = None) -> list[Path]:
     """Write one document in `fmt` into `folder`: NAME.alto.xml, NAME.hocr, NAME/NAME_0001.xml
-    (PAGE-XML: a file a page) or NAME.pdf (needs the input `file`)."""
+    (PAGE-XML: a file a page) or NAME.pdf (needs the input `file`; PDF/A-2b where the input
+    allows, else a plain PDF and a line in `notes` saying why)."""
     from .xml import alto, hocr, pagexml
 
     if fmt == "alto":
@@ -42,6 +43,8 @@ def write_document(fmt: str, name: str, pages: list[LaidPage], source_name: str,
             raise UsageError(f"{source_name}: the input file is not found here, and a searchable PDF is made "
                              "over it (--source-root names where the inputs are)")
         path = folder / f"{name}.pdf"
-        searchable_pdf(pages, file, path)
+        made = searchable_pdf(pages, file, path)
+        if not made.pdfa and notes is not None:
+            notes.append(f"{name}.pdf: a plain PDF, not PDF/A-2b ({made.why_not})")
         return [path]
     raise UsageError(f"--format {fmt!r}: expected one of {', '.join(FORMATS)}")

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import functools
 import io
+import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -107,11 +109,21 @@ def _fonts() -> "MultiFontManager":
     return Fonts(Path(ocrmypdf.__file__).parent / "data")
 
 
-def searchable_pdf(pages: list[LaidPage], source: Path, out: Path) -> int:
-    """Write `out`: `source`'s pages with their text layers. Returns how many pages had no
-    positions (their lines spread, not placed)."""
+@dataclass(frozen=True)
+class PdfWritten:
+    unplaced: int  # pages without positions: their lines spread, not placed
+    pdfa: bool  # declared PDF/A-2b and passed pikepdf's PDF/A check on the bytes written
+    why_not: str = ""  # why it is a plain PDF (the check's first finding)
+
+
+def searchable_pdf(pages: list[LaidPage], source: Path, out: Path) -> PdfWritten:
+    """Write `out`: `source`'s pages with their text layers, as PDF/A-2b where the input allows
+    (pikepdf.pdfa: output intent, XMP, then the bytes written are checked; an input that cannot
+    pass — a transparency group, an LZW stream, a font not embedded — stays a plain PDF, and says
+    why)."""
     from ocrmypdf.fpdf_renderer import Fpdf2MultiPageRenderer
     import pikepdf
+    from pikepdf.pdfa import Flavour, PdfaError, save
 
     base = _base_pdf(source)
     assert isinstance(base, pikepdf.Pdf)
@@ -120,8 +132,8 @@ def searchable_pdf(pages: list[LaidPage], source: Path, out: Path) -> int:
         data = []
         targets = []
         for laid in pages:
-            if not 1 <= laid.page <= len(base.pages):
-                continue
+            if not 1 <= laid.page <= len(base.pages) or laid.engine == "textlayer":
+                continue  # (a page read from its own text layer has its text already)
             target = base.pages[laid.page - 1]
             box = target.trimbox if "/TrimBox" in target.obj else target.mediabox
             width_pt = float(box[2]) - float(box[0])
@@ -139,5 +151,15 @@ def searchable_pdf(pages: list[LaidPage], source: Path, out: Path) -> int:
             with pikepdf.open(layer) as text:
                 for target, text_page in zip(targets, text.pages):
                     target.add_overlay(text_page, None)  # None: over the page's trim/crop/media box
-        base.save(out)
-    return unplaced
+        plain = Path(tmp) / "plain.pdf"
+        base.save(plain)
+        # PDF/A is tried on the plain file reopened: a failed attempt has already declared PDF/A
+        # in the document it prepared, and that claim must not reach the plain copy.
+        try:
+            with pikepdf.open(plain) as pdf:
+                save(pdf, out, Flavour.PDFA_2B)
+            return PdfWritten(unplaced, True)
+        except PdfaError as exc:
+            shutil.copyfile(plain, out)
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            return PdfWritten(unplaced, False, first[:200])
