@@ -92,7 +92,7 @@ def test_alto_and_pagexml_validate_against_the_official_schemas(exported):
         assert len(strings) == len(rows[doc].word_positions().words())
         assert all(s.get("HPOS") is not None and 0 <= float(s.get("WC")) <= 1 for s in strings)
         files = sorted((outs["pagexml"] / doc).glob("*.xml"))
-        assert [f.name for f in files] == [f"{doc}_0001.xml"]
+        assert [f.name for f in files] == ["p0001.xml"]
         assert page.validate(etree.parse(str(files[0]))), (doc, page.error_log)
     # A file the schema refuses is refused (the check can fail): a String without its CONTENT.
     broken = etree.parse(str(outs["alto"] / "scan.alto.xml"))
@@ -182,7 +182,7 @@ def test_evaluate_reads_the_alto_and_pagexml_back_as_the_reading(exported):
     _, rows, outs = exported
     for doc in DOCS:
         reading = words_text(" ".join(w[5] for w in rows[doc].word_positions().words()))
-        for path in (outs["alto"] / f"{doc}.alto.xml", outs["pagexml"] / doc / f"{doc}_0001.xml"):
+        for path in (outs["alto"] / f"{doc}.alto.xml", outs["pagexml"] / doc / "p0001.xml"):
             layout, text, _ = xml_truth(path)
             assert words_text(text) == reading, (doc, layout)
         # and the record's text is that reading (same CER against any truth)
@@ -209,3 +209,30 @@ def test_a_born_digital_pdf_keeps_its_own_text_and_is_not_called_pdfa_when_it_ca
     assert "letter.pdf: a plain PDF, not PDF/A-2b" in res.stderr, res.stderr
     with pikepdf.open(out / "letter.pdf") as written:
         assert written.open_metadata().pdfa_status == ""
+
+
+def test_evaluate_scores_the_exported_alto_and_pagexml_as_it_scores_the_run(exported, tmp_path):
+    # Point 5: ALTO and PAGE-XML written by vlmocr are readings `evaluate` accepts (and truth, as
+    # above): the same pages, the same CER as the records' text.
+    import json
+
+    _, _, outs = exported
+    truth = tmp_path / "truth"
+    truth.mkdir()
+    for doc, page in (("scan", EN), ("typescript", EN2), ("fraktur", FRAKTUR)):
+        shutil.copy(page.with_suffix(".txt"), truth / f"{doc}.txt")
+    run = outs["alto"].parent / "run"
+
+    def cers(reading: Path) -> dict[str, float]:
+        res = run_cli("evaluate", str(reading), "--truth", str(truth), "--json", "--bootstrap", "0")
+        assert res.returncode == 0, res.stderr
+        data = json.loads(res.stdout)
+        return {p["doc_id"]: p["cer"] for p in data["pages"] if p.get("cer") is not None}
+
+    from_run = cers(run)
+    assert set(from_run) == {"scan", "typescript", "fraktur"}
+    for fmt in ("alto", "pagexml"):
+        got = cers(outs[fmt])
+        assert set(got) == set(from_run), fmt
+        for doc, value in from_run.items():
+            assert abs(got[doc] - value) < 0.003, (fmt, doc, got[doc], value)

@@ -356,6 +356,8 @@ def run_records(run_dir: Path, clean: bool = False, rules: Any = None) -> tuple[
     from ..runfolder.rundir import RunDir
 
     if not RunDir(run_dir).pages.is_file():
+        if run_dir.is_dir():
+            return files_reading(run_dir), "files"
         raise UsageError(f"{run_dir} is not a run directory (no {PAGES_FILE})")
     if clean:
         from ..text.clean import cleaned_records
@@ -363,6 +365,22 @@ def run_records(run_dir: Path, clean: bool = False, rules: Any = None) -> tuple[
         recs, where = cleaned_records(run_dir, rules)
         return recs, f"clean ({where})"
     return RunDir(run_dir).reading(), "raw"
+
+
+def files_reading(folder: Path) -> Mapping[tuple[str, int], Row]:
+    """A reading given as files instead of a run: ALTO or PAGE-XML (vlmocr's export, another
+    tool's output) or plain text, read and matched to documents and pages as truth is
+    (truth.load_truth): `evaluate EXPORT --truth GT` scores an export as it scores its run."""
+    from ..runfolder.record import PageRecord
+
+    try:
+        pages = load_truth(folder)
+    except UsageError:
+        raise UsageError(f"{folder} is not a run directory (no {PAGES_FILE}) nor a folder of readings "
+                         "(ALTO, PAGE-XML or text files)") from None
+    return {(t.doc_id, t.page): Row.of(PageRecord(doc_id=t.doc_id, source=t.image or t.origin, page=t.page,
+                                                  key="", status="ok", text=t.text, engine=t.layout or "text")
+                                       .to_json_dict()) for t in pages}
 
 
 def evaluate_run(run_dir: Path, truth_path: Path, *, clean: bool = False, rules: Any = None,

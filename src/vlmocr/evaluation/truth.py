@@ -117,6 +117,8 @@ def _truth_from_dir(root: Path) -> list[TruthPage]:
                 continue  # an XML that is no PAGE-XML or ALTO (a METS file, say)
             layout, text, named = found
             stem = f.name[:-4]
+            if stem.lower().endswith((".alto", ".page")):  # doc.alto.xml (vlmocr's export), doc.page.xml
+                stem = stem[:-5]
         elif lower.endswith(".txt"):
             layout, text, named = "", _read(f), None
             stem = f.name[:-len(GT_TXT)] if lower.endswith(GT_TXT) else f.stem

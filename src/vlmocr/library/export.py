@@ -14,7 +14,7 @@ span ``[start, end)`` indexes that text, so ``text[start:end]`` is the page's re
   ``load_dataset(O, "pages")`` the pages and ``load_dataset("parquet", data_dir=O/"pages")`` too;
 - ``alto``, ``hocr``, ``pagexml``, ``pdf``: the formats a digital library ingests, with each word
   where it lies on the page (library/formats/): O/<doc>.alto.xml, O/<doc>.hocr,
-  O/<doc>/<doc>_0001.xml (a PAGE-XML file a page), O/<doc>.pdf (the input's pages untouched with an
+  O/<doc>/p0001.xml (a PAGE-XML file a page), O/<doc>.pdf (the input's pages untouched with an
   invisible text layer). From the raw layer only.
 
 From a run (or a SLURM run's shards) the complete documents are exported (`--include-incomplete`

@@ -14,7 +14,7 @@ FORMATS = ("alto", "hocr", "pagexml", "pdf")
 
 def write_document(fmt: str, name: str, pages: list[LaidPage], source_name: str, file: Path | None,
                    folder: Path, notes: list[str] | None = None) -> list[Path]:
-    """Write one document in `fmt` into `folder`: NAME.alto.xml, NAME.hocr, NAME/NAME_0001.xml
+    """Write one document in `fmt` into `folder`: NAME.alto.xml, NAME.hocr, NAME/p0001.xml
     (PAGE-XML: a file a page) or NAME.pdf (needs the input `file`; PDF/A-2b where the input
     allows, else a plain PDF and a line in `notes` saying why)."""
     from .xml import alto, hocr, pagexml
@@ -32,7 +32,7 @@ def write_document(fmt: str, name: str, pages: list[LaidPage], source_name: str,
         sub.mkdir(parents=True, exist_ok=True)
         written = []
         for page in pages:
-            path = sub / f"{name}_{page.page:04d}.xml"
+            path = sub / f"p{page.page:04d}.xml"  # DOC/p0001.xml: a layout evaluate reads back
             path.write_bytes(pagexml(page, f"{source_name}#page={page.page}" if len(pages) > 1 else source_name))
             written.append(path)
         return written
