@@ -5,7 +5,7 @@ reading's boxes — on the development pages of ../shared/gt (`VLMOCR_GT` overri
 
 Each page is rendered as `vlmocr run` renders it and read by Tesseract (one thread, the language
 data a user of that collection would give), timed; then, in the same process, its four formats
-are written from the record (`library.formats`: the PDF over the page's own image file), timed.
+are written from the record (`vlmocr.formats`: the PDF over the page's own image file), timed.
 The ratio of the two is the cost (goal: under 10 % of the reading).
 
 Alignment (positions/align.py): two answers stand in for a VLM's — the page's human transcription
@@ -31,8 +31,8 @@ from gt_reading import GT, gt_pages, tess_lang, truth
 from vlmocr.engines.base import PageInput
 from vlmocr.engines.registry import make_cpu_engine
 from vlmocr.inputs.render import render_page
-from vlmocr.library.formats import write_document
-from vlmocr.library.formats.layout import laid_pages
+from vlmocr.formats import write_document
+from vlmocr.formats.layout import laid_pages
 from vlmocr.positions.align import align
 from vlmocr.runfolder.record import PageRecord, Row, Sizing
 

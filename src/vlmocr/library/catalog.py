@@ -30,6 +30,7 @@ from ..runfolder.record import JsonObject
 CATALOG = "catalog.sqlite"
 LOCK = ".lock"
 DOCS = "docs"
+DOC_PAGES = "pages.jsonl"  # a library document's page records (a run folder's are RunDir.pages)
 STAGING = "staging"
 CACHE = "cache"
 SCHEMA_VERSION = 1

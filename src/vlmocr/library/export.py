@@ -13,7 +13,7 @@ span ``[start, end)`` indexes that text, so ``text[start:end]`` is the page's re
   README.md whose YAML names the two configs, so ``datasets.load_dataset(O)`` opens the documents,
   ``load_dataset(O, "pages")`` the pages and ``load_dataset("parquet", data_dir=O/"pages")`` too;
 - ``alto``, ``hocr``, ``pagexml``, ``pdf``: the formats a digital library ingests, with each word
-  where it lies on the page (library/formats/): O/<doc>.alto.xml, O/<doc>.hocr,
+  where it lies on the page (formats/): O/<doc>.alto.xml, O/<doc>.hocr,
   O/<doc>/p0001.xml (a PAGE-XML file a page), O/<doc>.pdf (the input's pages untouched with an
   invisible text layer). From the raw layer only.
 
@@ -39,11 +39,11 @@ from ..runfolder.assemble import assemble_markdown
 from ..runfolder.store import OutputBuild, kill_point
 from ..runfolder.writable import check_output_path
 from .catalog import DOCS, Catalog, is_library
-from .formats import FORMATS as LIBRARY_FORMATS
-from .formats import write_document
-from .formats.layout import laid_pages
+from ..formats import FORMATS as LIBRARY_FORMATS
+from ..formats import write_document
+from ..formats.layout import laid_pages
 from .identify import identify_records
-from .publish import DOC_PAGES
+from .catalog import DOC_PAGES
 from .runs import DocRecords, document_text, original_name, resolve_source, run_dirs, run_documents
 
 FORMATS = ("md", "txt", "jsonl", "parquet", "hf", *LIBRARY_FORMATS)

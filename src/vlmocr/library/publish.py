@@ -40,14 +40,13 @@ from ..runfolder.record import Row, now_iso
 from ..runfolder.store import exchange, kill_point, write_text_atomic
 from ..text.clean import search_text
 from ..text.textquality import page_language
-from .catalog import CACHE, CATALOG, DOCS, LOCK, STAGING, Catalog, LibraryLock
+from .catalog import CACHE, CATALOG, DOC_PAGES, DOCS, LOCK, STAGING, Catalog, LibraryLock
 from .identify import Crossref, Identifier, LookupError_, identify_records
 from .runs import DocRecords, document_text, fsync_dir, original_name, read_run, resolve_source, run_dirs, safe_sha256
 from ..runfolder.record import JsonObject
 
 TEXT_FILE = "document.txt"
 MD_FILE = "document.md"
-DOC_PAGES = "pages.jsonl"  # a library document's page records (a run folder's are RunDir.pages)
 META_FILE = "meta.json"
 
 OUTCOMES = ("published", "updated", "unchanged", "kept", "duplicate", "held", "incomplete", "unreadable")

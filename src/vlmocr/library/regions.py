@@ -13,8 +13,7 @@ import orjson
 
 from ..positions.align import _key
 from ..runfolder.record import JsonObject, Row
-from .catalog import SearchHit, query_words
-from .publish import DOC_PAGES
+from .catalog import DOC_PAGES, SearchHit, query_words
 
 def query_terms(query: str) -> list[tuple[str, bool]]:
     """(word's letters, prefix?) of each word of an FTS5 query (catalog.query_words)."""

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 from lxml import etree
 
-from ... import __version__
+from .. import __version__
 from .layout import LaidPage, union
 
 ALTO_NS = "http://www.loc.gov/standards/alto/ns-v4#"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ...exceptions import UsageError
+from ..exceptions import UsageError
 from .layout import LaidPage, union
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ def _element_tree(page: LaidPage, width: int, height: int) -> "OcrElement":
 def _spread(lines: list, width: int, height: int) -> list:
     """Lines without positions laid down the page, each word given a share of its line by its
     letters: searchable, not placed."""
-    from ...runfolder.record import Line
+    from ..runfolder.record import Line
 
     if not lines:
         return []

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...exceptions import UsageError
+from ..exceptions import UsageError
 from .layout import LaidPage
 
 FORMATS = ("alto", "hocr", "pagexml", "pdf")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...exceptions import UsageError
-from ...runfolder.record import Line, Row
+from ..exceptions import UsageError
+from ..runfolder.record import Line, Row
 
 
 @dataclass(frozen=True)
