@@ -9,6 +9,7 @@ reader reads the ALTO and PAGE-XML back to the record's text."""
 from __future__ import annotations
 
 import csv
+import io
 import re
 import shutil
 import subprocess
@@ -46,6 +47,15 @@ def exported(tmp_path_factory):
     inputs = root / "in"
     inputs.mkdir()
     (inputs / "scan.pdf").write_bytes(img2pdf.convert(str(EN)))  # a scan in a PDF, no text layer
+    # A scan stored on its side in a PDF whose page says /Rotate 90 (as scanners write them):
+    # shown upright, and its text layer must lie over it as shown.
+    import pikepdf
+
+    with Image.open(EN2) as im:
+        im.convert("L").transpose(Image.Transpose.ROTATE_90).save(root / "side.jpg", quality=92)
+    with pikepdf.open(io.BytesIO(img2pdf.convert(str(root / "side.jpg")))) as pdf:
+        pdf.pages[0].obj["/Rotate"] = 90
+        pdf.save(inputs / "rotated.pdf")
     with Image.open(EN2) as im:
         im.convert("L").save(inputs / "typescript.tiff", compression="tiff_lzw", dpi=(300, 300))
     shutil.copy(FRAKTUR, inputs / "fraktur.png")
@@ -62,7 +72,7 @@ def exported(tmp_path_factory):
         out = csv.writer(fh)
         out.writerow(["doc_id", "path", "language"])
         for name, lang in (("scan.pdf", "eng"), ("typescript.tiff", "eng"), ("fraktur.png", "script/Fraktur"),
-                           ("columns.png", "eng")):
+                           ("columns.png", "eng"), ("rotated.pdf", "eng")):
             out.writerow([Path(name).stem, str(inputs / name), lang])
     run = root / "run"
     res = run_cli("run", "--manifest", str(manifest), "--out", str(run), "--engine", "tesseract", "--workers", "2")
@@ -76,7 +86,7 @@ def exported(tmp_path_factory):
     return inputs, rows, outs
 
 
-DOCS = ("scan", "typescript", "fraktur", "columns")
+DOCS = ("scan", "typescript", "fraktur", "columns", "rotated")
 
 
 def test_alto_and_pagexml_validate_against_the_official_schemas(exported):
