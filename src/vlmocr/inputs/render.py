@@ -511,6 +511,26 @@ def text_layer(path: Path, page: int) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+def text_layer_lines(path: Path, page: int) -> tuple[tuple[float, float], int, list[tuple[tuple[float, float, float, float], str]]]:
+    """Where a PDF page's text layer lies: (the page's size in points as stored, unrotated; its
+    /Rotate in degrees clockwise; its text rectangles — PDFium's runs of text on one line, in its
+    reading order — as (x0, y0, x1, y1) in points from the top left of the unrotated page, with
+    their text). A few rectangles a page: no character is looked at one by one."""
+    with pdfium_lock:
+        pdf = open_pdf(path)
+        p = pdf[page - 1]
+        x0, y0, x1, y1 = p.get_cropbox()
+        rotation = p.get_rotation()
+        tp = p.get_textpage()
+        out = []
+        for i in range(tp.count_rects()):
+            left, bottom, right, top = tp.get_rect(i)
+            text = _PDFIUM_HYPHEN.sub("-", tp.get_text_bounded(left, bottom, right, top))
+            if text.strip():
+                out.append(((left - x0, y1 - top, right - x0, y1 - bottom), text))
+    return (x1 - x0, y1 - y0), rotation, out
+
+
 _PDFIUM_HYPHEN = re.compile("\x02(?:\r?\n)?")
 MIN_TEXT_CHARS = 40
 _WORDISH = re.compile(r"\w")

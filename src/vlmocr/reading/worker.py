@@ -21,11 +21,12 @@ from PIL import Image
 from ..engines.base import LINES_RUN_DOWN, Engine, EngineOptions, PageInput, Reading
 from ..engines.pick import Candidate, pick
 from ..exceptions import BadInput
-from ..runfolder.record import JsonObject, PageRecord, PageTask, Positions, Status
+from ..runfolder.record import DEFAULT_DPI, JsonObject, PageRecord, PageTask, Positions, Status
 from ..inputs.sources import printable
 from ..positions.geometry import Step, to_page
+from ..positions.lines import text_layer_positions
 from ..inputs.render import (blank_and_ink, count_pages, encode, grey_if_neutral, kind_of, render_page, text_layer,
-                     usable_text_layer)
+                             text_layer_lines, usable_text_layer)
 from ..text.signal import judge
 
 _engines: dict[str, Engine] = {}  # one per name:lang in each worker process
@@ -328,9 +329,19 @@ def from_text_layer(task: PageTask, mode: str, t0: float) -> tuple[PageRecord | 
     if mode == "textlayer" and status is Status.empty:
         qflags.append("no_text_layer")
     status, quality = judge_reading(status, reading, "textlayer", page_lang=task.language)
+    positions = None
+    if reading.text.strip():
+        # Where its lines lie (issue 29): PDFium's text rectangles, in pixels at the run's dpi.
+        size, rotation, rects = text_layer_lines(Path(task.path), task.page)
+        # In the order of the text recorded (PDFium lists a turned page's rectangles otherwise).
+        at = {i: reading.text.find(r[1].strip()[:30]) for i, r in enumerate(rects)}
+        order = sorted(range(len(rects)), key=lambda i: (at[i] < 0, at[i], i))
+        positions = text_layer_positions(size, rotation, [rects[i] for i in order],
+                                         (task.sizing.dpi or DEFAULT_DPI) / 72.0)
     return task.record(
         status, text=reading.text, quality=quality, engine="textlayer", finish_reason=reading.finish_reason,
         seconds=round(time.perf_counter() - t0, 4), flags=qflags + (["textlayer"] if usable else []),
+        positions=positions,
     ), layer, []
 
 
