@@ -57,3 +57,40 @@ def _spread_down(box: tuple[int, int, int, int], text: str, upwards: bool) -> li
     if upwards:
         words = [(a, y0 + y1 - d, c, y0 + y1 - b, conf, t) for (a, b, c, d, conf, t) in words]
     return words
+
+
+# The scale of each grounded format's boxes (text/postprocess.py): thousandths of the image sent
+# (grounding tags and Chandra emit 0–999, DocTags is rescaled to 0–1000), or None: pixels of the
+# image sent (dots.ocr's JSON carries no scale).
+BLOCK_SCALE: dict[str, float | None] = {"tags": 999.0, "chandra-html": 1000.0, "doctags": 1000.0, "dots-json": None}
+FIGURE_TYPES = frozenset({"image", "figure", "chart", "picture"})
+
+
+def block_positions(blocks: list[dict[str, object]], grounding_format: str, sent: tuple[int, int],
+                    steps: list[Step], page: tuple[int, int]) -> Positions | None:
+    """A grounded VLM's answer as positions (issue 29): each text block's lines laid down its box
+    (the block's height shared by its lines), their words across each line by their letters —
+    exact to the block, close to the line and word. `sent`: the size of the image the model was
+    sent; `steps`: what was done to the page before (turned, straightened), mapped back through
+    to the page as rendered (`page`, its size). None without a text block with a box."""
+    if grounding_format not in BLOCK_SCALE:
+        return None
+    scale = BLOCK_SCALE[grounding_format]
+    sx, sy = (sent[0] / scale, sent[1] / scale) if scale else (1.0, 1.0)
+    lines: list[Line] = []
+    for b, block in enumerate(blocks):
+        box, text = block.get("bbox"), block.get("text")
+        if str(block.get("type") or "").lower() in FIGURE_TYPES or not isinstance(text, str) or not text.strip():
+            continue
+        if not isinstance(box, (list, tuple)) or len(box) != 4:
+            continue
+        x0, y0, x1, y1 = (float(v) for v in box)  # type: ignore[arg-type]
+        rows = [row for row in text.splitlines() if row.split()]
+        pitch = (y1 - y0) / len(rows)
+        for k, row in enumerate(rows):
+            on_sent = (x0 * sx, (y0 + k * pitch) * sy, x1 * sx, (y0 + (k + 1) * pitch) * sy)
+            line_box = box_back(on_sent, steps, *page)
+            words = spread(line_box, row)
+            if words:
+                lines.append(Line(box=line_box, words=words, block=b))
+    return Positions(width=page[0], height=page[1], source=f"blocks:{grounding_format}", lines=lines) if lines else None

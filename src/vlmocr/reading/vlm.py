@@ -14,6 +14,8 @@ from typing import Any, Awaitable, Callable, cast
 from ..settings.config import RunConfig
 from ..exceptions import EndpointUnavailable, UsageError
 from ..profiles import Profile, load_profile
+from ..positions.geometry import Step
+from ..positions.lines import block_positions
 from ..runfolder.record import LADDER, PageRecord, PageTask, Positions, Sizing, Status
 from ..text.postprocess import is_figure_block, postprocess, rotation_asked, split_pages
 from .base import PageReader
@@ -311,11 +313,24 @@ class VlmReader(PageReader):
             flags.append(f"ladder:{step}")
         if result.requests > 1:
             flags.append(f"http_tries:{result.requests}")
-        positions = await self._aligned(task, prep, text, flags)
+        positions = await self._aligned(task, prep, text, flags) or self._from_blocks(task, prep, blocks)
         return self._record(task, status, t0, prep=prep, text=text, quality=quality,
                             finish_reason=result.finish_reason,
                             tokens_in=result.tokens_in, tokens_out=result.tokens_out, flags=flags,
                             blocks=blocks or None, fields=fields, positions=positions)
+
+    def _from_blocks(self, task: PageTask, prep: Prepared, blocks: list[Any] | None) -> Positions | None:
+        """A grounded answer's blocks as positions on the page as rendered (positions/lines.py):
+        back through the turn and straightening made before it was sent."""
+        if not blocks:
+            return None
+        turn = task.rotate or prep.rotation or 0
+        # The page as rendered: before a quarter turn, its sides the other way round.
+        page = (prep.height, prep.width) if turn in (90, 270) else (prep.width, prep.height)
+        steps = [Step("turn", turn, *page)] if turn else []
+        if prep.skew is not None:
+            steps.append(Step("skew", prep.skew, prep.width, prep.height))
+        return block_positions(blocks, self.profile.postprocess.grounding_format, (prep.width, prep.height), steps, page)
 
     async def _aligned(self, task: PageTask, prep: Prepared, text: str, flags: list[str]) -> Positions | None:
         """`--align-with`: the answer's words placed on a CPU reading's boxes (in the pool: the
