@@ -70,3 +70,29 @@ def test_align_with_names_an_engine_that_gives_boxes(scans, tmp_path):
     res = run_cli("run", str(scans), "--out", str(tmp_path / "r"), "--endpoint", "http://127.0.0.1:9/v1",
                   "--align-with", "textlayer", env=NO_KEY)
     assert res.returncode != 0 and "--align-with" in res.stderr and "tesseract" in res.stderr, res.stderr
+
+
+ART_OF_WAR = ("Sun Tzu said: The art of war is of vital importance to the State. It is a matter of life and "
+              "death, a road either to safety or to ruin. Hence it is a subject of inquiry which can on no "
+              "account be neglected.")
+
+
+def test_an_answer_the_cpu_reading_does_not_support_is_never_ok(scans, tmp_path):
+    # Issue 30, point 0: fluent English on a page of English typescript passes the text's own
+    # signal; the page read by Tesseract (which passes its signal) holds almost none of its words.
+    from support.records import read_records
+
+    plain = tmp_path / "plain"
+    run = tmp_path / "run"
+    with serve_in_process(ServerConfig(answer="static", static_text=ART_OF_WAR)) as srv:
+        run_cli("run", str(scans), "--out", str(plain), "--endpoint", srv.url, "--workers", "1", "--no-retry",
+                env=NO_KEY)
+        res = run_cli("run", str(scans), "--out", str(run), "--endpoint", srv.url, "--workers", "1",
+                      "--align-with", "tesseract", env=NO_KEY)
+    assert finals(plain)[("upright", 1)]["status"] == "ok"  # what the text alone could not see
+    recs = read_records(run)
+    asked = [r for r in recs if r["engine"] == "openai"]
+    assert asked and all(r["status"] == "suspect" for r in asked), [r["status"] for r in asked]
+    assert all(any(f.startswith("unsupported_by_tesseract:0.") for f in r["flags"]) for r in asked)
+    assert not any(r["status"] == "ok" and "Sun Tzu" in r["text"] for r in recs)
+    assert res.returncode in (0, 2), res.stderr

@@ -26,7 +26,7 @@ from .pagefit import fit_note, page_cost
 from .request import build_chat_request, ladder_overrides
 from .served import VERSION_PATHS, resolve_revision, server_label
 from ..engines.base import Reading
-from .worker import (TURN_WHEN, Prepared, aligned_positions, classify, inspect_doc, inspect_docs, judge_reading,
+from .worker import (TURN_WHEN, CpuSupport, Prepared, aligned_positions, classify, inspect_doc, inspect_docs, judge_reading,
                      orientation_of_page,
                      prepare_for_http, read_page)
 from ..runfolder.record import JsonObject
@@ -40,6 +40,13 @@ class Answer:
     error: str | None
     flags: list[str]
     image: str  # the image finally sent (smaller after a context overflow)
+
+
+# Below this share of its words found in a CPU reading that passed its own signal, a VLM's answer
+# is `suspect` (`--align-with`): on the development pages a perfect transcription aligns 57–99 %
+# to Tesseract's reading (the 57 % on carbon copies Tesseract reads at ~40 % CER), fluent text not
+# on the page 5 % (BENCHMARKS.md, "Library formats").
+SUPPORT_BELOW = 0.3
 
 
 class VlmReader(PageReader):
@@ -313,7 +320,16 @@ class VlmReader(PageReader):
             flags.append(f"ladder:{step}")
         if result.requests > 1:
             flags.append(f"http_tries:{result.requests}")
-        positions = await self._aligned(task, prep, text, flags) or self._from_blocks(task, prep, blocks)
+        support = await self._aligned(task, prep, text, flags)
+        positions = support.positions if support is not None else None
+        if support is not None and status is Status.ok and support.cpu_ok:
+            share = positions.aligned if positions is not None and positions.aligned is not None else 0.0
+            if share < SUPPORT_BELOW:
+                # Issue 30, point 0: the CPU engine read this page well, and the answer's words are
+                # not what it read — invented, or another page's. Never `ok`: it climbs the ladder.
+                status = Status.suspect
+                flags.append(f"unsupported_by_{self.cfg.align_with}:{share:.2f}")
+        positions = positions or self._from_blocks(task, prep, blocks)
         return self._record(task, status, t0, prep=prep, text=text, quality=quality,
                             finish_reason=result.finish_reason,
                             tokens_in=result.tokens_in, tokens_out=result.tokens_out, flags=flags,
@@ -332,18 +348,19 @@ class VlmReader(PageReader):
             steps.append(Step("skew", prep.skew, prep.width, prep.height))
         return block_positions(blocks, self.profile.postprocess.grounding_format, (prep.width, prep.height), steps, page)
 
-    async def _aligned(self, task: PageTask, prep: Prepared, text: str, flags: list[str]) -> Positions | None:
-        """`--align-with`: the answer's words placed on a CPU reading's boxes (in the pool: the
-        CPU engine's time, not the server's); None without it, for a blank page or no text."""
+    async def _aligned(self, task: PageTask, prep: Prepared, text: str, flags: list[str]) -> CpuSupport | None:
+        """`--align-with`: the page read by the CPU engine (in the pool: its time, not the
+        server's) and the answer's words placed on its boxes; None without it, for a blank page
+        or no text."""
         if self.cfg.align_with is None or prep.blank or not text.strip():
             return None
-        ok, positions = await self.pool.call_safely(aligned_positions, self._for_http(task), text,
-                                                    self.cfg.align_with, task.rotate or prep.rotation or None,
-                                                    prep.skew)
+        ok, support = await self.pool.call_safely(aligned_positions, self._for_http(task), text,
+                                                  self.cfg.align_with, task.rotate or prep.rotation or None,
+                                                  prep.skew)
         if not ok:
             flags.append("align_failed")  # the CPU engine crashed on the page: the answer stands, unplaced
             return None
-        return positions
+        return support
 
     async def _turned(self, task: PageTask, overrides: JsonObject, step: int) -> PageRecord | None:
         ok, answer = await self.pool.call_safely(orientation_of_page, self._for_http(task))

@@ -415,12 +415,23 @@ def orientation_of_page(task: PageTask) -> tuple[int, float]:
     return turn_to_upright(grey_if_neutral(rendered.image), look_first=False)
 
 
+@dataclass(frozen=True)
+class CpuSupport:
+    """A CPU engine's reading of a page a VLM answered (`--align-with`): the answer's words placed
+    on its boxes, and whether that reading passed its own signal (only then does it speak for
+    what is on the page: RapidOCR's Greek is no evidence against a VLM's)."""
+
+    positions: Positions | None
+    cpu_ok: bool
+    cpu_words: int
+
+
 def aligned_positions(task: PageTask, text: str, engine_name: str, rotation: int | None,
-                      skew: float | None) -> Positions | None:
+                      skew: float | None) -> CpuSupport:
     """Word positions for a VLM's answer `text` (`--align-with`, issue 29): the page rendered as it
     was sent (turned by `rotation`, straightened by `skew`), read by the CPU engine, its boxes
     mapped back to the page as scanned, and the answer's words placed on them
-    (positions/align.py); None when the engine finds no words or none of the answer's align."""
+    (positions/align.py); no positions when the engine finds no words or none of the answer's align."""
     from ..positions.align import align
 
     rendered = render_page(Path(task.path), task.page, task.sizing)
@@ -434,10 +445,12 @@ def aligned_positions(task: PageTask, text: str, engine_name: str, rotation: int
 
         steps.append(Step("skew", skew, *img.size))
         img = straighten(img, skew)
-    reading = engine(engine_name, task.ocr_lang).read(PageInput(task.doc_id, task.page, img, "", rendered.dpi, [], None))
-    if reading.positions is None:
-        return None
-    return align(text, to_page(reading.positions, steps, *rendered.image.size))
+    blank, ink = blank_and_ink(img)
+    judged = read_judged(engine_name, PageInput(task.doc_id, task.page, img, "", rendered.dpi, [], None), blank, ink,
+                         task.language, task.ocr_lang, task.language_suggested)
+    found = judged.reading.positions
+    positions = align(text, to_page(found, steps, *rendered.image.size)) if found is not None else None
+    return CpuSupport(positions, judged.status is Status.ok, len(found.words()) if found is not None else 0)
 
 
 def prepare_for_http(task: PageTask) -> Prepared | PageRecord:
