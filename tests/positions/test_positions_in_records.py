@@ -13,6 +13,7 @@ import pytest
 from PIL import Image
 from support.cli import run_cli
 from support.components import GT, need
+from support.documents import save_turned
 from support.records import finals
 
 from vlmocr.engines import languages
@@ -27,9 +28,7 @@ def scans(tmp_path_factory):
     need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
     need("osd" in languages.installed_languages(), "tesseract OSD data", "tesseract-ocr-osd")
     folder = tmp_path_factory.mktemp("scans")
-    with Image.open(PAGE) as im:
-        im.convert("L").save(folder / "upright.png")
-        im.convert("L").transpose(Image.Transpose.ROTATE_90).save(folder / "quarter.png")
+    save_turned(PAGE, folder, {"upright": None, "quarter": Image.Transpose.ROTATE_90}, mode="L")
     return folder
 
 

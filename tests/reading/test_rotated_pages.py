@@ -12,6 +12,7 @@ import pytest
 from PIL import Image
 from support.cli import run_cli
 from support.components import GT, need
+from support.documents import save_turned
 from support.records import finals
 
 from vlmocr.engines import languages
@@ -27,9 +28,8 @@ def scans(tmp_path_factory):
     need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
     need("osd" in languages.installed_languages(), "tesseract OSD data", "tesseract-ocr-osd")
     folder = tmp_path_factory.mktemp("turned")
+    save_turned(PAGE, folder, TURNED)
     with Image.open(PAGE) as im:
-        for name, how in TURNED.items():
-            (im.transpose(how) if how is not None else im.copy()).save(folder / f"{name}.png")
         page = im.convert("L")
         # Blank paper with a little dust: nothing to turn.
         Image.new("L", page.size, 238).save(folder / "blank.png")

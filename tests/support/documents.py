@@ -66,3 +66,12 @@ def make_doc(folder: Path, name: str, doc: int, pages: int, extra: dict[int, lis
         content.append(lines)
     folder.mkdir(parents=True, exist_ok=True)
     return make_text_pdf(folder / name, content)
+
+
+def save_turned(page: Path, folder: Path, turns: dict[str, Image.Transpose | None], mode: str | None = None) -> None:
+    """`page` saved into `folder` as NAME.png for each NAME: turned by its transposition (None: as it
+    is), in `mode` when given — a box of scans fed every which way."""
+    with Image.open(page) as im:
+        img = im.convert(mode) if mode else im.copy()
+    for name, how in turns.items():
+        (img.transpose(how) if how is not None else img).save(folder / f"{name}.png")
