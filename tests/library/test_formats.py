@@ -246,3 +246,33 @@ def test_evaluate_scores_the_exported_alto_and_pagexml_as_it_scores_the_run(expo
         assert set(got) == set(from_run), fmt
         for doc, value in from_run.items():
             assert abs(got[doc] - value) < 0.003, (fmt, doc, got[doc], value)
+
+
+def test_a_document_no_pdf_can_be_made_for_is_said_and_the_others_are_written(tmp_path):
+    # A 16-bit master TIFF, which img2pdf cannot embed as it is, is re-encoded without loss (its
+    # pixels as the engines saw them), and said; a document whose input is gone gets no PDF, said,
+    # while the others are written.
+    import pikepdf
+
+    need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
+    need(shutil.which("pdftotext") is not None, "pdftotext", "poppler-utils")
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    with Image.open(EN) as im:
+        grey = np.asarray(im.convert("L")).astype(np.uint16) * 257
+        Image.fromarray(grey).save(inputs / "master.tif")  # I;16
+        im.convert("L").save(inputs / "gone.png")
+    run = tmp_path / "run"
+    assert run_cli("run", str(inputs), "--out", str(run), "--engine", "tesseract", "--workers", "1").returncode == 0
+    (inputs / "gone.png").unlink()
+    out = tmp_path / "pdf"
+    res = run_cli("export", str(run), "--format", "pdf", "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    assert "master.tif: its image re-encoded for the PDF" in res.stderr, res.stderr
+    assert "gone: no PDF: its input gone.png is not found here" in res.stderr, res.stderr
+    assert sorted(p.name for p in out.glob("*.pdf")) == ["master.pdf"]
+    with pikepdf.open(out / "master.pdf") as pdf:
+        assert len(pdf.pages) == 1
+    text = subprocess.run(["pdftotext", "-raw", str(out / "master.pdf"), "-"], capture_output=True, text=True,
+                          check=True).stdout
+    assert "facts approached these families" in " ".join(text.split())

@@ -40,10 +40,19 @@ def write_document(fmt: str, name: str, pages: list[LaidPage], source_name: str,
         from .pdf import searchable_pdf
 
         if file is None:
-            raise UsageError(f"{source_name}: the input file is not found here, and a searchable PDF is made "
-                             "over it (--source-root names where the inputs are)")
+            # One document without its input must not cost the others theirs: said, and skipped.
+            if notes is not None:
+                notes.append(f"{name}: no PDF: its input {source_name} is not found here, and a searchable PDF "
+                             "is made over it (--source-root names where the inputs are)")
+            return []
         path = folder / f"{name}.pdf"
-        made = searchable_pdf(pages, file, path)
+        try:
+            made = searchable_pdf(pages, file, path, notes)
+        except UsageError as exc:  # an input no PDF can be made over (DjVu…): said, and skipped
+            path.unlink(missing_ok=True)
+            if notes is not None:
+                notes.append(f"{name}: no PDF: {exc}")
+            return []
         if not made.pdfa and notes is not None:
             notes.append(f"{name}.pdf: a plain PDF, not PDF/A-2b ({made.why_not})")
         return [path]

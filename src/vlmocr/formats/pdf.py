@@ -82,19 +82,41 @@ def _spread(lines: list, width: int, height: int) -> list:
     return out
 
 
-def _base_pdf(source: Path) -> object:
+def _flattened(source: Path) -> list[bytes]:
+    """The frames of an image img2pdf cannot embed as they are, as lossless 8-bit PNGs, one a
+    page: what its pixels mean (inputs/pixels.engine_mode: 16 bits stretched, alpha on white)."""
+    from PIL import Image, ImageSequence
+
+    from ..inputs.pixels import engine_mode
+
+    pages = []
+    with Image.open(source) as im:
+        for frame in ImageSequence.Iterator(im):
+            buf = io.BytesIO()
+            engine_mode(frame.copy())[0].save(buf, format="PNG")
+            pages.append(buf.getvalue())
+    return pages
+
+
+def _base_pdf(source: Path, notes: list[str]) -> object:
     """The scan as a PDF whose page images are the input's bytes (pikepdf.Pdf)."""
     import pikepdf
 
     if source.suffix.lower() == ".pdf":
         return pikepdf.open(source)
     if source.suffix.lower() in IMAGE_SUFFIXES:
+        import logging
+
         import img2pdf
+
+        logging.getLogger("img2pdf").setLevel(logging.ERROR)  # its notes (an alpha channel kept as a soft mask) are not ours
 
         try:
             data = img2pdf.convert(str(source), rotation=img2pdf.Rotation.ifvalid)
-        except Exception as exc:  # img2pdf refuses what it cannot embed without loss (an alpha channel…)
-            raise UsageError(f"{source}: cannot be wrapped as a PDF without re-encoding it ({exc})") from exc
+        except Exception:  # img2pdf refuses what it cannot embed as it is (an alpha channel, 16 bits…)
+            data = img2pdf.convert(_flattened(source))
+            notes.append(f"{source.name}: its image re-encoded for the PDF (lossless PNG: alpha flattened on "
+                         "white, 8 bits a channel)")
         return pikepdf.open(io.BytesIO(data))
     raise UsageError(f"{source}: a searchable PDF is made from PDF and image inputs only")
 
@@ -116,7 +138,7 @@ class PdfWritten:
     why_not: str = ""  # why it is a plain PDF (the check's first finding)
 
 
-def searchable_pdf(pages: list[LaidPage], source: Path, out: Path) -> PdfWritten:
+def searchable_pdf(pages: list[LaidPage], source: Path, out: Path, notes: list[str] | None = None) -> PdfWritten:
     """Write `out`: `source`'s pages with their text layers, as PDF/A-2b where the input allows
     (pikepdf.pdfa: output intent, XMP, then the bytes written are checked; an input that cannot
     pass — a transparency group, an LZW stream, a font not embedded — stays a plain PDF, and says
@@ -125,7 +147,7 @@ def searchable_pdf(pages: list[LaidPage], source: Path, out: Path) -> PdfWritten
     import pikepdf
     from pikepdf.pdfa import Flavour, PdfaError, save
 
-    base = _base_pdf(source)
+    base = _base_pdf(source, notes if notes is not None else [])
     assert isinstance(base, pikepdf.Pdf)
     unplaced = 0
     with base, tempfile.TemporaryDirectory(prefix="vlmocr-pdf-") as tmp:
