@@ -98,6 +98,9 @@ class CpuEngine:
     # A composite reads each page with every part and keeps the reading with the better quality
     # signal (reading/worker.py, engines/pick.py); the record names the part that read it.
     parts: tuple[str, ...] = ()
+    # A cascade (`a,b`, issue 30) reads with its parts in turn and stops at the first reading that
+    # passes its signal: the later, slower tiers read only the pages the earlier ones fail.
+    cascade: bool = False
     # The resident memory a worker reading with it reaches (MB; None: light), measured on 2000 px
     # pages (BENCHMARKS.md, "Engines on ../shared/gt"): the default --workers is what memory
     # holds of these (reading/memory.py), lest a laptop's 8 workers meet the OOM killer.

@@ -14,8 +14,9 @@ from . import rapidocr, tesseract, textlayer
 from .base import CpuEngine, EngineOptions
 
 
-def composite(*members: CpuEngine) -> CpuEngine:
-    """`a+b`: every part's preload, versions and pre-run check."""
+def composite(*members: CpuEngine, cascade: bool = False) -> CpuEngine:
+    """`a+b` (every part reads every page), or the cascade `a,b` (a part reads a page only when
+    the ones before it failed their signal): every part's preload, versions and pre-run check."""
     checks = [m.check for m in members if m.check is not None]
 
     def versions() -> dict[str, str | None]:
@@ -29,7 +30,7 @@ def composite(*members: CpuEngine) -> CpuEngine:
 
     peaks = [m.peak_worker_mb for m in members if m.peak_worker_mb]
     # A worker holds every part's engine at once.
-    return CpuEngine("+".join(m.name for m in members), None, ocr=True,
+    return CpuEngine(("," if cascade else "+").join(m.name for m in members), None, ocr=True, cascade=cascade,
                      preload=tuple(dict.fromkeys(p for m in members for p in m.preload)), versions=versions,
                      check=check if checks else None, parts=tuple(m.name for m in members),
                      peak_worker_mb=sum(peaks) if peaks else None)
@@ -39,6 +40,9 @@ CPU_ENGINES: dict[str, CpuEngine] = {e.name: e for e in (
     textlayer.ENGINE, rapidocr.ENGINE, tesseract.ENGINE,
     # Tesseract first: it wins a tie (engines/pick.py), being the better engine on average.
     composite(tesseract.ENGINE, rapidocr.ENGINE),
+    # Cheap first (issue 30): Tesseract reads every page, RapidOCR only those Tesseract's reading
+    # fails the signal on; the better of the two is kept.
+    composite(tesseract.ENGINE, rapidocr.ENGINE, cascade=True),
 )}
 OCR_ENGINES = tuple(name for name, e in CPU_ENGINES.items() if e.ocr)
 HTTP_ENGINE = "openai"
@@ -47,7 +51,8 @@ ENGINE_CHOICES = ("auto", *CPU_ENGINES, HTTP_ENGINE)
 
 def ocr_engine_names() -> str:
     """`rapidocr | tesseract | tesseract+rapidocr (both; …)`: what `--ocr-engine` may name, for help."""
-    return " | ".join(f"{name} (both; the better signal per page)" if CPU_ENGINES[name].parts else name
+    return " | ".join(f"{name} (RapidOCR where Tesseract's page fails its signal)" if CPU_ENGINES[name].cascade
+                      else f"{name} (both; the better signal per page)" if CPU_ENGINES[name].parts else name
                       for name in OCR_ENGINES)
 
 

@@ -178,15 +178,24 @@ def _read_image(task: PageTask, reader: str, img: Image.Image, layer: str, dpi: 
     """Every engine of `reader` on one page image: (readings, the chosen one, why, blank page?).
     A composite engine (tesseract+rapidocr) keeps the reading with the better signal; the
     others' scores stay in `quality.alternatives`."""
-    from ..engines.registry import engine_parts  # as engine(): the registry pulls in rundir
+    from ..engines.registry import CPU_ENGINES, engine_parts  # as engine(): the registry pulls in rundir
 
     page = PageInput(task.doc_id, task.page, img, layer, dpi, flags, same)
     # The ink says whether an empty reading is right (a blank page) and how much text the page
     # should give (the quality signal).
     blank_page, ink = blank_and_ink(img)
-    readings = [read_judged(name, page, blank_page, ink, task.language, task.ocr_lang, task.language_suggested)
-                for name in engine_parts(reader)]
+    parts = engine_parts(reader)
+    cascade = reader in CPU_ENGINES and CPU_ENGINES[reader].cascade
+    readings: list[Judged] = []
+    for name in parts:
+        readings.append(read_judged(name, page, blank_page, ink, task.language, task.ocr_lang, task.language_suggested))
+        if cascade and readings[-1].status is Status.ok:
+            break  # a tier whose reading passes its signal ends the cascade
     best, why = pick([r.candidate for r in readings]) if len(readings) > 1 else (0, "")
+    if cascade:
+        tier = f"tier {len(readings)} of {len(parts)}"
+        why = (f"{tier}: passed its signal" if len(readings) == 1 else
+               f"{tier}, {', '.join(r.engine for r in readings[:-1])} failed the signal; {why}")
     return readings, best, why, blank_page
 
 
@@ -291,7 +300,7 @@ def read_page(task: PageTask) -> PageRecord:
             # Its lines ran down the page and no turn read better: the words are there, their
             # order is not. A person looks (the flag says why).
             status = Status.suspect
-        if why:
+        if why and len(readings) > 1:
             quality = {**quality, "alternatives": [r.summary() for r in readings if r is not chosen]}
         return task.record(
             status, text=chosen.reading.text, quality=quality, engine=chosen.engine,
