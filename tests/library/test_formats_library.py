@@ -47,3 +47,14 @@ def test_a_library_keeps_positions_for_export_and_search(tmp_path):
     out = tmp_path / "alto"
     assert run_cli("export", str(lib), "--format", "alto", "--out", str(out)).returncode == 0
     assert (out / "letter.alto.xml").read_text(encoding="utf-8").count("<String ") == len(pos.words())
+
+
+def test_a_damaged_page_file_costs_its_hits_their_region_not_the_search(tmp_path):
+    from vlmocr.library.catalog import SearchHit
+    from vlmocr.library.regions import with_regions
+
+    lib = tmp_path / "lib"
+    (lib / "docs" / "a").mkdir(parents=True)
+    (lib / "docs" / "a" / "pages.jsonl").write_bytes(b'{"doc_id": "a", "page": 1, "status": "ok"\n not json\n')
+    hit = SearchHit(lib_id="a", doc_id="a", page=1, snippet="x", score=1.0, status="ok", path="docs/a")
+    assert with_regions(lib, [hit], "x") == [hit]

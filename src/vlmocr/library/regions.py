@@ -62,11 +62,16 @@ def with_regions(library: Path, hits: list[SearchHit], query: str) -> list[Searc
         if hit.lib_id not in pages:
             path = library / hit.path / DOC_PAGES
             rows: dict[int, Row] = {}
-            if path.is_file():
-                for line in path.read_bytes().splitlines():
-                    if line.strip():
-                        row = Row.of(orjson.loads(line))
-                        rows[row.page] = row
+            try:
+                lines = path.read_bytes().splitlines() if path.is_file() else []
+            except OSError:
+                lines = []  # a document's pages unreadable: its hits keep no region, the others do
+            for line in lines:
+                try:
+                    row = Row.of(orjson.loads(line))
+                except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+                    continue
+                rows[row.page] = row
             pages[hit.lib_id] = rows
         found = pages[hit.lib_id].get(hit.page)
         out.append(dataclasses.replace(hit, region=region(found, query)) if found is not None else hit)
