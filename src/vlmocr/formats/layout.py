@@ -25,14 +25,18 @@ class LaidPage:
     engine: str
 
     def blocks(self) -> list[tuple[int, list[Line]]]:
-        """The lines grouped by block, in reading order (a block's lines stay together)."""
-        out: list[tuple[int, list[Line]]] = []
-        for line in self.lines:
-            if out and out[-1][0] == line.block:
-                out[-1][1].append(line)
-            else:
-                out.append((line.block, [line]))
-        return out
+        return by_block(self.lines)
+
+
+def by_block(lines: list[Line]) -> list[tuple[int, list[Line]]]:
+    """Lines grouped by block, in reading order (a block's lines stay together)."""
+    out: list[tuple[int, list[Line]]] = []
+    for line in lines:
+        if out and out[-1][0] == line.block:
+            out[-1][1].append(line)
+        else:
+            out.append((line.block, [line]))
+    return out
 
 
 def _unplaced(text: str) -> list[Line]:

@@ -3,8 +3,10 @@ layer of its words where they lie, in reading order.
 
 The page images are not re-encoded: a PDF input keeps its own pages (its objects are copied as
 stored: pikepdf), an image input is wrapped as it is (img2pdf: JPEG and JPEG 2000 passed through,
-PNG and TIFF without loss). The text layer is drawn by OCRmyPDF's renderer (fpdf2, its glyphless
-font) from the page's words, one text-only page a page, laid over the scan as a form XObject
+PNG and TIFF without loss; a 16-bit master img2pdf cannot take is re-encoded losslessly, and
+said). The text layer is drawn by OCRmyPDF's renderer (fpdf2, with OCRmyPDF's fonts: Noto for the
+scripts it knows, its glyphless font for the rest) from the page's words, one text-only page a
+page, laid over the scan as a form XObject
 (pikepdf's add_overlay) scaled to the page: the words' pixel boxes land where they lie whatever
 the page's size in points. A page without positions has its lines spread down the page (its text
 found by search, not highlighted in place); the export's notes count them."""
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..exceptions import UsageError
-from .layout import LaidPage, union
+from .layout import LaidPage, by_block, union
 
 if TYPE_CHECKING:
     from ocrmypdf.font import MultiFontManager
@@ -37,14 +39,8 @@ def _element_tree(page: LaidPage, width: int, height: int) -> "OcrElement":
         return BoundingBox(left=b[0], top=b[1], right=b[2], bottom=b[3])
 
     lines = page.lines if page.positioned else _spread(page.lines, width, height)
-    blocks: list[tuple[int, list]] = []
-    for line in lines:
-        if blocks and blocks[-1][0] == line.block:
-            blocks[-1][1].append(line)
-        else:
-            blocks.append((line.block, [line]))
     paragraphs = []
-    for _, block_lines in blocks:
+    for _, block_lines in by_block(lines):
         children, boxes = [], []
         for line in block_lines:
             if line.box[3] <= line.box[1] or line.box[2] <= line.box[0]:
@@ -63,6 +59,7 @@ def _element_tree(page: LaidPage, width: int, height: int) -> "OcrElement":
 def _spread(lines: list, width: int, height: int) -> list:
     """Lines without positions laid down the page, each word given a share of its line by its
     letters: searchable, not placed."""
+    from ..positions.lines import spread
     from ..runfolder.record import Line
 
     if not lines:
@@ -70,15 +67,8 @@ def _spread(lines: list, width: int, height: int) -> list:
     pitch = min(height * 0.9 / len(lines), height / 40)
     out = []
     for i, line in enumerate(lines):
-        y0, y1 = int(height * 0.05 + i * pitch), int(height * 0.05 + (i + 0.8) * pitch)
-        total = sum(len(w[5]) + 1 for w in line.words)
-        x = width * 0.05
-        words = []
-        for w in line.words:
-            step = width * 0.9 * (len(w[5]) + 1) / total
-            words.append((int(x), y0, int(x + step * len(w[5]) / (len(w[5]) + 1)), y1, w[4], w[5]))
-            x += step
-        out.append(Line(box=(int(width * 0.05), y0, int(width * 0.95), y1), words=words, block=0))
+        box = (int(width * 0.05), int(height * 0.05 + i * pitch), int(width * 0.95), int(height * 0.05 + (i + 0.8) * pitch))
+        out.append(Line(box=box, words=spread(box, " ".join(w[5] for w in line.words)), block=0))
     return out
 
 
