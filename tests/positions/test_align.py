@@ -14,7 +14,7 @@ from PIL import Image
 from support.components import GT, need
 
 from vlmocr.engines.base import PageInput
-from vlmocr.positions.align import _key, align
+from vlmocr.positions.align import word_key, align
 
 PAGE = GT / "ehri_en" / "EHRI-BF-19380509b_EN_02.jpg"
 TRUTH = PAGE.with_suffix(".txt").read_text(encoding="utf-8")
@@ -41,12 +41,12 @@ def test_the_vlms_words_take_the_cpu_words_boxes_and_hold_ink(reading):
     assert pos is not None and pos.source == "aligned:tesseract" and (pos.width, pos.height) == (cpu.width, cpu.height)
     words = pos.words()
     # Every word of the answer is placed, in the answer's order; markup alone is no word.
-    assert [w[5] for w in words] == [t for t in answer.split() if _key(t)]
+    assert [w[5] for w in words] == [t for t in answer.split() if word_key(t)]
     assert pos.aligned is not None and pos.aligned >= 0.9, pos.aligned
     cpu_boxes = {w[:4] for w in cpu.words()}
     assert sum(1 for w in words if w[:4] in cpu_boxes) >= 0.9 * len(words)
     scan = np.asarray(page)
-    long = [w for w in words if len(_key(w[5])) >= 3]
+    long = [w for w in words if len(word_key(w[5])) >= 3]
     inked = [w for w in long if (scan[w[1]:w[3], w[0]:w[2]] < 128).mean() > 0.03]
     assert len(inked) >= 0.95 * len(long)
     # Each line's box holds its words; a line is one CPU line's run of words.

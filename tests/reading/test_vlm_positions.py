@@ -17,7 +17,7 @@ from support.components import GT, need
 from support.records import finals
 
 from vlmocr.evaluation.score import cer
-from vlmocr.positions.align import _key
+from vlmocr.positions.align import word_key
 from vlmocr.runfolder.record import Row
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 
@@ -47,7 +47,7 @@ def test_a_vlm_answer_gets_positions_and_a_searchable_pdf(scans, tmp_path):
     row = Row.of(finals(run)[("upright", 1)])
     pos = row.word_positions()
     assert row.engine == "openai" and pos is not None and pos.source == "aligned:tesseract"
-    assert [w[5] for w in pos.words()] == [t for t in row.text.split() if _key(t)]  # the VLM's words
+    assert [w[5] for w in pos.words()] == [t for t in row.text.split() if word_key(t)]  # the VLM's words
     assert pos.aligned is not None and pos.aligned >= 0.85, pos.aligned
     with Image.open(scans / "upright.png") as im:
         assert (pos.width, pos.height) == im.size  # the page as scanned

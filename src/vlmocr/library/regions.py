@@ -11,18 +11,18 @@ from pathlib import Path
 
 import orjson
 
-from ..positions.align import _key
+from ..positions.align import word_key
 from ..runfolder.record import JsonObject, Row
 from .catalog import DOC_PAGES, SearchHit, query_words
 
 def query_terms(query: str) -> list[tuple[str, bool]]:
     """(word's letters, prefix?) of each word of an FTS5 query (catalog.query_words)."""
-    terms = [(_key(w.rstrip("*")), w.endswith("*")) for w in query_words(query)]
+    terms = [(word_key(w.rstrip("*")), w.endswith("*")) for w in query_words(query)]
     return [t for t in terms if t[0]]
 
 
 def _matches(word: str, terms: list[tuple[str, bool]]) -> bool:
-    key = _key(word)
+    key = word_key(word)
     if not key:
         return False
     for term, prefix in terms:

@@ -24,7 +24,7 @@ LONE_WORD = 6  # letters of a word that counts on its own, read alike, without a
 MIN_LETTER_WIDTH = 3  # pixels a letter needs for a placed word's share of a gap to be a box
 
 
-def _key(token: str) -> str:
+def word_key(token: str) -> str:
     """What two readings of a word share: its letters and digits, case and compatibility forms
     folded (a VLM's `**Bold**` is the CPU's `Bold`; a lone `|` or `---` is no word)."""
     return "".join(ch for ch in unicodedata.normalize("NFKC", token).casefold() if ch.isalnum())
@@ -57,11 +57,11 @@ def _partners(a: list[str], b: list[str]) -> list[int | None]:
 def align(text: str, cpu: Positions) -> Positions | None:
     """`text`'s words where they lie, from `cpu`'s boxes; None when none of them aligns (then
     the page has no positions to give)."""
-    vlm = [t for t in text.split() if _key(t)]
+    vlm = [t for t in text.split() if word_key(t)]
     where = [(li, w) for li, line in enumerate(cpu.lines) for w in line.words]
     if not vlm or not where:
         return None
-    match = _partners([_key(t) for t in vlm], [_key(w[5]) for _, w in where])
+    match = _partners([word_key(t) for t in vlm], [word_key(w[5]) for _, w in where])
     if not any(m is not None for m in match):
         return None
     placed: list[tuple[int, WordBox]] = [(-1, (0, 0, 0, 0, None, t)) for t in vlm]

@@ -24,6 +24,19 @@ class Step:
     height: int
 
 
+def steps_before(turn: int | None, skew: float | None, page: tuple[int, int]) -> list[Step]:
+    """What was done to a page of size `page` before it was sent or read: turned (counter-
+    clockwise) by `turn`, then straightened by `skew` (its size kept) — either may be absent."""
+    steps: list[Step] = []
+    size = page
+    if turn:
+        steps.append(Step("turn", turn, *page))
+        size = (page[1], page[0]) if turn % 180 else page
+    if skew is not None:
+        steps.append(Step("skew", skew, *size))
+    return steps
+
+
 def _back(step: Step, x: float, y: float) -> tuple[float, float]:
     """Where a point of the image after `step` lay before it (pixel edges, not centres)."""
     w, h = step.width, step.height

@@ -26,12 +26,16 @@ def spread(box: tuple[float, float, float, float], text: str) -> list[WordBox]:
 
 
 def text_layer_positions(size: tuple[float, float], rotation: int,
-                         rects: list[tuple[tuple[float, float, float, float], str]], scale: float) -> Positions | None:
+                         rects: list[tuple[tuple[float, float, float, float], str]], scale: float,
+                         text: str) -> Positions | None:
     """A PDF page's text-layer rectangles (render.text_layer_lines: points from the top left of
     the unrotated page) as positions on the page as shown — turned by its /Rotate — in pixels at
-    `scale` pixels a point (the run's dpi / 72)."""
+    `scale` pixels a point (the run's dpi / 72), in the order of the page's recorded `text`
+    (PDFium lists a turned page's rectangles in another)."""
     if not rects:
         return None
+    at = [text.find(r[1].strip()[:30]) for r in rects]
+    rects = [rects[i] for i in sorted(range(len(rects)), key=lambda i: (at[i] < 0, at[i], i))]
     width, height = size[0] * scale, size[1] * scale
     shown_w, shown_h = (height, width) if rotation % 180 else (width, height)
     # Shown = stored turned clockwise by `rotation`; turned back counter-clockwise by it, the

@@ -14,7 +14,7 @@ from typing import Any, Awaitable, Callable, cast
 from ..settings.config import RunConfig
 from ..exceptions import EndpointUnavailable, UsageError
 from ..profiles import Profile, load_profile
-from ..positions.geometry import Step
+from ..positions.geometry import steps_before
 from ..positions.lines import block_positions
 from ..runfolder.record import LADDER, PageRecord, PageTask, Positions, Sizing, Status
 from ..text.postprocess import is_figure_block, postprocess, rotation_asked, split_pages
@@ -343,10 +343,8 @@ class VlmReader(PageReader):
         turn = task.rotate or prep.rotation or 0
         # The page as rendered: before a quarter turn, its sides the other way round.
         page = (prep.height, prep.width) if turn in (90, 270) else (prep.width, prep.height)
-        steps = [Step("turn", turn, *page)] if turn else []
-        if prep.skew is not None:
-            steps.append(Step("skew", prep.skew, prep.width, prep.height))
-        return block_positions(blocks, self.profile.postprocess.grounding_format, (prep.width, prep.height), steps, page)
+        return block_positions(blocks, self.profile.postprocess.grounding_format, (prep.width, prep.height),
+                               steps_before(turn, prep.skew, page), page)
 
     async def _aligned(self, task: PageTask, prep: Prepared, text: str, flags: list[str]) -> CpuSupport | None:
         """`--align-with`: the page read by the CPU engine (in the pool: its time, not the

@@ -23,7 +23,7 @@ from ..engines.pick import Candidate, pick
 from ..exceptions import BadInput
 from ..runfolder.record import DEFAULT_DPI, JsonObject, PageRecord, PageTask, Positions, Status
 from ..inputs.sources import printable
-from ..positions.geometry import Step, to_page
+from ..positions.geometry import Step, steps_before, to_page
 from ..positions.lines import text_layer_positions
 from ..inputs.render import (blank_and_ink, count_pages, encode, grey_if_neutral, kind_of, render_page, text_layer,
                              text_layer_lines, usable_text_layer)
@@ -342,11 +342,8 @@ def from_text_layer(task: PageTask, mode: str, t0: float) -> tuple[PageRecord | 
     if reading.text.strip():
         # Where its lines lie (issue 29): PDFium's text rectangles, in pixels at the run's dpi.
         size, rotation, rects = text_layer_lines(Path(task.path), task.page)
-        # In the order of the text recorded (PDFium lists a turned page's rectangles otherwise).
-        at = {i: reading.text.find(r[1].strip()[:30]) for i, r in enumerate(rects)}
-        order = sorted(range(len(rects)), key=lambda i: (at[i] < 0, at[i], i))
-        positions = text_layer_positions(size, rotation, [rects[i] for i in order],
-                                         (task.sizing.dpi or DEFAULT_DPI) / 72.0)
+        positions = text_layer_positions(size, rotation, rects, (task.sizing.dpi or DEFAULT_DPI) / 72.0,
+                                         reading.text)
     return task.record(
         status, text=reading.text, quality=quality, engine="textlayer", finish_reason=reading.finish_reason,
         seconds=round(time.perf_counter() - t0, 4), flags=qflags + (["textlayer"] if usable else []),
@@ -432,7 +429,6 @@ class CpuSupport:
 
     positions: Positions | None
     cpu_ok: bool
-    cpu_words: int
 
 
 def aligned_positions(task: PageTask, text: str, engine_name: str, rotation: int | None,
@@ -445,21 +441,19 @@ def aligned_positions(task: PageTask, text: str, engine_name: str, rotation: int
 
     rendered = render_page(Path(task.path), task.page, task.sizing)
     img = grey_if_neutral(rendered.image)
-    steps: list[Step] = []
+    steps = steps_before(rotation, skew, img.size)
     if rotation:
-        steps.append(Step("turn", rotation, *img.size))
         img = img.transpose(ROTATIONS[rotation])
     if skew is not None:
         from ..inputs.skew import straighten
 
-        steps.append(Step("skew", skew, *img.size))
         img = straighten(img, skew)
     blank, ink = blank_and_ink(img)
     judged = read_judged(engine_name, PageInput(task.doc_id, task.page, img, "", rendered.dpi, [], None), blank, ink,
                          task.language, task.ocr_lang, task.language_suggested)
     found = judged.reading.positions
     positions = align(text, to_page(found, steps, *rendered.image.size)) if found is not None else None
-    return CpuSupport(positions, judged.status is Status.ok, len(found.words()) if found is not None else 0)
+    return CpuSupport(positions, judged.status is Status.ok)
 
 
 def prepare_for_http(task: PageTask) -> Prepared | PageRecord:
