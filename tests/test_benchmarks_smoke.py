@@ -66,3 +66,11 @@ def test_bench_formats_quick() -> None:
     out = run_bench("bench_formats.py", timeout=600)
     assert "RESULT formats: all four" in out and "RESULT aligned: truth as the VLM's answer" in out, out
     assert "| pdf |" in out and "| alto |" in out
+
+
+def test_bench_upright_quick() -> None:
+    """Issue 33: OSD's second opinion on the repository's pages with an image, four turns each."""
+    out = run_bench("bench_upright.py", timeout=600)
+    assert "RESULT upright: OSD sure on " in out and "RESULT upright cost: classifier ÷ OSD " in out, out
+    # The Danish typescript OSD takes for upside down (tests/data/gt) is turned over by OSD alone, not once checked.
+    assert "RESULT upright turned over: OSD alone 1, checked 0" in out, out

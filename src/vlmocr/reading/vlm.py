@@ -310,9 +310,10 @@ class VlmReader(PageReader):
             # The answer failed its signal: a page upside down (the cheap look before sending
             # sees only pages on their side) or one it missed. OSD decides; sure, the page is
             # turned and asked once more, and the better answer is the page's record.
-            turned = await self._turned(task, overrides, step)
+            turned, said = await self._turned(task, overrides, step)
             if turned is not None and _better(turned, status, quality):
                 return turned
+            qflags = [*qflags, *said]
         flags = [*prep.flags, *answer.flags, *qflags]
         if turn:
             flags.append("rotation_still_invalid")  # turned once already: kept, and said
@@ -360,17 +361,19 @@ class VlmReader(PageReader):
             return None
         return support
 
-    async def _turned(self, task: PageTask, overrides: JsonObject, step: int) -> PageRecord | None:
+    async def _turned(self, task: PageTask, overrides: JsonObject, step: int) -> tuple[PageRecord | None, list[str]]:
+        """The page asked again turned as OSD says it lies (None: left as it lies), and flags for
+        the record either way (OSD overruled by the line classifier)."""
         ok, answer = await self.pool.call_safely(orientation_of_page, self._for_http(task))
         if not ok:
-            return None
-        turn, sure = answer
+            return None, []
+        turn, sure, overruled = answer
         if not turn:
-            return None
+            return None, [overruled] if overruled else []
         self._turned_docs.add(task.doc_id)  # its next pages are looked at before they are sent
         again = await self._attempt(task.at(rotate=turn, rotate_from="osd"), overrides, step)
         return again.model_copy(update={"flags": [*again.flags, f"asked_again_rotated:{turn}",
-                                                  f"osd_confidence:{sure:.1f}"]})
+                                                  f"osd_confidence:{sure:.1f}"]}), []
 
     def _judge(self, task: PageTask, status: Status, text: str, confidence: float | None, prep: Prepared,
                fields: JsonObject | None, blocks: list[Any] | None = None) -> tuple[Status, JsonObject]:

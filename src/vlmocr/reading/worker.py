@@ -14,7 +14,7 @@ import signal
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import NamedTuple, Any
 
 from PIL import Image
 
@@ -265,7 +265,8 @@ def read_page(task: PageTask) -> PageRecord:
         steps: list[Step] = []  # what was done to the page before it was read: positions go back through them
         if rotate == "always":
             # Every page asked of OSD before it is read (a blank page: OSD is never sure, no turn).
-            turn, sure = turn_to_upright(grey_if_neutral(img), look_first=False)
+            turn, sure, overruled = turn_to_upright(grey_if_neutral(img), look_first=False)
+            flags += [overruled] if overruled else []
             if turn:
                 steps.append(Step("turn", turn, *img.size))
                 img = img.transpose(ROTATIONS[turn])
@@ -402,19 +403,33 @@ def cleaned_page(img: Image.Image) -> tuple[Image.Image, list[str]]:
     return clean_page(img)
 
 
-def turn_to_upright(img: Image.Image, *, look_first: bool = True) -> tuple[int, float]:
-    """(degrees counter-clockwise that make the page upright, OSD's confidence), or (0, …) to
-    leave it as it lies: OSD not sure, not installed, or (`look_first`) the ink's lines already
-    run across the page (engines/osd.looks_sideways)."""
-    from ..engines.osd import looks_sideways, osd_image
+class Upright(NamedTuple):
+    """How to turn a page upright: degrees counter-clockwise (0: leave it), OSD's confidence, and
+    the flag to record when the line classifier overruled OSD (`osd_overruled:180>0:-0.54`)."""
+
+    turn: int
+    confidence: float
+    overruled: str | None = None
+
+
+def turn_to_upright(img: Image.Image, *, look_first: bool = True) -> Upright:
+    """How to turn a page upright, or (0, …) to leave it as it lies: OSD not sure, not installed,
+    or (`look_first`) the ink's lines already run across the page (engines/osd.looks_sideways).
+    Which way up OSD's answer is, RapidOCR's line classifier checks (engines/upright.py: OSD
+    takes one small typescript in six for upside down, and such a page upside down for upright)."""
+    from ..engines.osd import MIN_ORIENTATION_CONFIDENCE, looks_sideways, osd_image
+    from ..engines.upright import second_opinion
 
     if look_first and not looks_sideways(img):
-        return 0, 0.0
+        return Upright(0, 0.0)
     osd = osd_image(img)
-    return (osd.turn, osd.turn_confidence) if osd.turns else (0, osd.turn_confidence)
+    if osd.turn_confidence < MIN_ORIENTATION_CONFIDENCE or osd.turn not in (0, 90, 180, 270):
+        return Upright(0, osd.turn_confidence)
+    turn, overruled = second_opinion(img, osd.turn)
+    return Upright(turn, osd.turn_confidence, overruled)
 
 
-def orientation_of_page(task: PageTask) -> tuple[int, float]:
+def orientation_of_page(task: PageTask) -> Upright:
     """For a VLM reading that failed its signal: how its page lies, by OSD (`turn_to_upright`
     without the cheap look: an upside-down page looks upright to it)."""
     rendered = render_page(Path(task.path), task.page, task.sizing)
@@ -481,7 +496,8 @@ def prepare_for_http(task: PageTask) -> Prepared | PageRecord:
             # turned has its pages looked at first: the ink (~1.5 ms) asks OSD only when the
             # lines may not run across the page. `always`: OSD is asked of every page (the ink
             # cannot tell an upside-down page: engines/osd.py).
-            turned, sure = turn_to_upright(img, look_first=rotate != "always")
+            turned, sure, overruled = turn_to_upright(img, look_first=rotate != "always")
+            flags += [overruled] if overruled else []
             if turned:
                 img = img.transpose(ROTATIONS[turned])
                 flags += [f"rotated:{turned}", f"osd_confidence:{sure:.1f}"]

@@ -1,0 +1,79 @@
+"""OSD's second opinion (issue 33). Tesseract's OSD, sure of itself, takes small typewritten scans
+for upside down: on the 60 typewritten pages of ../shared/gt, upright, it called 10 upside down at
+confidence 2.5–12 (BENCHMARKS.md, "OSD's second opinion"), and `--rotate-pages always` — or a
+VLM answer that failed its signal — turned them over. RapidOCR's 0/180 line classifier, asked of
+pieces of the page's lines, overrules such a turn. A real Danish typescript (tests/data/gt, one
+of the ten), real OSD, the classifier's model from the rapidocr wheel."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from PIL import Image
+from support.cli import run_cli
+from support.components import GT, need
+from support.records import finals
+
+from vlmocr.engines import languages
+from vlmocr.engines.osd import osd_image
+from vlmocr.engines.upright import line_pieces, upright_score
+from vlmocr.reading.worker import turn_to_upright
+
+PAGE = GT / "ehri_da" / "EHRI-DR-19431002-DK_01.jpg"  # 697 × 1128, typewritten, upright
+
+
+@pytest.fixture(scope="module")
+def page():
+    need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
+    need("osd" in languages.installed_languages(), "tesseract OSD data", "tesseract-ocr-osd")
+    with Image.open(PAGE) as im:
+        return im.convert("L")
+
+
+def test_line_pieces_read_the_way_the_page_lies(page):
+    pieces = line_pieces(page)
+    assert len(pieces) == 12
+    assert all(2.5 < c.width / c.height < 6 for c in pieces)  # about four line heights wide
+    up, n = upright_score(page)
+    down, _ = upright_score(page.transpose(Image.Transpose.ROTATE_180))
+    assert n == 12 and up > 0.4 and down < -0.4, (up, down)
+    # Blank paper: nothing to ask.
+    assert upright_score(Image.new("L", page.size, 238)) == (0.0, 0)
+
+
+def test_osd_wrongly_sure_is_overruled_and_right_turns_stand(page):
+    # The world as it is: OSD (tesseract-ocr-osd) is sure this upright page lies upside down,
+    # and sure the page upside down lies upright.
+    assert (osd_image(page).turn, osd_image(page).turns) == (180, True)
+    flipped = page.transpose(Image.Transpose.ROTATE_180)
+    osd = osd_image(flipped)
+    assert osd.turn == 0 and osd.turn_confidence >= 2, osd
+    kept = turn_to_upright(page, look_first=False)
+    assert kept.turn == 0 and kept.overruled is not None and kept.overruled.startswith("osd_overruled:180>0:")
+    turned = turn_to_upright(flipped, look_first=False)
+    assert turned.turn == 180 and turned.overruled is not None and turned.overruled.startswith("osd_overruled:0>180:")
+    # On either side OSD is unsure of this page (under 2): left as it lies, never turned the
+    # wrong way; where it is sure, the classifier says which way up.
+    for transpose, turn in ((Image.Transpose.ROTATE_90, 270), (Image.Transpose.ROTATE_270, 90)):
+        side = page.transpose(transpose)
+        got = turn_to_upright(side, look_first=False)
+        assert got.turn == (turn if osd_image(side).turns else 0), (turn, got)
+
+
+def test_always_leaves_the_upright_typescript_upright_and_says_why(page, tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    page.save(folder / "upright.png")
+    page.transpose(Image.Transpose.ROTATE_180).save(folder / "upside_down.png")
+    run = tmp_path / "run"
+    res = run_cli("run", str(folder), "--out", str(run), "--workers", "1", "--engine", "tesseract",
+                  "--lang", "dan", "--rotate-pages", "always")
+    assert res.returncode in (0, 2), res.stderr
+    recs = {doc: rec for (doc, _), rec in finals(run).items()}
+    upright = recs["upright"]
+    assert "rotation" not in upright, upright["flags"]
+    assert any(f.startswith("osd_overruled:180>0:") for f in upright["flags"]), upright["flags"]
+    assert recs["upside_down"]["rotation"] == 180
+    assert any(f.startswith("osd_overruled:0>180:") for f in recs["upside_down"]["flags"])
+    assert recs["upside_down"]["text"][:200] == upright["text"][:200]
