@@ -415,8 +415,8 @@ class Upright(NamedTuple):
 def turn_to_upright(img: Image.Image, *, look_first: bool = True) -> Upright:
     """How to turn a page upright, or (0, …) to leave it as it lies: OSD not sure, not installed,
     or (`look_first`) the ink's lines already run across the page (engines/osd.looks_sideways).
-    Which way up OSD's answer is, RapidOCR's line classifier checks (engines/upright.py: OSD
-    takes one small typescript in six for upside down, and such a page upside down for upright)."""
+    Which way up OSD's answer is, RapidOCR's line classifier checks (engines/upright.py: one
+    sure OSD answer in eight on typescripts is upside down, BENCHMARKS "OSD's second opinion")."""
     from ..engines.osd import MIN_ORIENTATION_CONFIDENCE, looks_sideways, osd_image
     from ..engines.upright import second_opinion
 
