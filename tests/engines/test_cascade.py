@@ -34,6 +34,23 @@ def test_the_second_tier_reads_only_the_pages_the_first_fails(tmp_path):
     assert second["engine_choice"].startswith(f"{second['engine']}: tier 2 of 2, tesseract failed the signal; ")
     others = {a["engine"] for a in second["quality"]["alternatives"]}
     assert others == {"tesseract", "rapidocr"} - {second["engine"]}
+    # Each tier's reading, in order: the page reached tier len(tiers).
+    assert [t["engine"] for t in first["tiers"]] == ["tesseract"] and first["tiers"][0]["status"] == "ok"
+    assert [t["engine"] for t in second["tiers"]] == ["tesseract", "rapidocr"]
+    assert second["tiers"][0]["status"] != "ok" and all(t["seconds"] > 0 for t in second["tiers"])
+
+    # The report shows the tiers: pages read and kept per tier, engine seconds, why pages went on.
+    site = tmp_path / "site"
+    res = run_cli("report", str(run), "--out", str(site))
+    assert res.returncode == 0, res.stderr
+    html = (site / "index.html").read_text(encoding="utf-8")
+    table = html[html.index('id="tiers-table"'):]
+    table = table[:table.index("</table>")]
+    rows = [r for r in table.split("<tr>")[2:]]
+    kept_second = int(second["engine"] == "rapidocr")
+    assert rows[0].startswith(f"<td>1</td><td>tesseract</td><td>2</td><td>{2 - kept_second}</td>"), rows[0]
+    assert f"<td>1 {second['tiers'][0]['status']}</td>" in rows[0], rows[0]
+    assert rows[1].startswith(f"<td>2</td><td>rapidocr</td><td>1</td><td>{kept_second}</td>"), rows[1]
 
 
 def test_the_cascade_is_its_own_reading():

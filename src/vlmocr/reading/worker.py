@@ -173,19 +173,25 @@ def read_judged(name: str, page: PageInput, blank_page: bool, ink: float | None,
 TURN_WHEN = (Status.suspect, Status.empty)
 
 
+def _is_cascade(reader: str) -> bool:
+    from ..engines.registry import CPU_ENGINES
+
+    return reader in CPU_ENGINES and CPU_ENGINES[reader].cascade
+
+
 def _read_image(task: PageTask, reader: str, img: Image.Image, layer: str, dpi: float | None, flags: list[str],
                 same: str | None) -> tuple[list[Judged], int, str, bool]:
     """Every engine of `reader` on one page image: (readings, the chosen one, why, blank page?).
     A composite engine (tesseract+rapidocr) keeps the reading with the better signal; the
     others' scores stay in `quality.alternatives`."""
-    from ..engines.registry import CPU_ENGINES, engine_parts  # as engine(): the registry pulls in rundir
+    from ..engines.registry import engine_parts  # as engine(): the registry pulls in rundir
 
     page = PageInput(task.doc_id, task.page, img, layer, dpi, flags, same)
     # The ink says whether an empty reading is right (a blank page) and how much text the page
     # should give (the quality signal).
     blank_page, ink = blank_and_ink(img)
     parts = engine_parts(reader)
-    cascade = reader in CPU_ENGINES and CPU_ENGINES[reader].cascade
+    cascade = _is_cascade(reader)
     readings: list[Judged] = []
     for name in parts:
         readings.append(read_judged(name, page, blank_page, ink, task.language, task.ocr_lang, task.language_suggested))
@@ -308,6 +314,7 @@ def read_page(task: PageTask) -> PageRecord:
             # The page's own reason (a document's language) before the run's.
             engine_choice=f"{chosen.engine}: {why}" if why else task.engine_choice or (
                 _engine_options.get("engine_choice") if mode == "auto" else None),
+            tiers=[r.summary() for r in readings] if _is_cascade(reader) else None,
             model=chosen.reading.model, revision=chosen.reading.revision, dpi=rendered.dpi,
             finish_reason=chosen.reading.finish_reason, seconds=round(time.perf_counter() - t0, 4),
             image_sha256=image_digest(img), width=img.width, height=img.height,

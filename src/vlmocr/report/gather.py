@@ -21,7 +21,7 @@ STATUS_ORDER: tuple[str, ...] = tuple(s.value for s in Status)
 # pages.jsonl by offset when a page is written out (RunData.records), so a run of 100 000 pages
 # holds no page's text for long (issue 27, point 4).
 _KEEP_FIELDS = ("doc_id", "source", "page", "status", "engine", "model", "finish_reason", "attempt", "flags",
-                "quality", "error", "seconds", "width", "height", "dpi", "tokens_in", "tokens_out", "finished_at", "key",
+                "quality", "tiers", "error", "seconds", "width", "height", "dpi", "tokens_in", "tokens_out", "finished_at", "key",
                 "language", "language_from")
 
 

@@ -134,6 +134,44 @@ def _charts(ctx: IndexContext) -> str:
     return '<div class="charts">' + "".join(c for c in charts if c) + "</div>"
 
 
+def tier_rows(pages: list[Page]) -> list[dict[str, Any]]:
+    """The cascade's tiers over a run's pages (records with `tiers`, issue 30): for tier k, the
+    engine, the pages that reached it, those whose kept reading is its own, its engine seconds,
+    and why pages went on from it (the status of its reading: suspect, empty …)."""
+    rows: list[dict[str, Any]] = []
+    for p in pages:
+        tiers = p.rec.tiers or ()
+        for k, t in enumerate(tiers):
+            while len(rows) <= k:
+                rows.append({"tier": len(rows) + 1, "engines": Counter(), "reached": 0, "kept": 0, "seconds": 0.0,
+                             "went_on": Counter()})
+            row = rows[k]
+            row["engines"][str(t.get("engine") or "?")] += 1
+            row["reached"] += 1
+            row["seconds"] += float(t.get("seconds") or 0.0)
+            if k + 1 < len(tiers):
+                row["went_on"][str(t.get("status") or "?")] += 1
+        # The tier whose reading was kept: a later one read no better, an earlier one's stands.
+        kept = next((k for k, t in enumerate(tiers) if t.get("engine") == p.rec.engine), None)
+        if kept is not None:
+            rows[kept]["kept"] += 1
+    return rows
+
+
+def _tiers_table(pages: list[Page]) -> str:
+    rows = tier_rows(pages)
+    if not rows:
+        return ""
+    body = "".join(
+        f"<tr><td>{r['tier']}</td><td>{escape(', '.join(sorted(r['engines'])))}</td><td>{r['reached']:,}</td>"
+        f"<td>{r['kept']:,}</td><td>{r['seconds']:,.1f}</td>"
+        f"<td>{escape(', '.join(f'{n:,} {why}' for why, n in r['went_on'].most_common()) or '—')}</td></tr>"
+        for r in rows)
+    return ('<h3>Tiers</h3><table class="grid" id="tiers-table"><thead><tr><th>tier</th><th>engine</th>'
+            "<th>pages read</th><th>pages kept</th><th>engine seconds</th><th>went on to the next tier</th></tr>"
+            f"</thead><tbody>{body}</tbody></table>")
+
+
 def _settings_table(run_info: dict[str, Any], read: str = "") -> str:
     """The run's settings; `read`: the languages its pages were read as (a document's own from
     its manifest row beats the run's --lang, so the setting alone would say `eng` for Danish)."""
@@ -291,6 +329,7 @@ def index_html(ctx: IndexContext) -> str:
         + f'<div class="two">{status_table}{_settings_table(ctx.run.run_info, languages_read(ctx.run.pages))}</div>'
         + truth_html
         + clean_note
+        + _tiers_table(ctx.run.pages)
         + _charts(ctx)
         + "</section>\n"
         + '<section id="review"><h2>Review queue</h2>'

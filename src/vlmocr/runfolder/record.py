@@ -222,6 +222,10 @@ class PageRecord(BaseModel):
     # stated language ("tesseract: the document's language grc: installed with grc, …") or a composite's
     # per page ("tesseract: better signal (0.951 vs rapidocr 0.904)"); absent when --engine named it.
     engine_choice: str | None = None
+    # A cascade's readings of the page in tier order (`--engine tesseract,rapidocr`, issue 30):
+    # each {engine, status, score, threshold, seconds}; the page reached tier len(tiers), and
+    # `engine` says whose reading was kept. Absent for a page one engine read.
+    tiers: list[JsonObject] | None = None
     model: str | None = None
     revision: str | None = None
     # What served a VLM's reading, e.g. "vllm 0.11.0" (run.json's `server` has the rest: where
@@ -257,7 +261,7 @@ class PageRecord(BaseModel):
         # Every schema field is present (null when unknown) so consumers never guess; the
         # optional structures appear only when an engine produced them.
         data = self.model_dump(mode="json", by_alias=True)
-        for optional in ("quality", "engine_choice", "server", "blocks", "fields", "language", "language_from",
+        for optional in ("quality", "engine_choice", "tiers", "server", "blocks", "fields", "language", "language_from",
                          "rotation", "rotation_from", "skew", "positions"):
             if data.get(optional) is None:
                 data.pop(optional, None)
@@ -290,6 +294,7 @@ class Row:
     language: str | None
     language_from: str | None
     engine_choice: str | None
+    tiers: tuple[Mapping[str, Any], ...] | None
     model: str | None
     revision: str | None
     server: str | None
@@ -324,7 +329,9 @@ class Row:
             quality=Signal.of(q) if isinstance(q, Mapping) else None, engine=str(d.get("engine") or ""),
             rotation=_int(d.get("rotation")), rotation_from=d.get("rotation_from"), skew=_float(d.get("skew")),
             language=d.get("language"),
-            language_from=d.get("language_from"), engine_choice=d.get("engine_choice"), model=d.get("model"),
+            language_from=d.get("language_from"), engine_choice=d.get("engine_choice"),
+            tiers=tuple(t for t in tiers if isinstance(t, Mapping)) if isinstance(tiers := d.get("tiers"), list) else None,
+            model=d.get("model"),
             revision=d.get("revision"), server=d.get("server"), prompt_id=d.get("prompt_id"),
             dpi=_float(d.get("dpi")), finish_reason=d.get("finish_reason"), tokens_in=_int(d.get("tokens_in")),
             tokens_out=_int(d.get("tokens_out")), seconds=float(d.get("seconds") or 0.0),
