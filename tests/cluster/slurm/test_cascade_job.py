@@ -1,0 +1,68 @@
+"""Issue 30: the CPU tiers (`--engine tesseract,rapidocr`) as SLURM jobs — an array of two shards
+on the single-node SLURM of scripts/slurm-up.sh, real Tesseract and RapidOCR on real pages
+(tests/data/gt): each shard's records name the tiers that read their pages, `slurm status`
+counts them, and resubmitting finds nothing left to read."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+from support.components import GT, need
+from support.slurm import cli, records, submit_json
+
+from vlmocr.inputs.sources import shard_of
+
+pytestmark = pytest.mark.timeout(400)
+
+
+def test_the_cascade_runs_as_an_array_of_shards(slurm, tmp_path):
+    need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
+    scans = tmp_path / "in"
+    scans.mkdir()
+    # Two documents in different shards: a Fraktur page Tesseract reads well with German data
+    # (tier 1 only) and an English typescript read with German data (on to tier 2).
+    names = {"fraktur": GT / "goethe" / "goethe_0014.png", "english": GT / "ehri_en" / "EHRI-BF-19380509b_EN_02.jpg"}
+    docs = {}
+    for i in range(40):
+        for kind, page in names.items():
+            doc = f"{kind}{i}"
+            if kind not in docs.values() and shard_of(doc, 2) == (1 if kind == "fraktur" else 2):
+                docs[doc] = kind
+                shutil.copy(page, scans / f"{doc}{page.suffix}")
+    assert sorted(docs.values()) == ["english", "fraktur"]
+    manifest = tmp_path / "m.csv"
+    manifest.write_text("doc_id,path\n" + "".join(f"{d},in/{p.name}\n" for d in docs for p in scans.glob(f"{d}.*")))
+    run = tmp_path / "run"
+    args = ("--manifest", str(manifest), "--out", str(run), "--shards", "2", "--time", "10",
+            "--engine", "tesseract,rapidocr", "--lang", "deu", "--workers", "1")
+    job = submit_json(*args, cwd=scans)["job_id"]
+    try:
+        slurm.wait(job, timeout=300)
+    finally:
+        subprocess.run(["scancel", job], capture_output=True)
+    # The English page ends for review after both tiers (German data): its task exits 2, "only
+    # review pages remain", which SLURM calls FAILED; the Fraktur shard completes.
+    assert slurm.task_states(job) == {"1": "COMPLETED", "2": "FAILED"}, slurm.task_states(job)
+    log = next((run / "slurm" / "logs").glob("*_2.out")).read_text()
+    assert "vlmocr exited 2: only review pages remain" in log, log[-2000:]
+    tiers = {}
+    for k in (1, 2):
+        for rec in records(run / "shards" / str(k)):
+            assert shard_of(rec["doc_id"], 2) == k
+            tiers[docs[rec["doc_id"]]] = [t["engine"] for t in rec["tiers"]]
+    assert tiers == {"fraktur": ["tesseract"], "english": ["tesseract", "rapidocr"]}
+    status = json.loads(cli("slurm", "status", str(run), "--json", cwd=scans).stdout)
+    totals = status["totals"]
+    assert (totals["pages"], totals["final"], totals["ok"], totals["review"], totals["missing"]) == (2, 2, 1, 1, 0)
+    # Resubmitted: the complete shard is skipped; the one with a review page runs again (a
+    # review page may owe a VLM's retry ladder; a CPU page owes nothing) and reads nothing.
+    again = submit_json(*args, cwd=scans)
+    assert again["skipped_shards"] == [1]
+    try:
+        slurm.wait(again["job_id"], timeout=300)
+    finally:
+        subprocess.run(["scancel", again["job_id"]], capture_output=True)
+    assert len(records(run / "shards" / "2")) == 1
