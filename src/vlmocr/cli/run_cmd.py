@@ -44,6 +44,10 @@ def run_command(
         "PAGE-XML and a searchable PDF): each page is also read by this CPU engine and the answer's words are "
         "placed on its word boxes (the record's positions.aligned: the share placed). Costs that engine's "
         "time a page on the client's CPU."),
+    vlm_tier: bool = typer.Option(
+        False, "--vlm-tier", help="A VLM as the last tier: the CPU engine (--engine) reads every page, and the "
+        "pages whose reading fails its signal are sent to the VLM (--endpoint, --profile) too; the better "
+        "reading by the signal is kept (the record's `tiers` lists each)."),
     endpoint: Optional[str] = typer.Option(None, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1"),
     model: Optional[str] = typer.Option(None, help="Model name served by the endpoint."),
     profile: Optional[str] = typer.Option(None, help="Model profile (see `vlmocr profiles list`)."),
@@ -135,7 +139,7 @@ def run_settings(params: dict[str, Any]) -> dict[str, Any]:
     p = params.get
     return dict(
         inputs=list(p("paths") or []) or None, out=p("out"), manifest=p("manifest"), engine=p("engine"),
-        ocr_engine=p("ocr_engine"), rotate_pages=p("rotate_pages"), deskew=p("deskew"), clean_scans=p("clean") or None, align_with=p("align_with"), endpoint=p("endpoint"), model=p("model"), profile=p("profile"), dpi=p("dpi"),
+        ocr_engine=p("ocr_engine"), rotate_pages=p("rotate_pages"), deskew=p("deskew"), clean_scans=p("clean") or None, align_with=p("align_with"), vlm_tier=p("vlm_tier") or None, endpoint=p("endpoint"), model=p("model"), profile=p("profile"), dpi=p("dpi"),
         longest_side=p("longest_side"), max_pixels=p("max_pixels"), lang=p("lang"), workers=p("workers"),
         concurrency=p("concurrency"), shard=p("shard"), force=p("force") or None, force_bad=p("force_bad") or None,
         json_summary=p("json_out") or None, serve=p("serve"), stop_grace=p("stop_grace"), reread=p("reread") or None,

@@ -54,6 +54,17 @@ def _partners(a: list[str], b: list[str]) -> list[int | None]:
     return kept
 
 
+def shared_words(text: str, other: str) -> tuple[float, int]:
+    """(share of `text`'s words that `other` reads too, paired in order as `align` pairs them;
+    `text`'s word count). Fluent text not on the page shares ~5 % with a reading of it, a
+    transcription 57–99 % (BENCHMARKS.md, "Library formats")."""
+    a = [k for k in (word_key(t) for t in text.split()) if k]
+    b = [k for k in (word_key(t) for t in other.split()) if k]
+    if not a:
+        return 0.0, 0
+    return sum(m is not None for m in _partners(a, b)) / len(a), len(a)
+
+
 def align(text: str, cpu: Positions) -> Positions | None:
     """`text`'s words where they lie, from `cpu`'s boxes; None when none of them aligns (then
     the page has no positions to give)."""

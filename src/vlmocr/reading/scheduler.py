@@ -136,6 +136,18 @@ async def make_reader(cfg: RunConfig) -> PageReader:
         except BaseException:
             pool.shutdown(abandon=True)
             raise
+    if cfg.vlm_tier:
+        # Issue 30: the VLM reads the pages the CPU engine leaves for review; both share the pool.
+        from .cascade import VlmTierReader
+        from .vlm import make_vlm_reader
+
+        pool.warm()
+        try:
+            vlm = await make_vlm_reader(cfg.model_copy(update={"engine": HTTP_ENGINE, "vlm_tier": False}), pool)
+        except BaseException:
+            pool.shutdown(abandon=True)
+            raise
+        return VlmTierReader(CpuReader(cfg, pool), vlm)
     return CpuReader(cfg, pool)
 
 

@@ -118,6 +118,9 @@ class RunConfig(VlmSettings):
     # this CPU engine too and the answer's words are placed on its boxes (positions/align.py).
     # Not in the settings key: it adds positions, it does not change the text.
     align_with: str | None = None
+    # `--vlm-tier` (issue 30): a CPU run whose pages that fail their signal are read by the VLM
+    # (--endpoint/--profile) too, the better reading kept (reading/cascade.py).
+    vlm_tier: bool = False
     dpi: float | None = None
     longest_side: int | None = None
     max_pixels: int = Field(default=DEFAULT_MAX_PIXELS, ge=4096)
@@ -250,7 +253,8 @@ class RunConfig(VlmSettings):
     def reader(self) -> str:
         """The engine that reads pages without a usable text layer."""
         if self.engine == "auto":
-            return HTTP_ENGINE if (self.endpoint or self.profile or self.serve) else self.ocr_choice().engine
+            vlm = (self.endpoint or self.profile or self.serve) and not self.vlm_tier
+            return HTTP_ENGINE if vlm else self.ocr_choice().engine
         return self.engine
 
     def document_reading(self, language: str | None) -> DocumentReading | None:

@@ -1,0 +1,90 @@
+"""Issue 30, point 1: a VLM as the last tier. `run --engine tesseract --vlm-tier --endpoint URL`
+reads every page with Tesseract and sends only the pages whose reading fails its signal to the VLM;
+the better reading by the signal is the page's record, `tiers` lists both. A VLM tier that reads
+well is adopted; one that answers fluent invented text is `suspect`, never `ok` (its words are
+not in the CPU reading of the same page). Real Tesseract on real pages (tests/data/gt), a real
+HTTP server speaking the OpenAI protocol."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from PIL import Image
+from support.cli import run_cli
+from support.components import GT, need
+from support.records import finals, read_records
+
+from vlmocr.testing.openai_server import ServerConfig, serve_in_process
+
+ENGLISH = GT / "ehri_en" / "EHRI-BF-19380509b_EN_02.jpg"
+ART_OF_WAR = ("Sun Tzu said: The art of war is of vital importance to the State. It is a matter of life and "
+              "death, a road either to safety or to ruin. Hence it is a subject of inquiry which can on no "
+              "account be neglected. The art of war, then, is governed by five constant factors, to be taken "
+              "into account in one's deliberations, when seeking to determine the conditions obtaining in the field.")
+TRUTH = ENGLISH.with_suffix(".txt").read_text(encoding="utf-8")
+NO_KEY = {"VLMOCR_API_KEY": "", "OPENAI_API_KEY": ""}
+
+
+@pytest.fixture(scope="module")
+def scans(tmp_path_factory):
+    need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
+    folder = tmp_path_factory.mktemp("tiers")
+    # Tesseract reads one English typescript well; the other, scanned at a third of its
+    # resolution (shrunk and enlarged again), at ~30 % CER, which fails its signal; blank paper
+    # reads as blank.
+    shutil.copy(GT / "ehri_en" / "EHRI-DR-19390519-US_03.jpg", folder / "clear.jpg")
+    with Image.open(ENGLISH) as im:
+        page = im.convert("L")
+        w, h = page.size
+        page.resize((w // 3, h // 3), Image.Resampling.BILINEAR).resize((w, h), Image.Resampling.BILINEAR).save(
+            folder / "english.png")
+    Image.new("L", (1000, 1400), 250).save(folder / "blank.png")
+    return folder
+
+
+def _run(scans, out, srv, *more):
+    return run_cli("run", str(scans), "--out", str(out), "--engine", "tesseract", "--lang", "eng", "--vlm-tier",
+                   "--endpoint", srv.url, "--workers", "1", "--request-timeout", "30", *more, env=NO_KEY)
+
+
+def test_the_vlm_reads_only_the_pages_the_cpu_fails_and_a_good_reading_is_kept(scans, tmp_path):
+    run = tmp_path / "run"
+    # A VLM that reads well: it answers the page's transcription.
+    with serve_in_process(ServerConfig(answer="static", static_text=TRUTH)) as srv:
+        res = _run(scans, run, srv)
+        asked = len(srv.requests())
+        again = _run(scans, run, srv)
+        asked_again = len(srv.requests())
+    assert res.returncode == 0, res.stderr
+    recs = {doc: rec for (doc, _), rec in finals(run).items()}
+    assert asked == 1  # the GPU saw one page of three
+    for doc in ("clear", "blank"):
+        assert recs[doc]["engine"] == "tesseract" and recs[doc]["status"] == "ok", recs[doc]
+        assert "tiers" not in recs[doc] or [t["engine"] for t in recs[doc]["tiers"]] == ["tesseract"]
+    english = recs["english"]
+    assert [t["engine"] for t in english["tiers"]] == ["tesseract", "openai"]
+    assert english["tiers"][0]["status"] == "suspect" and english["tiers"][1]["status"] == "ok"
+    assert (english["engine"], english["status"]) == ("openai", "ok")
+    assert english["engine_choice"].startswith("openai: tier 2 of 2, tesseract failed the signal; ")
+    assert english["text"].strip() == TRUTH.strip()
+    info = json.loads((run / "run.json").read_text())
+    assert info["summary"]["statuses"] == {"ok": 3}
+    # Resumed: every page final, nothing read or sent again.
+    assert again.returncode == 0 and asked_again == asked and len(read_records(run)) == 3, again.stderr
+
+
+def test_invented_text_from_the_vlm_tier_is_never_ok(scans, tmp_path):
+    run = tmp_path / "run"
+    with serve_in_process(ServerConfig(answer="static", static_text=ART_OF_WAR)) as srv:
+        res = _run(scans, run, srv, "--no-retry")
+    assert res.returncode == 2, res.stderr  # the English page is for review
+    english = {doc: rec for (doc, _), rec in finals(run).items()}["english"]
+    assert english["status"] == "suspect"
+    vlm = english["tiers"][1]
+    assert vlm["engine"] == "openai" and vlm["status"] == "suspect"
+    assert not any(r["status"] == "ok" and "Sun Tzu" in r["text"] for r in read_records(run))
+    # The CPU's reading is kept: the answer's words are not on the page as Tesseract read it.
+    assert english["engine"] == "tesseract" and "Sun Tzu" not in english["text"]
+    assert any(f.startswith("vlm_tier_unsupported_by_tesseract:") for f in english["flags"]), english["flags"]
