@@ -1,4 +1,4 @@
-"""Issue 30: the CPU tiers (`--engine tesseract,rapidocr`) as SLURM jobs — an array of two shards
+"""Issue 30: the CPU tiers (`--engine tesseract,rapidocr`), and a VLM as the last tier, as SLURM jobs — an array of two shards
 on the single-node SLURM of scripts/slurm-up.sh, real Tesseract and RapidOCR on real pages
 (tests/data/gt): each shard's records name the tiers that read their pages, `slurm status`
 counts them, and resubmitting finds nothing left to read."""
@@ -12,6 +12,8 @@ import subprocess
 import pytest
 from support.components import GT, need
 from support.slurm import cli, records, submit_json
+
+from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 
 from vlmocr.inputs.sources import shard_of
 
@@ -66,3 +68,35 @@ def test_the_cascade_runs_as_an_array_of_shards(slurm, tmp_path):
     finally:
         subprocess.run(["scancel", again["job_id"]], capture_output=True)
     assert len(records(run / "shards" / "2")) == 1
+
+
+def test_the_vlm_tier_runs_in_the_shards_and_sees_only_the_pages_the_cpu_fails(slurm, tmp_path):
+    need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
+    scans = tmp_path / "in"
+    scans.mkdir()
+    english = GT / "ehri_en" / "EHRI-BF-19380509b_EN_02.jpg"
+    docs = {}
+    for i in range(40):  # one document in each shard: the Fraktur page, and the English one read as German
+        for kind, page in (("fraktur", GT / "goethe" / "goethe_0014.png"), ("english", english)):
+            doc = f"{kind}{i}"
+            if kind not in docs.values() and shard_of(doc, 2) == (1 if kind == "fraktur" else 2):
+                docs[doc] = kind
+                shutil.copy(page, scans / f"{doc}{page.suffix}")
+    manifest = tmp_path / "m.csv"
+    manifest.write_text("doc_id,path\n" + "".join(f"{d},in/{p.name}\n" for d in docs for p in scans.glob(f"{d}.*")))
+    run = tmp_path / "run"
+    # The VLM answers in German (the run's language): a reading that passes where Tesseract's did not.
+    answer = "Sehr geehrter Herr, wir danken Ihnen für Ihren Brief vom 5. Mai und teilen Ihnen mit, dass " * 3
+    with serve_in_process(ServerConfig(answer="static", static_text=answer)) as srv:
+        res = submit_json("--manifest", str(manifest), "--out", str(run), "--shards", "2", "--time", "10",
+                          "--engine", "tesseract", "--lang", "deu", "--vlm-tier", "--endpoint", srv.url,
+                          "--workers", "1", cwd=scans)
+        try:
+            slurm.wait(res["job_id"], timeout=300)
+        finally:
+            subprocess.run(["scancel", res["job_id"]], capture_output=True)
+        asked = len(srv.requests())
+    assert asked == 1, slurm.task_states(res["job_id"])  # only the page Tesseract failed reached the GPU
+    tiers = {docs[r["doc_id"]]: [t["engine"] for t in r.get("tiers") or [{"engine": r["engine"]}]]
+             for k in (1, 2) for r in records(run / "shards" / str(k))}
+    assert tiers == {"fraktur": ["tesseract"], "english": ["tesseract", "openai"]}
