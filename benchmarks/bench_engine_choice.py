@@ -190,11 +190,49 @@ def report(pages: list[dict[str, Any]]) -> None:
           f"{(casc['macro'] - auto['macro']) * 100:+.2f} points; goal within 0.3); engine time {t_casc / n:.2f} s a "
           f"page against auto's {t_auto / n:.2f} (×{t_casc / t_auto:.2f}; goal ≤ 0.5); RapidOCR read "
           f"{len(up)} of {n} pages")
+    # With a VLM as the last tier (`--vlm-tier`): the pages each CPU path leaves for review are the
+    # ones the GPU reads; the rest never reach it.
+    def not_ok(p: dict[str, Any], engine: str) -> bool:
+        return p[engine]["suspect"] or not p[engine]["readable"]
+
+    reach = {"tesseract": sum(not_ok(p, "tesseract") for p in pages),
+             "tesseract,rapidocr": sum(not_ok(p, by_cascade(p)) for p in pages),
+             "auto": sum(not_ok(p, by_script(p)) for p in pages)}
+    print("RESULT vlm tier: pages that reach it after " + ", ".join(f"{k} {v}/{n} ({v / n:.0%})" for k, v in reach.items()))
     result = aggregate(pages, by_signal)
     print(f"RESULT signal choice: CER micro {result['micro']:.2%} macro {result['macro']:.2%} "
           f"(tesseract {base['micro']:.2%} / {base['macro']:.2%}, oracle {best['micro']:.2%} / {best['macro']:.2%}); "
           f"captured {captured(result['micro'], base['micro'], best['micro'])} micro, "
           f"{captured(result['macro'], base['macro'], best['macro'])} macro of the oracle's gain")
+
+
+def agreement_report(pages: list[dict[str, Any]], cache: dict[str, Any], keys: dict[str, str]) -> None:
+    """Issue 30, point 2: the two readings' character agreement as a signal beside each reading's
+    own. Recall and precision, for pages over 10 % CER, of the signal alone and of "signal, or
+    agreement below X"."""
+    import re
+
+    from rapidfuzz.distance import Levenshtein
+
+    def norm(t: str) -> str:
+        return re.sub(r"\s+", " ", t).strip()
+
+    for p in pages:
+        a, b = (norm(cache[f"{keys[e]}/{p['name']}"]["text"]) for e in ENGINES)
+        p["agreement"] = Levenshtein.normalized_similarity(a, b)
+    print("\n| reading | rule | pages > 10 % CER | flagged | recall | precision |")
+    print("|---|---|---:|---:|---:|---:|")
+    for who, rule in (("auto", by_script), ("tesseract", lambda p: "tesseract"), ("rapidocr", lambda p: "rapidocr")):
+        for label, limit in (("signal", None), ("signal or agreement < 0.7", 0.7), ("signal or agreement < 0.8", 0.8)):
+            bad = flagged = hit = 0
+            for p in pages:
+                r = p[rule(p)]
+                flag = r["suspect"] or not r["readable"] or (limit is not None and p["agreement"] < limit)
+                bad += r["cer"] > 0.10
+                flagged += flag
+                hit += flag and r["cer"] > 0.10
+            print(f"| {who} | {label} | {bad} | {flagged} | {hit / bad if bad else float('nan'):.2f} | "
+                  f"{hit / flagged if flagged else float('nan'):.2f} |")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -205,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rapidocr-key", default=None,
                     help="the cache's name for RapidOCR's readings (default: those of its settings in force)")
     ap.add_argument("--pages", action="store_true", help="list every page: CER and score of each reading")
+    ap.add_argument("--agreement", action="store_true",
+                    help="also: the readings' agreement as a signal (recall / precision on pages over 10 %% CER)")
     args = ap.parse_args(argv)
     if not (GT / "pages.csv").exists():
         print(f"no ground truth at {GT} (set VLMOCR_GT)", file=sys.stderr)
@@ -212,7 +252,8 @@ def main(argv: list[str] | None = None) -> int:
     cache = json.loads(args.cache.read_text(encoding="utf-8"))
     from gt_reading import engine_key
 
-    pages = pages_with_both(cache, {"tesseract": "tesseract", "rapidocr": args.rapidocr_key or engine_key("rapidocr")})
+    keys = {"tesseract": "tesseract", "rapidocr": args.rapidocr_key or engine_key("rapidocr")}
+    pages = pages_with_both(cache, keys)
     if not pages:
         print("no page has readings of both engines in the cache", file=sys.stderr)
         return 1
@@ -221,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
             cells = "  ".join(f"{e} cer={p[e]['cer']:.3f} score={p[e]['quality']['score']:.3f}" for e in ENGINES)
             print(f"{p['set']:10} {p['name'][:34]:34} {cells}  kept={by_signal(p)} best={oracle(p)}")
     report(pages)
+    if args.agreement:
+        agreement_report(pages, cache, keys)
     return 0
 
 
