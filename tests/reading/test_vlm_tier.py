@@ -11,9 +11,9 @@ import json
 import shutil
 
 import pytest
-from PIL import Image
 from support.cli import run_cli
 from support.components import GT, need
+from support.documents import save_tier_scans
 from support.records import finals, read_records
 
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
@@ -30,18 +30,7 @@ NO_KEY = {"VLMOCR_API_KEY": "", "OPENAI_API_KEY": ""}
 @pytest.fixture(scope="module")
 def scans(tmp_path_factory):
     need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
-    folder = tmp_path_factory.mktemp("tiers")
-    # Tesseract reads one English typescript well; the other, scanned at a third of its
-    # resolution (shrunk and enlarged again), at ~30 % CER, which fails its signal; blank paper
-    # reads as blank.
-    shutil.copy(GT / "ehri_en" / "EHRI-DR-19390519-US_03.jpg", folder / "clear.jpg")
-    with Image.open(ENGLISH) as im:
-        page = im.convert("L")
-        w, h = page.size
-        page.resize((w // 3, h // 3), Image.Resampling.BILINEAR).resize((w, h), Image.Resampling.BILINEAR).save(
-            folder / "english.png")
-    Image.new("L", (1000, 1400), 250).save(folder / "blank.png")
-    return folder
+    return save_tier_scans(GT, tmp_path_factory.mktemp("tiers"))
 
 
 def _run(scans, out, srv, *more):

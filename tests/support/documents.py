@@ -75,3 +75,21 @@ def save_turned(page: Path, folder: Path, turns: dict[str, Image.Transpose | Non
         img = im.convert(mode) if mode else im.copy()
     for name, how in turns.items():
         (img.transpose(how) if how is not None else img).save(folder / f"{name}.png")
+
+
+def save_tier_scans(gt: Path, folder: Path) -> Path:
+    """Three scans for the cascade's tests (issue 30), read with English data: an English
+    typescript Tesseract reads well (clear.jpg), the same kind of page scanned at a third of its
+    resolution — shrunk and enlarged again — which Tesseract reads at ~30 % CER and its signal
+    fails (english.png), and blank paper (blank.png). Returns the folder."""
+    import shutil
+
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(gt / "ehri_en" / "EHRI-DR-19390519-US_03.jpg", folder / "clear.jpg")
+    with Image.open(gt / "ehri_en" / "EHRI-BF-19380509b_EN_02.jpg") as im:
+        page = im.convert("L")
+        w, h = page.size
+        page.resize((w // 3, h // 3), Image.Resampling.BILINEAR).resize((w, h), Image.Resampling.BILINEAR).save(
+            folder / "english.png")
+    Image.new("L", (1000, 1400), 250).save(folder / "blank.png")
+    return folder

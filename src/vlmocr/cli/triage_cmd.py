@@ -84,10 +84,18 @@ def plan_command(
     split_out: Optional[Path] = typer.Option(None, "--split-out", help="With --partitions: write one manifest per "
                                              "partition here."),
     run: str = typer.Option("RUN", "--run", help="With --partitions: the run directory in the proposed commands."),
+    pilot: Optional[Path] = typer.Option(None, "--pilot", help="A pilot run over a sample of the corpus, read with "
+                                         "the tiers the corpus will be (`run --engine tesseract,rapidocr --vlm-tier`): "
+                                         "the share of pages per tier and its engine time, as core-hours and GPU-hours "
+                                         "(at --pages-per-hour on one GPU) for the whole corpus."),
+    cpu_price: Optional[float] = typer.Option(None, "--cpu-price", min=0.0, help="With --pilot: the price of a "
+                                              "core-hour (any currency): each tier's cost per 1,000 pages."),
+    gpu_price: Optional[float] = typer.Option(None, "--gpu-price", min=0.0, help="With --pilot: the price of a GPU-hour."),
     json_out: bool = typer.Option(False, "--json", help="Print a machine-readable plan on stdout."),
 ) -> int:
     """Pages to OCR vs served by the text layer, hours on 1…N GPUs, and where to run it; with
-    --partitions, which partitions hold each profile's model and how to split the pages."""
+    --partitions, which partitions hold each profile's model and how to split the pages; with
+    --pilot, each tier's share of the pages, hours and cost."""
     from ..corpus.plan import Plan, load_corpus, make_cpu_plan, make_plan, measure as measure_rate, parse_gpus, render_plan
     from ..engines.registry import HTTP_ENGINE
     from ..reading.memory import available_cores
@@ -108,6 +116,19 @@ def plan_command(
 
         parts = load_partitions(partitions, sys.stdin.read() if str(partitions) == "-" else None)
     corpus = load_corpus(triage_csv)
+    if pilot is not None:
+        if measure or parts is not None:
+            raise UsageError("--pilot plans from a finished pilot run: leave out --measure and --partitions")
+        from ..corpus.tiers import make_tier_plan, render_tier_plan
+
+        tier_plan = make_tier_plan(corpus, pilot, pages_per_hour, cpu_price, gpu_price)
+        if json_out:
+            print(json.dumps(tier_plan.as_dict()), flush=True)
+        else:
+            print(render_tier_plan(tier_plan), end="", flush=True)
+        return int(ExitCode.ok)
+    if cpu_price is not None or gpu_price is not None:
+        raise UsageError("--cpu-price and --gpu-price go with --pilot RUN")
     measurement = None
     rate: Optional[float] = None
     if measure and engine is not None and engine != HTTP_ENGINE:
