@@ -38,6 +38,8 @@ def test_the_second_tier_reads_only_the_pages_the_first_fails(tmp_path):
     assert [t["engine"] for t in first["tiers"]] == ["tesseract"] and first["tiers"][0]["status"] == "ok"
     assert [t["engine"] for t in second["tiers"]] == ["tesseract", "rapidocr"]
     assert second["tiers"][0]["status"] != "ok" and all(t["seconds"] > 0 for t in second["tiers"])
+    # The reading not kept stays in the raw layer with its text; the kept one is the record's text.
+    assert [("text" in t) for t in second["tiers"]] == [t["engine"] != second["engine"] for t in second["tiers"]]
 
     # The report shows the tiers: pages read and kept per tier, engine seconds, why pages went on.
     site = tmp_path / "site"

@@ -58,6 +58,8 @@ def test_the_vlm_reads_only_the_pages_the_cpu_fails_and_a_good_reading_is_kept(s
     assert (english["engine"], english["status"]) == ("openai", "ok")
     assert english["engine_choice"].startswith("openai: tier 2 of 2, tesseract failed the signal; ")
     assert english["text"].strip() == TRUTH.strip()
+    # Every tier's reading stays in the raw layer: the one not kept with its text.
+    assert english["tiers"][0]["text"].strip() and "text" not in english["tiers"][1]
     info = json.loads((run / "run.json").read_text())
     assert info["summary"]["statuses"] == {"ok": 3}
     # Resumed: every page final, nothing read or sent again.
@@ -77,3 +79,4 @@ def test_invented_text_from_the_vlm_tier_is_never_ok(scans, tmp_path):
     # The CPU's reading is kept: the answer's words are not on the page as Tesseract read it.
     assert english["engine"] == "tesseract" and "Sun Tzu" not in english["text"]
     assert any(f.startswith("vlm_tier_unsupported_by_tesseract:") for f in english["flags"]), english["flags"]
+    assert "Sun Tzu" in english["tiers"][1]["text"] and "text" not in english["tiers"][0]  # kept, as it was answered

@@ -27,10 +27,12 @@ ESCALATE = frozenset({Status.suspect, Status.empty})
 MIN_CPU_WORDS = 20
 
 
-def _summary(rec: PageRecord, engine: str) -> JsonObject:
+def _summary(rec: PageRecord, engine: str, *, text: bool = False) -> JsonObject:
+    """A tier's entry in the record's `tiers`; `text`: with the reading's text (a reading not
+    kept: every tier's reading stays in the raw layer)."""
     q = rec.quality or {}
     return {"engine": engine, "score": q.get("score"), "threshold": q.get("threshold"), "status": rec.status.value,
-            "seconds": rec.seconds}
+            "seconds": rec.seconds, **({"text": rec.text} if text else {})}
 
 
 class VlmTierReader(PageReader):
@@ -68,6 +70,8 @@ class VlmTierReader(PageReader):
         if first.status not in ESCALATE:
             return first
         cpu_tiers = list(first.tiers or [_summary(first, first.engine)])
+        # The CPU's kept reading, with its text, for when the VLM's is kept instead.
+        cpu_with_text = [t if t.get("engine") != first.engine else {**t, "text": first.text} for t in cpu_tiers]
         self.escalated += 1
         t0 = time.monotonic()
         answer = await self.vlm.process(task.at(sizing=self.vlm.sizing(task.doc_dpi)))
@@ -75,11 +79,11 @@ class VlmTierReader(PageReader):
         if answer.status not in (Status.ok, *REVIEW):
             # No reading (the server failed the page, bad input): the CPU reading stands, said so.
             return first.model_copy(update={
-                "tiers": [*cpu_tiers, _summary(answer, "openai")],
+                "tiers": [*cpu_tiers, {**_summary(answer, "openai"), "error": answer.error}],
                 "flags": [*first.flags, f"vlm_tier_failed:{answer.status.value}"],
                 "seconds": round(first.seconds + (time.monotonic() - t0), 4)})
         answer = self._supported(answer, first)
-        tiers = [*cpu_tiers, _summary(answer, "openai")]
+        tiers = [*cpu_tiers, _summary(answer, "openai", text=True)]  # as long as the CPU's reading is kept
         n = len(tiers)
         failed = ", ".join(str(t["engine"]) for t in cpu_tiers)
         unsupported = [f for f in answer.flags if f.startswith(f"unsupported_by_{first.engine}:")]
@@ -96,7 +100,8 @@ class VlmTierReader(PageReader):
         choice = f"tier {n} of {n}, {failed} failed the signal; {why}"
         if best == 1:
             self.adopted += 1
-            return answer.model_copy(update={"tiers": tiers, "engine_choice": f"openai: {choice}"})
+            return answer.model_copy(update={"tiers": [*cpu_with_text, _summary(answer, "openai")],
+                                             "engine_choice": f"openai: {choice}"})
         return first.model_copy(update={"tiers": tiers, "engine_choice": f"{first.engine}: {choice}",
                                         "seconds": round(first.seconds + answer.seconds, 4)})
 

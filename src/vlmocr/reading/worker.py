@@ -314,7 +314,9 @@ def read_page(task: PageTask) -> PageRecord:
             # The page's own reason (a document's language) before the run's.
             engine_choice=f"{chosen.engine}: {why}" if why else task.engine_choice or (
                 _engine_options.get("engine_choice") if mode == "auto" else None),
-            tiers=[r.summary() for r in readings] if _is_cascade(reader) else None,
+            # Every tier's reading stays in the raw layer: the ones not kept with their text.
+            tiers=([r.summary() if r is chosen else {**r.summary(), "text": r.reading.text} for r in readings]
+                   if _is_cascade(reader) else None),
             model=chosen.reading.model, revision=chosen.reading.revision, dpi=rendered.dpi,
             finish_reason=chosen.reading.finish_reason, seconds=round(time.perf_counter() - t0, 4),
             image_sha256=image_digest(img), width=img.width, height=img.height,

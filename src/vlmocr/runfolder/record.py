@@ -223,8 +223,9 @@ class PageRecord(BaseModel):
     # per page ("tesseract: better signal (0.951 vs rapidocr 0.904)"); absent when --engine named it.
     engine_choice: str | None = None
     # A cascade's readings of the page in tier order (`--engine tesseract,rapidocr`, issue 30):
-    # each {engine, status, score, threshold, seconds}; the page reached tier len(tiers), and
-    # `engine` says whose reading was kept. Absent for a page one engine read.
+    # each {engine, status, score, threshold, seconds}, and `text` for a reading not kept (every
+    # tier's reading stays in the raw layer); the page reached tier len(tiers), and `engine` says
+    # whose reading was kept. Absent for a page one engine read.
     tiers: list[JsonObject] | None = None
     model: str | None = None
     revision: str | None = None
