@@ -21,11 +21,12 @@ def test_records_and_slurm_are_read_and_driven_in_one_place_each():
 
 def test_an_engine_is_named_in_its_own_files_only():
     """Issue 28: the auto rule, the settings key, the CLI's choices and the worker name no engine;
-    the engines' own files do (and Tesseract's helpers: its language data, its OSD), and the
-    SLURM job's list of packages whose versions it logs (a distribution's name, not a rule)."""
+    the engines' own files do (and their helpers: Tesseract's language data and OSD, RapidOCR's
+    line classifier, which finds its model in the rapidocr wheel), and the SLURM job's list of
+    packages whose versions it logs (a distribution's name, not a rule)."""
     _, where = counts()["files naming an OCR engine"]
     assert set(where) <= {"engines/rapidocr.py", "engines/tesseract.py", "engines/languages.py", "engines/osd.py",
-                          "cluster/slurm/__main__.py"}, where
+                          "engines/upright.py", "cluster/slurm/__main__.py"}, where
 
 
 def test_the_slurm_count_sees_calls_and_argvs_not_prose():

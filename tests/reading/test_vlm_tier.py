@@ -80,3 +80,9 @@ def test_invented_text_from_the_vlm_tier_is_never_ok(scans, tmp_path):
     assert english["engine"] == "tesseract" and "Sun Tzu" not in english["text"]
     assert any(f.startswith("vlm_tier_unsupported_by_tesseract:") for f in english["flags"]), english["flags"]
     assert "Sun Tzu" in english["tiers"][1]["text"] and "text" not in english["tiers"][0]  # kept, as it was answered
+
+
+def test_the_vlm_tier_follows_a_cpu_engine(scans, tmp_path):
+    res = run_cli("run", str(scans), "--out", str(tmp_path / "run"), "--engine", "openai", "--vlm-tier",
+                  "--endpoint", "http://127.0.0.1:9/v1", env=NO_KEY)
+    assert res.returncode == 3 and "--vlm-tier makes a VLM the last tier after a CPU engine" in res.stderr, res.stderr

@@ -107,6 +107,9 @@ class Summary:
 
 async def make_reader(cfg: RunConfig) -> PageReader:
     reader = cfg.reader()
+    if cfg.vlm_tier and reader == HTTP_ENGINE:
+        raise UsageError("--vlm-tier makes a VLM the last tier after a CPU engine: --engine auto, tesseract, "
+                         "rapidocr, tesseract,rapidocr … — not openai")
     options: EngineOptions = {"lang": cfg.lang, "threads": 1, "rotate_pages": cfg.rotate_pages,
                                "deskew": cfg.deskew, "clean_scans": cfg.clean_scans,
                                # a language a person gave, not the default: wrong_language judges by it

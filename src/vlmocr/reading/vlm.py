@@ -62,6 +62,7 @@ class VlmReader(PageReader):
         # Documents a page of which OSD found turned (issue 33): their pages are looked at before
         # they are sent (PageTask.look_before); a book fed sideways costs one wasted request.
         self._turned_docs: set[str] = set()
+        self._checked_docs: set[str] = set()  # documents whose first page was looked at (_for_http)
         # Two limits: `requests` counts requests at the server (--concurrency); the scheduler's
         # page window (`max_in_flight`) adds the pages rendering or rendered and waiting.
         self.requests = Limiter(cfg.concurrency or profile.concurrency)
@@ -111,8 +112,12 @@ class VlmReader(PageReader):
         return result if ok else [await self.inspect(path) for path in paths]  # one of them crashed pdfium
 
     def _for_http(self, task: PageTask) -> PageTask:
+        # The first page of each document is checked before it is sent (a scanner feeds a
+        # document's pages alike: one check a document), and every page of a document found turned.
+        look = task.doc_id in self._turned_docs or task.doc_id not in self._checked_docs
+        self._checked_docs.add(task.doc_id)
         return task.at(image_format=self.profile.image.format, jpeg_quality=self.profile.image.jpeg_quality,
-                       look_before=task.doc_id in self._turned_docs)
+                       look_before=look)
 
     async def _prepare(self, task: PageTask) -> Prepared | PageRecord:
         ok, prep = await self.pool.call_safely(prepare_for_http, self._for_http(task))
@@ -277,6 +282,8 @@ class VlmReader(PageReader):
         prep = await self._prepare(task)
         if isinstance(prep, PageRecord):
             return prep
+        if prep.rotation:
+            self._turned_docs.add(task.doc_id)  # found turned before it was sent: look at its next pages too
         sent = [prep]
         first = prep
 
