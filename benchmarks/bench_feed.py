@@ -94,8 +94,15 @@ def make_scan_pdf(path: Path, pages: int) -> str:
     page, as a scanner's PDF would hold them (JPEGs embedded as they are)."""
     from PIL import Image
 
+    from vlmocr.reading.worker import blank_and_ink
+
     by_set: dict[str, list[Path]] = collections.defaultdict(list)
     for img in gt_images():
+        with Image.open(img) as im:
+            if blank_and_ink(im.convert("L"))[0]:
+                # A blank page answered with the static page of text is, rightly, `suspect`
+                # (text on a blank image): its retry ladder and fallback are not feeding.
+                continue
         by_set[img.parent.name].append(img)
     order: list[Path] = []
     queues = [collections.deque(v) for _, v in sorted(by_set.items())]

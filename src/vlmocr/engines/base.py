@@ -20,7 +20,8 @@ class EngineOptions(TypedDict, total=False):
     deskew: str  # auto | off
     clean_scans: bool  # --clean (inputs/clean.py)
     engine_choice: str  # on every record `auto` reads by OCR
-    preload: list[str]  # modules the forkserver imports once for every worker
+    preload: list[str]  # engines whose modules the forkserver imports once for every worker
+    preload_modules: list[str]  # further modules it imports (the VLM path's line classifier)
     tesseract_version: str | None  # a pre-run check's answers (registry: CpuEngine.check)
     tesseract_lang: str | None  # the language as the installed data names it
     scheduler_pid: int  # a worker dies with the scheduler (reading/pool.py)

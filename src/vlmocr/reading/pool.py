@@ -36,14 +36,14 @@ def _short_socket_dir() -> None:
 
 
 
-def _context(engines: tuple[str, ...] = ()) -> multiprocessing.context.BaseContext:
+def _context(engines: tuple[str, ...] = (), modules: tuple[str, ...] = ()) -> multiprocessing.context.BaseContext:
     # forkserver: workers never inherit the scheduler's event loop, threads or sockets. The
     # server imports the page code (and the engines' libraries) once, so every worker, and
     # every replacement after a crash, starts with them loaded instead of importing anew.
     _short_socket_dir()
     ctx = multiprocessing.get_context("forkserver")
     preload = ["vlmocr.reading.worker", "vlmocr.text.quality", "numpy", "PIL.Image", "pypdfium2"]
-    preload += preload_modules(engines)
+    preload += preload_modules(engines) + list(modules)
     ctx.set_forkserver_preload(preload)
     return ctx
 
@@ -64,7 +64,8 @@ class WorkerPool:
 
     def _new_pool(self, n: int) -> ProcessPoolExecutor:
         return ProcessPoolExecutor(
-            max_workers=n, mp_context=_context(tuple(self.options.get("preload", ()))),
+            max_workers=n, mp_context=_context(tuple(self.options.get("preload", ())),
+                                               tuple(self.options.get("preload_modules", ()))),
             initializer=pagework.init_worker, initargs=(self.options,),
         )
 

@@ -119,6 +119,11 @@ async def make_reader(cfg: RunConfig) -> PageReader:
     # Engines whose libraries the forkserver imports once for every worker. The VLM reader's
     # fallback engine is rarely needed: its first use imports it instead of every start-up.
     options["preload"] = [] if reader == HTTP_ENGINE else sorted({reader, "textlayer"})
+    if reader == HTTP_ENGINE and cfg.rotate_pages != "off":
+        # The first page of each document is looked at by RapidOCR's line classifier before it is
+        # sent (issue 33): its onnxruntime is imported once by the forkserver, while the endpoint
+        # is asked for its models, not by the first page's worker (~2 s on its critical path).
+        options["preload_modules"] = ["onnxruntime", "vlmocr.engines.upright"]
     engine = CPU_ENGINES[cfg.ocr_choice().engine if reader == HTTP_ENGINE else reader]
     # A fallback engine `auto` chose was found installed with its data by the choice itself: its
     # check (two tesseract processes) would only slow every VLM run's start.
