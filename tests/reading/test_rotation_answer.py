@@ -27,8 +27,10 @@ def test_a_sideways_page_is_turned_and_asked_again(tmp_path):
         size = im.size
     run = tmp_path / "run"
     with serve_in_process(ServerConfig(answer="olmocr")) as srv:
+        # --rotate-pages off: the model's own answer turns the page here (under auto the first
+        # page of each document is looked at, and turned, before it is sent: test_vlm_orientation).
         res = run_cli("run", str(sideways), str(upright), "--out", str(run), "--endpoint", srv.url,
-                      "--profile", "olmocr-2", "--workers", "1", env=NO_KEY)
+                      "--profile", "olmocr-2", "--workers", "1", "--rotate-pages", "off", env=NO_KEY)
         asked = srv.requests()
     assert res.returncode == 0, res.stderr
     recs = {r["doc_id"]: r for r in read_records(run)}
