@@ -34,8 +34,8 @@ def one_page(row: dict[str, str]) -> list[dict]:
     """OSD and the classifier on one page in its four turns."""
     from PIL import Image
 
-    from vlmocr.engines.osd import MIN_ORIENTATION_CONFIDENCE, osd_image
-    from vlmocr.engines.upright import second_opinion
+    from vlmocr.engines.osd import MIN_ORIENTATION_CONFIDENCE, looks_sideways, osd_image
+    from vlmocr.engines.upright import second_opinion, upright_score
     from vlmocr.inputs.render import render_page
     from vlmocr.reading.worker import grey_if_neutral
     from vlmocr.runfolder.record import Sizing
@@ -50,8 +50,13 @@ def one_page(row: dict[str, str]) -> list[dict]:
         sure = osd.turn_confidence >= MIN_ORIENTATION_CONFIDENCE
         turn = second_opinion(img, osd.turn)[0] if sure else 0
         t2 = time.perf_counter()
+        # OSD unsure: does the ink say the page lies on its side, and which way up do its lines
+        # read turned a quarter counter-clockwise (the other quarter scores the opposite way)?
+        side = looks_sideways(img)
+        quarter = upright_score(img.transpose(Image.Transpose.ROTATE_90))[0] if side and not sure else None
         out.append({"kind": row["kind"], "name": row["name"], "need": (360 - deg) % 360, "osd": osd.turn,
-                    "sure": sure, "turn": turn, "osd_s": t1 - t0, "cls_s": t2 - t1 if sure else None})
+                    "sure": sure, "turn": turn, "osd_s": t1 - t0, "cls_s": t2 - t1 if sure else None,
+                    "side": side, "quarter": quarter})
     return out
 
 
@@ -82,6 +87,21 @@ def main() -> int:
     for kind, k in [*sorted(by_kind.items()), ("all", total)]:
         print(f"| {kind} | {k['cases']} | {k['sure']} | {k['osd right']} | {k['checked right']} | "
               f"{k['checked wrong']} | {k['upright turned by osd']} → {k['upright turned']} |")
+    # OSD unsure of a page the ink says lies on its side: the classifier alone picks the quarter turn
+    # (90 when the page so turned reads upright above the threshold, 270 below its negative).
+    unsure = [c for c in cases if not c["sure"]]
+    side = [c for c in unsure if c["side"]]
+    print(f"\nOSD unsure on {len(unsure)} cases ({sum(c['need'] in (90, 270) for c in unsure)} on their side); "
+          f"the ink says on its side for {len(side)} ({sum(c['need'] in (90, 270) for c in side)} are)\n")
+    print("| threshold | turned right | turned wrong | left as they lie (on their side) |")
+    print("|---:|---:|---:|---:|")
+    for threshold in (0.1, 0.2, 0.3, 0.5):
+        got = [(c, 90 if c["quarter"] > threshold else 270 if c["quarter"] < -threshold else 0) for c in side]
+        right = sum(t == c["need"] and t != 0 for c, t in got)
+        wrong = sum(t != 0 and t != c["need"] for c, t in got)
+        left = sum(t == 0 and c["need"] in (90, 270) for c, t in got)
+        print(f"| {threshold} | {right} | {wrong} | {left} |")
+        print(f"RESULT upright sideways unsure at {threshold}: right {right}, wrong {wrong}, left {left}")
     osd_s = [c["osd_s"] for c in cases]
     cls_s = [c["cls_s"] for c in cases if c["cls_s"] is not None]
     ratio = statistics.median(cls_s) / statistics.median(osd_s) if cls_s else float("nan")

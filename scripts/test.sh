@@ -43,6 +43,13 @@ export SLURM_CONF  # the tests, vlmocr and its jobs talk to the private cluster 
 
 # Strict: a missing component (tesseract, SLURM, Chromium) fails instead of skipping.
 export VLMOCR_TEST_STRICT=1
+# The suite mostly waits (on worker pools, servers, SLURM), so it is spread over the cores with
+# pytest-xdist; the SLURM tests keep to one worker (tests/conftest.py). `-n 0` (or any -n given)
+# overrides; VLMOCR_TEST_WORKERS sets the number.
+xdist=()
+if [[ " $* " != *" -n "* && " $* " != *" -n="* ]] && python -c "import xdist" 2>/dev/null; then
+  xdist=(-n "${VLMOCR_TEST_WORKERS:-$(nproc)}" --dist loadgroup)
+fi
 status=0
-python -m pytest "$@" || status=$?
+python -m pytest "${xdist[@]}" "$@" || status=$?
 exit "$status"

@@ -22,3 +22,12 @@ def tesseract() -> str:
     exe = shutil.which("tesseract")
     need(exe is not None, "tesseract binary", "tesseract-ocr")
     return exe  # type: ignore[return-value]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (scripts/test.sh spreads the suite over the cores, `--dist loadgroup`)
+    the tests of the one single-node SLURM cluster run on one worker, in turn: two of them at once
+    would fill the node's CPUs and each wait on the other's jobs."""
+    for item in items:
+        if item.get_closest_marker("slurm") or "slurm" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("slurm"))

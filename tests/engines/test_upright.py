@@ -17,7 +17,7 @@ from support.records import finals
 
 from vlmocr.engines import languages
 from vlmocr.engines.osd import osd_image
-from vlmocr.engines.upright import line_pieces, upright_score
+from vlmocr.engines.upright import line_pieces, quarter_turn, upright_score
 from vlmocr.reading.worker import turn_to_upright
 
 PAGE = GT / "ehri_da" / "EHRI-DR-19431002-DK_01.jpg"  # 697 × 1128, typewritten, upright
@@ -49,16 +49,26 @@ def test_osd_wrongly_sure_is_overruled_and_right_turns_stand(page):
     flipped = page.transpose(Image.Transpose.ROTATE_180)
     osd = osd_image(flipped)
     assert osd.turn == 0 and osd.turn_confidence >= 2, osd
-    kept = turn_to_upright(page, look_first=False)
-    assert kept.turn == 0 and kept.overruled is not None and kept.overruled.startswith("osd_overruled:180>0:")
-    turned = turn_to_upright(flipped, look_first=False)
-    assert turned.turn == 180 and turned.overruled is not None and turned.overruled.startswith("osd_overruled:0>180:")
-    # On either side OSD is unsure of this page (under 2): left as it lies, never turned the
-    # wrong way; where it is sure, the classifier says which way up.
+    kept = turn_to_upright(page)
+    assert kept.turn == 0 and kept.flag is not None and kept.flag.startswith("osd_overruled:180>0:")
+    turned = turn_to_upright(flipped)
+    assert turned.turn == 180 and turned.flag is not None and turned.flag.startswith("osd_overruled:0>180:")
+
+
+def test_osd_unsure_of_a_page_on_its_side_the_lines_say_which_quarter(page):
+    # On either side OSD is unsure of this page (confidence ~1, under 2): the ink says it lies on
+    # its side, and the line classifier, asked of the page turned a quarter, says which way.
     for transpose, turn in ((Image.Transpose.ROTATE_90, 270), (Image.Transpose.ROTATE_270, 90)):
         side = page.transpose(transpose)
-        got = turn_to_upright(side, look_first=False)
-        assert got.turn == (turn if osd_image(side).turns else 0), (turn, got)
+        assert not osd_image(side).sure
+        assert quarter_turn(side)[0] == turn
+        got = turn_to_upright(side)
+        assert (got.turn, got.how) == (turn, "lines"), got
+        assert got.flag is not None and got.flag.startswith(f"lines_turned:{turn}:"), got
+    # Upright, or blank paper: no quarter turn is invented (the ink does not say "on its side").
+    assert turn_to_upright(page).turn == 0
+    assert turn_to_upright(Image.new("L", page.size, 238)).turn == 0
+    assert quarter_turn(Image.new("L", page.size, 238)) == (0, 0.0)
 
 
 def test_always_leaves_the_upright_typescript_upright_and_says_why(page, tmp_path):

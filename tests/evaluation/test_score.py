@@ -134,7 +134,9 @@ def test_evaluate_cli_json_and_gates(hand):
     assert "1 of 4 truth pages have no record" in res.stderr
 
     # a failing gate: exit 4 (from the real process) and a line naming the gate and by how much
-    res = run_cli("evaluate", str(run), "--truth", str(truth), "--allow-missing", "--gate", "set:s1:cer<=0.03")
+    # (A terminal wide enough for the line: under pytest-xdist the workers inherit a COLUMNS.)
+    res = run_cli("evaluate", str(run), "--truth", str(truth), "--allow-missing", "--gate", "set:s1:cer<=0.03",
+                  env={"COLUMNS": "200"})
     assert res.returncode == 4
     assert "gate set:s1:cer<=0.03 failed: cer = 0.0476 (4.76 %) in set s1, over the limit 0.03 by 0.0176 (1.76 pp)" \
         in res.stdout

@@ -69,14 +69,18 @@ def test_pages_on_their_side_or_upside_down_are_read_turned(scans, tmp_path):
     assert "rotation" not in mixed and not any(f.startswith("rotated:") for f in mixed["flags"]), mixed["flags"]
     assert mixed["width"] < mixed["height"]
 
-    # Off: the pages are read as they lie — garbage, flagged for review (what the check saves).
+    # Off: the page is read as it lies — garbage, flagged for review (what the check saves). One
+    # page only: RapidOCR on one core reads a page in seconds.
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    shutil.copy(scans / "quarter.png", lone)
     off = tmp_path / "off"
-    res = run_cli("run", str(scans), "--out", str(off), "--workers", "1", "--engine", "rapidocr",
+    res = run_cli("run", str(lone), "--out", str(off), "--workers", "1", "--engine", "rapidocr",
                   "--rotate-pages", "off")
     assert res.returncode == 2, res.stderr
-    lying = {doc: rec for (doc, _), rec in finals(off).items()}
-    assert lying["quarter"]["status"] == "suspect" and cer(lying["quarter"]["text"], truth) > 0.5
-    assert "rotation" not in lying["quarter"] and lying["upright"]["text"] == upright["text"]
+    (lying,) = finals(off).values()
+    assert lying["status"] == "suspect" and cer(lying["text"], truth) > 0.5
+    assert "rotation" not in lying and not any(f.startswith("rotated:") for f in lying["flags"])
 
 
 def test_always_turns_each_page_by_osd_before_it_is_read(scans, tmp_path):

@@ -88,6 +88,21 @@ def test_a_page_of_a_turned_document_is_turned_before_it_is_sent(scans):
     assert any(f.startswith("osd_confidence:") for f in looked.flags)
 
 
+def test_a_page_on_its_side_osd_is_unsure_of_is_turned_by_its_lines(tmp_path):
+    # The Danish typescript of tests/engines/test_upright.py: on its side OSD is unsure of it
+    # (confidence ~1). The ink says it lies on its side, the line classifier which way: it is sent
+    # upright, and the record says who found the turn.
+    need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
+    with Image.open(GT / "ehri_da" / "EHRI-DR-19431002-DK_01.jpg") as im:
+        im.convert("L").transpose(Image.Transpose.ROTATE_270).save(tmp_path / "side.png")
+    task = PageTask(doc_id="side", source="side.png", path=str(tmp_path / "side.png"), page=1, doc_pages=1,
+                    key="k", engine="openai", reader="openai", sizing=Sizing(dpi=None), look_before=True)
+    prep = prepare_for_http(task)
+    assert isinstance(prep, Prepared)
+    assert (prep.rotation, prep.rotation_from) == (90, "lines") and prep.width < prep.height, prep.flags
+    assert "rotated:90" in prep.flags and any(f.startswith("lines_turned:90:") for f in prep.flags)
+
+
 def run_vlm(scans: Path, run: Path, *extra: str):
     script = {code: TRUTH for code in (11, *BOOK, *MIXED)}
     with serve_in_process(ServerConfig(answer="script", script=script)) as srv:

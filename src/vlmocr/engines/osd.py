@@ -55,9 +55,14 @@ class PageScript:
     turn_confidence: float = 0.0
 
     @property
+    def sure(self) -> bool:
+        """Sure enough of its orientation (upright included) to act on it."""
+        return self.turn in (0, 90, 180, 270) and self.turn_confidence >= MIN_ORIENTATION_CONFIDENCE
+
+    @property
     def turns(self) -> bool:
         """Sure enough of a non-upright orientation to turn the page."""
-        return self.turn in (90, 180, 270) and self.turn_confidence >= MIN_ORIENTATION_CONFIDENCE
+        return self.sure and self.turn != 0
 
     @property
     def counts(self) -> bool:

@@ -30,6 +30,11 @@ PIECE_ASPECT = 4
 # P(upright) − P(upside down), from −1 to 1): calibrated in BENCHMARKS.md, "OSD's second opinion".
 OVERRULE_BELOW = 0.3
 
+# OSD unsure of a page whose ink says it lies on its side: the page turned a quarter one way reads
+# upright above +QUARTER_ABOVE (turn it so), upside down below −QUARTER_ABOVE (the other quarter);
+# between, it is left as it lies. Calibrated in BENCHMARKS.md, "OSD's second opinion".
+QUARTER_ABOVE = 0.3
+
 MODEL = "ch_ppocr_mobile_v2.0_cls_mobile.onnx"
 
 
@@ -149,3 +154,16 @@ def second_opinion(image: Any, proposed: int) -> tuple[int, str | None]:
     # The pieces turned over score the opposite way (the classifier's two classes): no second call.
     other = (proposed + 180) % 360
     return other, f"osd_overruled:{proposed}>{other}:{score:.2f}"
+
+
+def quarter_turn(image: Any) -> tuple[int, float]:
+    """For a page that lies on its side and OSD cannot say which way: (90 or 270 degrees
+    counter-clockwise that make its lines read upright, the score of the page so turned), or
+    (0, score) when the classifier is not clearly of one view (`QUARTER_ABOVE`)."""
+    from PIL import Image
+
+    score, n = upright_score(image.transpose(Image.Transpose.ROTATE_90))
+    if n == 0 or abs(score) <= QUARTER_ABOVE:
+        return 0, score
+    # Turned the other quarter the pieces score the opposite way: no second call.
+    return (90, score) if score > 0 else (270, -score)

@@ -27,8 +27,7 @@ from .request import build_chat_request, ladder_overrides
 from .served import VERSION_PATHS, resolve_revision, server_label
 from ..engines.base import Reading
 from .worker import (TURN_WHEN, CpuSupport, Prepared, aligned_positions, classify, inspect_doc, inspect_docs, judge_reading,
-                     orientation_of_page,
-                     prepare_for_http, read_page)
+                     Upright, orientation_of_page, prepare_for_http, read_page)
 from ..runfolder.record import JsonObject
 
 
@@ -369,18 +368,19 @@ class VlmReader(PageReader):
         return support
 
     async def _turned(self, task: PageTask, overrides: JsonObject, step: int) -> tuple[PageRecord | None, list[str]]:
-        """The page asked again turned as OSD says it lies (None: left as it lies), and flags for
-        the record either way (OSD overruled by the line classifier)."""
+        """The page asked again turned as OSD (or, OSD unsure, the line classifier) says it lies
+        (None: left as it lies), and flags for the record either way (the classifier's word)."""
         ok, answer = await self.pool.call_safely(orientation_of_page, self._for_http(task))
         if not ok:
             return None, []
-        turn, sure, overruled = answer
-        if not turn:
-            return None, [overruled] if overruled else []
+        up: Upright = answer
+        if not up.turn:
+            return None, [up.flag] if up.flag else []
         self._turned_docs.add(task.doc_id)  # its next pages are looked at before they are sent
-        again = await self._attempt(task.at(rotate=turn, rotate_from="osd"), overrides, step)
-        return again.model_copy(update={"flags": [*again.flags, f"asked_again_rotated:{turn}",
-                                                  f"osd_confidence:{sure:.1f}"]}), []
+        again = await self._attempt(task.at(rotate=up.turn, rotate_from=up.how), overrides, step)
+        return again.model_copy(update={"flags": [*again.flags, *([up.flag] if up.flag else []),
+                                                  f"asked_again_rotated:{up.turn}",
+                                                  f"osd_confidence:{up.confidence:.1f}"]}), []
 
     def _judge(self, task: PageTask, status: Status, text: str, confidence: float | None, prep: Prepared,
                fields: JsonObject | None, blocks: list[Any] | None = None) -> tuple[Status, JsonObject]:
@@ -418,7 +418,7 @@ class VlmReader(PageReader):
             fields.setdefault("rotation_from", task.rotate_from)
         elif prep is not None and prep.rotation:
             fields.setdefault("rotation", prep.rotation)
-            fields.setdefault("rotation_from", "osd")
+            fields.setdefault("rotation_from", prep.rotation_from or "osd")
         return task.record(status, engine="openai", model=self.model_name, revision=self.revision,
                            server=self.server, prompt_id=self.prompt_id, seconds=round(time.monotonic() - t0, 4),
                            flags=flags if flags is not None else list(prep.flags if prep else ()), **seen, **fields)

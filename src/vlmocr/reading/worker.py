@@ -215,19 +215,20 @@ CONFIDENCE_GAIN = 0.25
 
 def _read_turned(task: PageTask, reader: str, img: Image.Image, layer: str, dpi: float | None, flags: list[str],
                  same: str | None, before: Judged
-                 ) -> tuple[list[Judged], int, str, Image.Image, int, float, str] | None:
+                 ) -> tuple[list[Judged], int, str, Image.Image, int, float, str, str | None] | None:
     """The page read again turned upright: (readings, chosen, why, the turned image, degrees
     turned counter-clockwise, OSD's confidence, who decided: `osd` — OSD sure, the turned reading
     no worse — or `reading` — OSD unsure, the turned reading `ok` where the page as it lay was
-    not); None to keep the reading as it was."""
-    from ..engines.osd import osd_image
-
-    osd = osd_image(img)
+    not), the flag `turn_to_upright` gave (the line classifier's word); None to keep the reading
+    as it was."""
+    # OSD, checked by the line classifier: a sure OSD answer that is upside down (one in eight on
+    # typescripts) is not read for nothing.
+    osd = turn_to_upright(img)
     sideways = LINES_RUN_DOWN in before.reading.flags
-    if osd.turns and (not sideways or osd.turn in (90, 270)):
-        tries = [(osd.turn, "osd")]
+    if osd.turn and (not sideways or osd.turn in (90, 270)):
+        tries = [(osd.turn, osd.how)]
     elif sideways:
-        tries = [(t, "reading") for t in sorted((90, 270), key=lambda t: t != osd.turn)]
+        tries = [(t, "reading") for t in sorted((90, 270), key=lambda t: t != osd.guess)]
     elif (before.reading.confidence or 0.0) < BLIND_TURN_BELOW:
         tries = [(180, "reading")]
     else:
@@ -246,7 +247,7 @@ def _read_turned(task: PageTask, reader: str, img: Image.Image, layer: str, dpi:
             continue
         if not sideways and pick([before.candidate, after.candidate])[0] != 1:
             continue  # turned, it reads no better: OSD was wrong, or the page is hard either way
-        return readings, best, why, upright, turn, osd.turn_confidence, how
+        return readings, best, why, upright, turn, osd.confidence, how, osd.flag
     return None
 
 
@@ -271,13 +272,13 @@ def read_page(task: PageTask) -> PageRecord:
         steps: list[Step] = []  # what was done to the page before it was read: positions go back through them
         if rotate == "always":
             # Every page asked of OSD before it is read (a blank page: OSD is never sure, no turn).
-            turn, sure, overruled = turn_to_upright(grey_if_neutral(img), look_first=False)
-            flags += [overruled] if overruled else []
-            if turn:
-                steps.append(Step("turn", turn, *img.size))
-                img = img.transpose(ROTATIONS[turn])
-                flags += [f"rotated:{turn}", f"osd_confidence:{sure:.1f}"]
-                rotation_fields = {"rotation": turn, "rotation_from": "osd"}
+            up = turn_to_upright(grey_if_neutral(img))
+            flags += [up.flag] if up.flag else []
+            if up.turn:
+                steps.append(Step("turn", up.turn, *img.size))
+                img = img.transpose(ROTATIONS[up.turn])
+                flags += [f"rotated:{up.turn}", f"osd_confidence:{up.confidence:.1f}"]
+                rotation_fields = {"rotation": up.turn, "rotation_from": up.how}
         img, skew = straight_page(img)
         if skew is not None:
             steps.append(Step("skew", skew, *img.size))
@@ -288,6 +289,7 @@ def read_page(task: PageTask) -> PageRecord:
         same = (str(rendered.same_as_file) if rendered.same_as_file and skew is None and not cleaned
                 and not rotation_fields else None)
         readings, best, why, blank_page = _read_image(task, reader, img, layer, rendered.dpi, flags, same)
+        cascade = _is_cascade(reader)
         turned = None
         if (rotate != "off" and not rotation_fields and not blank_page
                 and (readings[best].status in TURN_WHEN or LINES_RUN_DOWN in readings[best].reading.flags)):
@@ -297,8 +299,8 @@ def read_page(task: PageTask) -> PageRecord:
             turned = _read_turned(task, reader, img, layer, rendered.dpi, flags, same, readings[best])
         if turned is not None:
             steps.append(Step("turn", turned[4], *img.size))
-            readings, best, why, img, turn, sure, how = turned
-            flags = [*flags, f"rotated:{turn}", f"osd_confidence:{sure:.1f}"]
+            readings, best, why, img, turn, sure, how, said = turned
+            flags = [*flags, *([said] if said else []), f"rotated:{turn}", f"osd_confidence:{sure:.1f}"]
             rotation_fields = {"rotation": turn, "rotation_from": how}
         chosen = readings[best]
         quality = chosen.quality
@@ -316,7 +318,7 @@ def read_page(task: PageTask) -> PageRecord:
                 _engine_options.get("engine_choice") if mode == "auto" else None),
             # Every tier's reading stays in the raw layer: the ones not kept with their text.
             tiers=([r.summary() if r is chosen else {**r.summary(), "text": r.reading.text} for r in readings]
-                   if _is_cascade(reader) else None),
+                   if cascade else None),
             model=chosen.reading.model, revision=chosen.reading.revision, dpi=rendered.dpi,
             finish_reason=chosen.reading.finish_reason, seconds=round(time.perf_counter() - t0, 4),
             image_sha256=image_digest(img), width=img.width, height=img.height,
@@ -376,6 +378,7 @@ class Prepared:
     # Degrees the page was turned counter-clockwise before it was sent because it lay on its
     # side (looks_sideways, then OSD sure of it); 0: sent as rendered (or as the task said).
     rotation: int = 0
+    rotation_from: str = ""  # who found the turn: osd, or lines (OSD unsure, the line classifier)
     skew: float | None = None  # degrees it lay askew, straightened before it was sent (straight_page)
 
     def with_flag(self, flag: str) -> "Prepared":
@@ -413,29 +416,35 @@ def cleaned_page(img: Image.Image) -> tuple[Image.Image, list[str]]:
 
 
 class Upright(NamedTuple):
-    """How to turn a page upright: degrees counter-clockwise (0: leave it), OSD's confidence, and
-    the flag to record when the line classifier overruled OSD (`osd_overruled:180>0:-0.54`)."""
+    """How to turn a page upright: degrees counter-clockwise (0: leave it), OSD's confidence, the
+    flag to record (`osd_overruled:180>0:-0.54` when the line classifier overruled OSD,
+    `lines_turned:90:0.71` when OSD was unsure and the classifier found which quarter), OSD's own
+    answer however unsure, and who found the turn (`osd` or `lines`)."""
 
     turn: int
     confidence: float
-    overruled: str | None = None
+    flag: str | None = None
+    guess: int = 0
+    how: str = "osd"
 
 
-def turn_to_upright(img: Image.Image, *, look_first: bool = True) -> Upright:
-    """How to turn a page upright, or (0, …) to leave it as it lies: OSD not sure, not installed,
-    or (`look_first`) the ink's lines already run across the page (engines/osd.looks_sideways).
-    Which way up OSD's answer is, RapidOCR's line classifier checks (engines/upright.py: one
-    sure OSD answer in eight on typescripts is upside down, BENCHMARKS "OSD's second opinion")."""
-    from ..engines.osd import MIN_ORIENTATION_CONFIDENCE, looks_sideways, osd_image
-    from ..engines.upright import second_opinion
+def turn_to_upright(img: Image.Image) -> Upright:
+    """How to turn a page upright, or (0, …) to leave it as it lies. OSD finds the axis; which way
+    up, RapidOCR's line classifier checks (engines/upright.py: one sure OSD answer in eight on
+    typescripts is upside down, BENCHMARKS "OSD's second opinion"). OSD unsure of a page whose ink
+    says it lies on its side: the classifier picks the quarter turn when it is clear."""
+    from ..engines.osd import looks_sideways, osd_image
+    from ..engines.upright import quarter_turn, second_opinion
 
-    if look_first and not looks_sideways(img):
-        return Upright(0, 0.0)
     osd = osd_image(img)
-    if osd.turn_confidence < MIN_ORIENTATION_CONFIDENCE or osd.turn not in (0, 90, 180, 270):
-        return Upright(0, osd.turn_confidence)
-    turn, overruled = second_opinion(img, osd.turn)
-    return Upright(turn, osd.turn_confidence, overruled)
+    if osd.sure:
+        turn, overruled = second_opinion(img, osd.turn)
+        return Upright(turn, osd.turn_confidence, overruled, osd.turn)
+    if looks_sideways(img):
+        turn, score = quarter_turn(img)
+        if turn:
+            return Upright(turn, osd.turn_confidence, f"lines_turned:{turn}:{score:.2f}", osd.turn, "lines")
+    return Upright(0, osd.turn_confidence, None, osd.turn)
 
 
 # A page whose line pieces score below −UPSIDE_DOWN_BELOW as it lies may be upside down: OSD is
@@ -452,18 +461,18 @@ def turn_if_not_upright(img: Image.Image) -> Upright:
     from ..engines.upright import upright_score
 
     if looks_sideways(img):
-        return turn_to_upright(img, look_first=False)
+        return turn_to_upright(img)
     score, n = upright_score(img)
     if n and score < -UPSIDE_DOWN_BELOW:
-        return turn_to_upright(img, look_first=False)
+        return turn_to_upright(img)
     return Upright(0, 0.0)
 
 
 def orientation_of_page(task: PageTask) -> Upright:
-    """For a VLM reading that failed its signal: how its page lies, by OSD (`turn_to_upright`
-    without the cheap look: an upside-down page looks upright to it)."""
+    """For a VLM reading that failed its signal: how its page lies, by OSD and the line classifier
+    (not the cheap look of `turn_if_not_upright`: an upside-down page looks upright to the ink)."""
     rendered = render_page(Path(task.path), task.page, task.sizing)
-    return turn_to_upright(grey_if_neutral(rendered.image), look_first=False)
+    return turn_to_upright(grey_if_neutral(rendered.image))
 
 
 @dataclass(frozen=True)
@@ -517,7 +526,7 @@ def prepare_for_http(task: PageTask) -> Prepared | PageRecord:
         flags = [*flags, *rendered.flags]
         img = grey_if_neutral(rendered.image)
         blank, ink = blank_and_ink(img)
-        turned = 0
+        turned, turned_by = 0, ""
         rotate = _engine_options.get("rotate_pages", "auto")
         if task.rotate:
             img = img.transpose(ROTATIONS[task.rotate])
@@ -527,12 +536,12 @@ def prepare_for_http(task: PageTask) -> Prepared | PageRecord:
             # at first: the ink (~1.5 ms) for a page on its side, RapidOCR's line classifier
             # (~60 ms) for one upside down; OSD is asked only when either says so. `always`: OSD
             # is asked of every page.
-            turned, sure, overruled = (turn_to_upright(img, look_first=False) if rotate == "always"
-                                       else turn_if_not_upright(img))
-            flags += [overruled] if overruled else []
-            if turned:
+            up = turn_to_upright(img) if rotate == "always" else turn_if_not_upright(img)
+            flags += [up.flag] if up.flag else []
+            if up.turn:
+                turned, turned_by = up.turn, up.how
                 img = img.transpose(ROTATIONS[turned])
-                flags += [f"rotated:{turned}", f"osd_confidence:{sure:.1f}"]
+                flags += [f"rotated:{turned}", f"osd_confidence:{up.confidence:.1f}"]
         img, skew = straight_page(img, for_vlm=True) if not blank else (img, None)
         img, cleaned = cleaned_page(img) if not blank else (img, [])
         flags += cleaned
@@ -541,7 +550,8 @@ def prepare_for_http(task: PageTask) -> Prepared | PageRecord:
         mime = "image/jpeg" if fmt in ("jpeg", "jpg") else "image/png"
         return Prepared(image=f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}",
                         sha256=image_digest(img), width=img.width, height=img.height, dpi=rendered.dpi,
-                        flags=tuple(flags), blank=blank, ink=ink, rotation=turned, skew=skew)
+                        flags=tuple(flags), blank=blank, ink=ink, rotation=turned, rotation_from=turned_by,
+                        skew=skew)
     except BadInput as exc:
         return task.record(Status.bad_input, engine=task.engine, error=exc.reason,
                            seconds=round(time.perf_counter() - t0, 4))
