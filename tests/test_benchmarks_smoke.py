@@ -58,7 +58,7 @@ def test_bench_scale_quick() -> None:
 
 def test_bench_pages_as_scanned_quick() -> None:
     out = run_bench("bench_pages_as_scanned.py", timeout=600)
-    assert "RESULT default: worst turned" in out and "RESULT cost on 1 upright pages" in out
+    assert "RESULT tesseract: worst turned" in out and "RESULT cost on 1 upright pages" in out
 
 
 def test_bench_formats_quick() -> None:

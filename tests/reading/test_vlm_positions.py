@@ -37,7 +37,10 @@ def scans(tmp_path_factory):
 
 def test_a_vlm_answer_gets_positions_and_a_searchable_pdf(scans, tmp_path):
     run = tmp_path / "run"
-    with serve_in_process(ServerConfig(answer="ocr")) as srv:
+    # The server answers the page's transcription, as a VLM that reads it well (its "ocr" mode
+    # would read the page with RapidOCR, ~20 s a page on one core here, twice).
+    truth = PAGE.with_suffix(".txt").read_text(encoding="utf-8")
+    with serve_in_process(ServerConfig(answer="static", static_text=truth)) as srv:
         res = run_cli("run", str(scans), "--out", str(run), "--endpoint", srv.url, "--workers", "1",
                       "--align-with", "tesseract", env=NO_KEY)
         plain = tmp_path / "plain"
@@ -87,8 +90,9 @@ def test_an_answer_the_cpu_reading_does_not_support_is_never_ok(scans, tmp_path)
     with serve_in_process(ServerConfig(answer="static", static_text=ART_OF_WAR)) as srv:
         run_cli("run", str(scans), "--out", str(plain), "--endpoint", srv.url, "--workers", "1", "--no-retry",
                 env=NO_KEY)
+        # The fallback at the ladder's end reads with Tesseract too (RapidOCR: ~20 s a page here).
         res = run_cli("run", str(scans), "--out", str(run), "--endpoint", srv.url, "--workers", "1",
-                      "--align-with", "tesseract", env=NO_KEY)
+                      "--align-with", "tesseract", "--ocr-engine", "tesseract", env=NO_KEY)
     assert finals(plain)[("upright", 1)]["status"] == "ok"  # what the text alone could not see
     recs = read_records(run)
     asked = [r for r in recs if r["engine"] == "openai"]
