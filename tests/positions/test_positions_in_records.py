@@ -28,7 +28,11 @@ def scans(tmp_path_factory):
     need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
     need("osd" in languages.installed_languages(), "tesseract OSD data", "tesseract-ocr-osd")
     folder = tmp_path_factory.mktemp("scans")
-    save_turned(PAGE, folder, {"upright": None, "quarter": Image.Transpose.ROTATE_90}, mode="L")
+    # The page's upper half (20 of its 40 lines): RapidOCR on one core reads a line a second here.
+    with Image.open(PAGE) as im:
+        im.convert("L").crop((0, 0, im.width, im.height // 2)).save(folder / "half.png")
+    save_turned(folder / "half.png", folder, {"upright": None, "quarter": Image.Transpose.ROTATE_90})
+    (folder / "half.png").unlink()
     return folder
 
 
@@ -50,12 +54,12 @@ def test_word_boxes_lie_on_their_ink_on_the_page_as_scanned(scans, tmp_path, eng
     for name, pos in (("upright", upright), ("quarter", quarter)):
         with Image.open(scans / f"{name}.png") as im:
             scan = np.asarray(im.convert("L"))
-        # The page as scanned, not as read: the quarter-turned scan is landscape.
+        # The page as scanned, not as read: the quarter-turned half page is portrait.
         assert (pos.width, pos.height) == (scan.shape[1], scan.shape[0])
         words = pos.words()
         joined = " ".join(w[5] for w in words)
         assert cer(joined, " ".join(rows[name].text.split())) < 0.03, joined[:200]
-        assert len(words) > 300 and all(w[4] is not None and 0 <= w[4] <= 1 for w in words)
+        assert len(words) > 150 and all(w[4] is not None and 0 <= w[4] <= 1 for w in words)
         inked = [w for w in words if len(w[5]) >= 3 and (scan[w[1]:w[3], w[0]:w[2]] < 128).mean() > 0.03]
         assert len(inked) >= 0.97 * sum(1 for w in words if len(w[5]) >= 3)
     # The same words in the same places: a quarter-turned scan maps (x, y) → (y, W − x).
@@ -73,6 +77,6 @@ def test_word_boxes_lie_on_their_ink_on_the_page_as_scanned(scans, tmp_path, eng
 
     a, b = unique(upright), unique(quarter)
     both = set(a) & set(b)
-    assert len(both) > 60
+    assert len(both) > 30
     close = sum(1 for t in both if iou(turned(a[t][:4]), b[t][:4]) > 0.6)
     assert close >= 0.95 * len(both), (close, len(both))
