@@ -17,7 +17,7 @@ from support.records import finals
 
 from vlmocr.engines import languages
 from vlmocr.engines.osd import osd_image
-from vlmocr.engines.upright import line_pieces, quarter_turn, upright_score
+from vlmocr.engines.upright import line_pieces, lines_turn, upright_score
 from vlmocr.reading.worker import turn_to_upright
 
 PAGE = GT / "ehri_da" / "EHRI-DR-19431002-DK_01.jpg"  # 697 × 1128, typewritten, upright
@@ -61,14 +61,31 @@ def test_osd_unsure_of_a_page_on_its_side_the_lines_say_which_quarter(page):
     for transpose, turn in ((Image.Transpose.ROTATE_90, 270), (Image.Transpose.ROTATE_270, 90)):
         side = page.transpose(transpose)
         assert not osd_image(side).sure
-        assert quarter_turn(side)[0] == turn
+        assert lines_turn(side, sideways=True)[0] == turn
         got = turn_to_upright(side)
         assert (got.turn, got.how) == (turn, "lines"), got
         assert got.flag is not None and got.flag.startswith(f"lines_turned:{turn}:"), got
     # Upright, or blank paper: no quarter turn is invented (the ink does not say "on its side").
     assert turn_to_upright(page).turn == 0
     assert turn_to_upright(Image.new("L", page.size, 238)).turn == 0
-    assert quarter_turn(Image.new("L", page.size, 238)) == (0, 0.0)
+    assert lines_turn(Image.new("L", page.size, 238), sideways=True) == (0, 0.0)
+
+
+def test_osd_unsure_of_a_page_upside_down_the_lines_turn_it_over_and_a_strip_is_never_turned_wrong(page):
+    # The upper half of the Danish typescript, upside down: OSD is unsure of it (under 2), its
+    # lines read clearly upside down.
+    half = page.crop((0, 0, page.width, int(page.height * 0.45))).transpose(Image.Transpose.ROTATE_180)
+    assert not osd_image(half).sure
+    got = turn_to_upright(half)
+    assert (got.turn, got.how) == (180, "lines") and got.flag is not None and got.flag.startswith("lines_turned:180:")
+    # A strip of four to six lines (wider than tall, so the ink may take it for a page on its
+    # side): turned every way, it is turned back or left as it lies — never turned wrong.
+    for frac in (0.15, 0.2, 0.3):
+        strip = page.crop((0, 0, page.width, int(page.height * frac)))
+        for how, back in ((None, 0), (Image.Transpose.ROTATE_90, 270), (Image.Transpose.ROTATE_180, 180),
+                          (Image.Transpose.ROTATE_270, 90)):
+            turned = strip.transpose(how) if how is not None else strip
+            assert turn_to_upright(turned).turn in (0, back), (frac, how)
 
 
 def test_always_leaves_the_upright_typescript_upright_and_says_why(page, tmp_path):

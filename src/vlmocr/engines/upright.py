@@ -33,8 +33,12 @@ OVERRULE_BELOW = 0.3
 # OSD unsure of a page whose ink says it lies on its side: the page turned a quarter one way reads
 # upright above +QUARTER_ABOVE (turn it so), upside down below −QUARTER_ABOVE (the other quarter);
 # between, it is left as it lies. On ../shared/gt (BENCHMARKS.md, "OSD's second opinion"): of the
-# 30 pages on their side OSD was unsure of, 26 turned right, none wrong (at 0.1: 28 and 1).
+# 30 pages on their side OSD was unsure of, 26 turned right, none wrong (at 0.1: 28 and 1;
+# measured before the MIN_PIECES and clearer-view guards of lines_turn, not rerun since).
 QUARTER_ABOVE = 0.2
+# Fewer line pieces than this (of PIECES) say too little for the classifier alone to turn a page: a
+# strip of four lines turned a quarter gave 8 pieces and a wrong turn.
+MIN_PIECES = 10
 
 MODEL = "ch_ppocr_mobile_v2.0_cls_mobile.onnx"
 
@@ -157,14 +161,22 @@ def second_opinion(image: Any, proposed: int) -> tuple[int, str | None]:
     return other, f"osd_overruled:{proposed}>{other}:{score:.2f}"
 
 
-def quarter_turn(image: Any) -> tuple[int, float]:
-    """For a page that lies on its side and OSD cannot say which way: (90 or 270 degrees
-    counter-clockwise that make its lines read upright, the score of the page so turned), or
-    (0, score) when the classifier is not clearly of one view (`QUARTER_ABOVE`)."""
+def lines_turn(image: Any, sideways: bool) -> tuple[int, float]:
+    """For a page OSD cannot say how it lies: (degrees counter-clockwise that make its lines read
+    upright, the classifier's score for it), or (0, score) to leave it. Both views are asked — the
+    page as it lies and turned a quarter — and the clearer one decides, from `MIN_PIECES` pieces
+    at least: a page the ink says lies on its side (`sideways`) is turned a quarter when turned so
+    it reads clearly one way up (beyond ±QUARTER_ABOVE) and more clearly than as it lies; a page
+    that reads clearly upside down as it lies (below −OVERRULE_BELOW: on the 100 pages of
+    ../shared/gt no upright page scored below −0.22) is turned over. A strip of a few lines can
+    look sideways to the ink; as it lies its lines then read more clearly than turned."""
     from PIL import Image
 
-    score, n = upright_score(image.transpose(Image.Transpose.ROTATE_90))
-    if n == 0 or abs(score) <= QUARTER_ABOVE:
-        return 0, score
-    # Turned the other quarter the pieces score the opposite way: no second call.
-    return (90, score) if score > 0 else (270, -score)
+    here, n_here = upright_score(image)
+    quarter, n_quarter = upright_score(image.transpose(Image.Transpose.ROTATE_90))
+    if sideways and n_quarter >= MIN_PIECES and abs(quarter) > QUARTER_ABOVE and abs(quarter) > abs(here):
+        # Turned the other quarter the pieces score the opposite way: no third call.
+        return (90, quarter) if quarter > 0 else (270, -quarter)
+    if n_here >= MIN_PIECES and here < -OVERRULE_BELOW and abs(here) >= abs(quarter):
+        return 180, here
+    return 0, here

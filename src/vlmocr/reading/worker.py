@@ -432,18 +432,20 @@ def turn_to_upright(img: Image.Image) -> Upright:
     """How to turn a page upright, or (0, …) to leave it as it lies. OSD finds the axis; which way
     up, RapidOCR's line classifier checks (engines/upright.py: one sure OSD answer in eight on
     typescripts is upside down, BENCHMARKS "OSD's second opinion"). OSD unsure of a page whose ink
-    says it lies on its side: the classifier picks the quarter turn when it is clear."""
+    says it lies on its side: the classifier picks the quarter turn when it is clear; OSD unsure of
+    one that does not: turned over when the classifier clearly reads it upside down."""
     from ..engines.osd import looks_sideways, osd_image
-    from ..engines.upright import quarter_turn, second_opinion
+    from ..engines.upright import lines_turn, second_opinion
 
     osd = osd_image(img)
     if osd.sure:
         turn, overruled = second_opinion(img, osd.turn)
         return Upright(turn, osd.turn_confidence, overruled, osd.turn)
-    if looks_sideways(img):
-        turn, score = quarter_turn(img)
-        if turn:
-            return Upright(turn, osd.turn_confidence, f"lines_turned:{turn}:{score:.2f}", osd.turn, "lines")
+    # OSD unsure (short or faint typescripts above all): the line classifier, sure of those,
+    # says which quarter a page on its side needs, or that a page lies upside down.
+    turn, score = lines_turn(img, looks_sideways(img))
+    if turn:
+        return Upright(turn, osd.turn_confidence, f"lines_turned:{turn}:{score:.2f}", osd.turn, "lines")
     return Upright(0, osd.turn_confidence, None, osd.turn)
 
 
