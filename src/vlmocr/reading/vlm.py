@@ -375,10 +375,10 @@ class VlmReader(PageReader):
             return None, []
         up: Upright = answer
         if not up.turn:
-            return None, [up.flag] if up.flag else []
+            return None, up.flags
         self._turned_docs.add(task.doc_id)  # its next pages are looked at before they are sent
         again = await self._attempt(task.at(rotate=up.turn, rotate_from=up.how), overrides, step)
-        return again.model_copy(update={"flags": [*again.flags, *([up.flag] if up.flag else []),
+        return again.model_copy(update={"flags": [*again.flags, *up.flags,
                                                   f"asked_again_rotated:{up.turn}",
                                                   f"osd_confidence:{up.confidence:.1f}"]}), []
 

@@ -215,20 +215,20 @@ CONFIDENCE_GAIN = 0.25
 
 def _read_turned(task: PageTask, reader: str, img: Image.Image, layer: str, dpi: float | None, flags: list[str],
                  same: str | None, before: Judged
-                 ) -> tuple[list[Judged], int, str, Image.Image, int, float, str, str | None] | None:
+                 ) -> tuple[list[Judged], int, str, Image.Image, int, float, str, list[str]] | None:
     """The page read again turned upright: (readings, chosen, why, the turned image, degrees
     turned counter-clockwise, OSD's confidence, who decided: `osd` — OSD sure, the turned reading
     no worse — or `reading` — OSD unsure, the turned reading `ok` where the page as it lay was
-    not), the flag `turn_to_upright` gave (the line classifier's word); None to keep the reading
+    not), the flags `turn_to_upright` gave (the line classifier's word); None to keep the reading
     as it was."""
     # OSD, checked by the line classifier: a sure OSD answer that is upside down (one in eight on
     # typescripts) is not read for nothing.
-    osd = turn_to_upright(img)
+    up = turn_to_upright(img)
     sideways = LINES_RUN_DOWN in before.reading.flags
-    if osd.turn and (not sideways or osd.turn in (90, 270)):
-        tries = [(osd.turn, osd.how)]
+    if up.turn and (not sideways or up.turn in (90, 270)):
+        tries = [(up.turn, up.how)]
     elif sideways:
-        tries = [(t, "reading") for t in sorted((90, 270), key=lambda t: t != osd.guess)]
+        tries = [(t, "reading") for t in sorted((90, 270), key=lambda t: t != up.guess)]
     elif (before.reading.confidence or 0.0) < BLIND_TURN_BELOW:
         tries = [(180, "reading")]
     else:
@@ -247,7 +247,7 @@ def _read_turned(task: PageTask, reader: str, img: Image.Image, layer: str, dpi:
             continue
         if not sideways and pick([before.candidate, after.candidate])[0] != 1:
             continue  # turned, it reads no better: OSD was wrong, or the page is hard either way
-        return readings, best, why, upright, turn, osd.confidence, how, osd.flag
+        return readings, best, why, upright, turn, up.confidence, how, up.flags
     return None
 
 
@@ -273,7 +273,7 @@ def read_page(task: PageTask) -> PageRecord:
         if rotate == "always":
             # Every page asked of OSD before it is read (a blank page: OSD is never sure, no turn).
             up = turn_to_upright(grey_if_neutral(img))
-            flags += [up.flag] if up.flag else []
+            flags += up.flags
             if up.turn:
                 steps.append(Step("turn", up.turn, *img.size))
                 img = img.transpose(ROTATIONS[up.turn])
@@ -300,7 +300,7 @@ def read_page(task: PageTask) -> PageRecord:
         if turned is not None:
             steps.append(Step("turn", turned[4], *img.size))
             readings, best, why, img, turn, sure, how, said = turned
-            flags = [*flags, *([said] if said else []), f"rotated:{turn}", f"osd_confidence:{sure:.1f}"]
+            flags = [*flags, *said, f"rotated:{turn}", f"osd_confidence:{sure:.1f}"]
             rotation_fields = {"rotation": turn, "rotation_from": how}
         chosen = readings[best]
         quality = chosen.quality
@@ -375,8 +375,8 @@ class Prepared:
     flags: tuple[str, ...]
     blank: bool
     ink: float | None = None  # render.ink_share of the image sent
-    # Degrees the page was turned counter-clockwise before it was sent because it lay on its
-    # side (looks_sideways, then OSD sure of it); 0: sent as rendered (or as the task said).
+    # Degrees the page was turned counter-clockwise before it was sent because it lay turned
+    # (turn_if_not_upright / turn_to_upright); 0: sent as rendered (or as the task said).
     rotation: int = 0
     rotation_from: str = ""  # who found the turn: osd, or lines (OSD unsure, the line classifier)
     skew: float | None = None  # degrees it lay askew, straightened before it was sent (straight_page)
@@ -418,7 +418,7 @@ def cleaned_page(img: Image.Image) -> tuple[Image.Image, list[str]]:
 class Upright(NamedTuple):
     """How to turn a page upright: degrees counter-clockwise (0: leave it), OSD's confidence, the
     flag to record (`osd_overruled:180>0:-0.54` when the line classifier overruled OSD,
-    `lines_turned:90:0.71` when OSD was unsure and the classifier found which quarter), OSD's own
+    `lines_turned:90:0.71` when OSD was unsure and the classifier found the turn), OSD's own
     answer however unsure, and who found the turn (`osd` or `lines`)."""
 
     turn: int
@@ -426,6 +426,11 @@ class Upright(NamedTuple):
     flag: str | None = None
     guess: int = 0
     how: str = "osd"
+
+    @property
+    def flags(self) -> list[str]:
+        """The record's flags this answer adds, turned or not."""
+        return [self.flag] if self.flag else []
 
 
 def turn_to_upright(img: Image.Image) -> Upright:
@@ -541,7 +546,7 @@ def prepare_for_http(task: PageTask) -> Prepared | PageRecord:
             # (~60 ms) for one not clearly upright; OSD only when either says so. `always`: OSD
             # is asked of every page.
             up = turn_to_upright(img) if rotate == "always" else turn_if_not_upright(img)
-            flags += [up.flag] if up.flag else []
+            flags += up.flags
             if up.turn:
                 turned, turned_by = up.turn, up.how
                 img = img.transpose(ROTATIONS[turned])

@@ -204,9 +204,9 @@ class PageRecord(BaseModel):
     # Degrees the page image was turned (counter-clockwise) before it was read, and who said so
     # (`rotation_from`: model — the VLM's own answer, olmOCR's rotation_correction; osd — Tesseract's
     # orientation detection, after a reading failed its signal or before a VLM was sent the page;
-    # lines — OSD unsure of a page whose ink lies on its side, RapidOCR's line classifier found
-    # which quarter turn reads upright; reading — OSD unsure, the page read turned passed its
-    # signal where as it lay it did not);
+    # lines — OSD unsure, RapidOCR's line classifier found the turn that reads upright (a quarter
+    # for a page whose ink lies on its side, or over); reading — OSD unsure, the page read turned
+    # passed its signal where as it lay it did not);
     # absent: as scanned.
     rotation: int | None = None
     rotation_from: str | None = None
