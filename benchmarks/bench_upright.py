@@ -2,7 +2,8 @@
 """OSD's second opinion (issue 33): Tesseract's OSD on every page of ../shared/gt (`VLMOCR_GT`
 overrides) rendered as `vlmocr run` renders it, upright and turned by 90, 180 and 270 degrees;
 how often OSD is sure, how often it is right when sure, and how often `turn_to_upright` is right
-once RapidOCR's line classifier has checked which way up (engines/upright.py). Also the
+once RapidOCR's line classifier has checked which way up, and how often the classifier alone turns
+the pages OSD is unsure of (`lines_turn`, as `turn_to_upright` does; engines/upright.py). Also the
 classifier's cost beside OSD's on the same pages (same process: the ratio is what counts).
 
     python benchmarks/bench_upright.py               # every page with its image (~7 min, 2 cores)
@@ -35,7 +36,7 @@ def one_page(row: dict[str, str]) -> list[dict]:
     from PIL import Image
 
     from vlmocr.engines.osd import MIN_ORIENTATION_CONFIDENCE, looks_sideways, osd_image
-    from vlmocr.engines.upright import second_opinion, upright_score
+    from vlmocr.engines.upright import lines_turn, second_opinion
     from vlmocr.inputs.render import render_page
     from vlmocr.reading.worker import grey_if_neutral
     from vlmocr.runfolder.record import Sizing
@@ -50,13 +51,13 @@ def one_page(row: dict[str, str]) -> list[dict]:
         sure = osd.turn_confidence >= MIN_ORIENTATION_CONFIDENCE
         turn = second_opinion(img, osd.turn)[0] if sure else 0
         t2 = time.perf_counter()
-        # OSD unsure: does the ink say the page lies on its side, and which way up do its lines
-        # read turned a quarter counter-clockwise (the other quarter scores the opposite way)?
+        # OSD unsure: the line classifier alone, from both views, as turn_to_upright asks it.
         side = looks_sideways(img)
-        quarter = upright_score(img.transpose(Image.Transpose.ROTATE_90))[0] if side and not sure else None
+        if not sure:
+            turn = lines_turn(img, side)[0]
         out.append({"kind": row["kind"], "name": row["name"], "need": (360 - deg) % 360, "osd": osd.turn,
                     "sure": sure, "turn": turn, "osd_s": t1 - t0, "cls_s": t2 - t1 if sure else None,
-                    "side": side, "quarter": quarter})
+                    "side": side})
     return out
 
 
@@ -78,6 +79,10 @@ def main() -> int:
             k["osd right"] += c["osd"] == c["need"]
             k["checked right"] += c["turn"] == c["need"]
             k["checked wrong"] += c["turn"] != c["need"]
+        else:
+            k["lines right"] += c["turn"] == c["need"] and c["turn"] != 0
+            k["lines wrong"] += c["turn"] != c["need"] and c["turn"] != 0
+            k["lines left"] += c["turn"] == 0 and c["need"] != 0
         k["upright turned"] += c["need"] == 0 and c["turn"] != 0
         k["upright turned by osd"] += c["need"] == 0 and c["sure"] and c["osd"] != 0
     total: Counter = sum(by_kind.values(), Counter())
@@ -87,21 +92,16 @@ def main() -> int:
     for kind, k in [*sorted(by_kind.items()), ("all", total)]:
         print(f"| {kind} | {k['cases']} | {k['sure']} | {k['osd right']} | {k['checked right']} | "
               f"{k['checked wrong']} | {k['upright turned by osd']} → {k['upright turned']} |")
-    # OSD unsure of a page the ink says lies on its side: the classifier alone picks the quarter turn
-    # (90 when the page so turned reads upright above the threshold, 270 below its negative).
-    unsure = [c for c in cases if not c["sure"]]
-    side = [c for c in unsure if c["side"]]
-    print(f"\nOSD unsure on {len(unsure)} cases ({sum(c['need'] in (90, 270) for c in unsure)} on their side); "
-          f"the ink says on its side for {len(side)} ({sum(c['need'] in (90, 270) for c in side)} are)\n")
-    print("| threshold | turned right | turned wrong | left as they lie (on their side) |")
-    print("|---:|---:|---:|---:|")
-    for threshold in (0.1, 0.2, 0.3, 0.5):
-        got = [(c, 90 if c["quarter"] > threshold else 270 if c["quarter"] < -threshold else 0) for c in side]
-        right = sum(t == c["need"] and t != 0 for c, t in got)
-        wrong = sum(t != 0 and t != c["need"] for c, t in got)
-        left = sum(t == 0 and c["need"] in (90, 270) for c, t in got)
-        print(f"| {threshold} | {right} | {wrong} | {left} |")
-        print(f"RESULT upright sideways unsure at {threshold}: right {right}, wrong {wrong}, left {left}")
+    print("\nOSD unsure: the line classifier alone (lines_turn)\n")
+    print("| pages | OSD unsure | turned: right | turned: wrong | left as they lie (turned) | upright ones left |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for kind, k in [*sorted(by_kind.items()), ("all", total)]:
+        unsure = k["cases"] - k["sure"]
+        kept = sum(1 for c in cases if not c["sure"] and c["need"] == 0 and c["turn"] == 0
+                   and (kind == "all" or c["kind"] == kind))
+        print(f"| {kind} | {unsure} | {k['lines right']} | {k['lines wrong']} | {k['lines left']} | {kept} |")
+    print(f"RESULT upright unsure: {total['cases'] - total['sure']} cases, turned right {total['lines right']}, "
+          f"wrong {total['lines wrong']}, left turned {total['lines left']}")
     osd_s = [c["osd_s"] for c in cases]
     cls_s = [c["cls_s"] for c in cases if c["cls_s"] is not None]
     ratio = statistics.median(cls_s) / statistics.median(osd_s) if cls_s else float("nan")

@@ -86,3 +86,58 @@ def test_the_vlm_tier_follows_a_cpu_engine(scans, tmp_path):
     res = run_cli("run", str(scans), "--out", str(tmp_path / "run"), "--engine", "openai", "--vlm-tier",
                   "--endpoint", "http://127.0.0.1:9/v1", env=NO_KEY)
     assert res.returncode == 3 and "--vlm-tier makes a VLM the last tier after a CPU engine" in res.stderr, res.stderr
+
+
+def test_the_vlm_tier_as_a_pass_of_its_own_reads_only_what_the_cpu_run_left(scans, tmp_path):
+    """Seed 000: "move a slow retry pass to an A100". A CPU run first (no endpoint); then the VLM
+    tier over it with `--cpu-tiers-from`: the GPU sees the one page the CPU left for review, no
+    page is read by the CPU again, and the folder is the one an inline `--vlm-tier` run writes."""
+    cpu, tier, inline = tmp_path / "cpu", tmp_path / "tier", tmp_path / "inline"
+    first = run_cli("run", str(scans), "--out", str(cpu), "--engine", "tesseract", "--lang", "eng",
+                    "--workers", "1", env=NO_KEY)
+    assert first.returncode == 2, first.stderr  # the English page is for review
+    with serve_in_process(ServerConfig(answer="static", static_text=TRUTH)) as srv:
+        res = _run(scans, tier, srv, "--cpu-tiers-from", str(cpu))
+        asked = len(srv.requests())
+        info = json.loads((tier / "run.json").read_text())
+        again = _run(scans, tier, srv, "--cpu-tiers-from", str(cpu))
+        asked_again = len(srv.requests())
+        ref = _run(scans, inline, srv)
+    assert res.returncode == 0, res.stderr
+    assert asked == 1 and asked_again == 1 and again.returncode == 0, again.stderr
+    assert info["current"]["reader"]["vlm_tier"]["cpu_tiers_from"] == {"run": str(cpu), "taken": 3, "read_again": 0}
+    assert info["current"]["key"] == json.loads((inline / "run.json").read_text())["current"]["key"]
+    cpu_recs, recs, ref_recs = finals(cpu), finals(tier), finals(inline)
+    assert ref.returncode == 0 and set(recs) == set(ref_recs) == set(cpu_recs), ref.stderr
+    for page, rec in recs.items():
+        assert (rec["status"], rec["engine"], rec["text"]) == (ref_recs[page]["status"], ref_recs[page]["engine"],
+                                                              ref_recs[page]["text"]), page
+        assert rec["key"] == ref_recs[page]["key"] != cpu_recs[page]["key"]
+    english = recs[("english", 1)]
+    assert (english["engine"], english["status"]) == ("openai", "ok")
+    # The CPU reading in its tiers is the CPU run's own, not a second reading.
+    assert english["tiers"][0]["text"] == cpu_recs[("english", 1)]["text"]
+    assert english["tiers"][0]["seconds"] == cpu_recs[("english", 1)]["seconds"]
+
+
+def test_a_cpu_run_of_other_settings_is_read_again_and_bad_sources_are_refused(scans, tmp_path):
+    cpu = tmp_path / "cpu"
+    first = run_cli("run", str(scans), "--out", str(cpu), "--engine", "tesseract", "--lang", "eng+deu",
+                    "--workers", "1", env=NO_KEY)
+    assert first.returncode in (0, 2), first.stderr
+    tier = tmp_path / "tier"
+    with serve_in_process(ServerConfig(answer="static", static_text=TRUTH)) as srv:
+        res = _run(scans, tier, srv, "--cpu-tiers-from", str(cpu))  # --lang eng: another CPU reading
+        assert res.returncode == 0, res.stderr
+        stats = json.loads((tier / "run.json").read_text())["current"]["reader"]["vlm_tier"]["cpu_tiers_from"]
+        assert (stats["taken"], stats["read_again"]) == (0, 3)
+        assert all(r["language"] == "eng" for r in finals(tier).values())
+        own = _run(scans, tier, srv, "--cpu-tiers-from", str(tier))
+        empty = tmp_path / "empty"
+        empty.mkdir()
+        nothing = _run(scans, tmp_path / "t2", srv, "--cpu-tiers-from", str(empty))
+    assert own.returncode == 3 and "is the run's own folder" in own.stderr, own.stderr
+    assert nothing.returncode == 3 and "no page records there" in nothing.stderr, nothing.stderr
+    alone = run_cli("run", str(scans), "--out", str(tmp_path / "t3"), "--engine", "tesseract",
+                    "--cpu-tiers-from", str(cpu), env=NO_KEY)
+    assert alone.returncode == 3 and "give --vlm-tier" in alone.stderr, alone.stderr

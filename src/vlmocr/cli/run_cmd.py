@@ -48,6 +48,11 @@ def run_command(
         False, "--vlm-tier", help="A VLM as the last tier: the CPU engine (--engine) reads every page, and the "
         "pages whose reading fails its signal are sent to the VLM (--endpoint, --profile) too; the better "
         "reading by the signal is kept (the record's `tiers` lists each)."),
+    cpu_tiers_from: Optional[str] = typer.Option(
+        None, "--cpu-tiers-from", metavar="RUN", help="With --vlm-tier: the VLM tier as a pass of its own (a GPU "
+        "job after a CPU one): each page's CPU reading is taken from RUN, an earlier run with the same --engine "
+        "and settings, so only the pages RUN left for review are read, by the VLM. Pages RUN has no reading of "
+        "with these settings are read by the CPU engine here."),
     endpoint: Optional[str] = typer.Option(None, help="OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1"),
     model: Optional[str] = typer.Option(None, help="Model name served by the endpoint."),
     profile: Optional[str] = typer.Option(None, help="Model profile (see `vlmocr profiles list`)."),
@@ -139,7 +144,7 @@ def run_settings(params: dict[str, Any]) -> dict[str, Any]:
     p = params.get
     return dict(
         inputs=list(p("paths") or []) or None, out=p("out"), manifest=p("manifest"), engine=p("engine"),
-        ocr_engine=p("ocr_engine"), rotate_pages=p("rotate_pages"), deskew=p("deskew"), clean_scans=p("clean") or None, align_with=p("align_with"), vlm_tier=p("vlm_tier") or None, endpoint=p("endpoint"), model=p("model"), profile=p("profile"), dpi=p("dpi"),
+        ocr_engine=p("ocr_engine"), rotate_pages=p("rotate_pages"), deskew=p("deskew"), clean_scans=p("clean") or None, align_with=p("align_with"), vlm_tier=p("vlm_tier") or None, cpu_tiers_from=p("cpu_tiers_from"), endpoint=p("endpoint"), model=p("model"), profile=p("profile"), dpi=p("dpi"),
         longest_side=p("longest_side"), max_pixels=p("max_pixels"), lang=p("lang"), workers=p("workers"),
         concurrency=p("concurrency"), shard=p("shard"), force=p("force") or None, force_bad=p("force_bad") or None,
         json_summary=p("json_out") or None, serve=p("serve"), stop_grace=p("stop_grace"), reread=p("reread") or None,

@@ -27,11 +27,10 @@ import orjson
 from ..runfolder.assemble import write_document
 from ..exceptions import UsageError
 from ..runfolder.record import STATUS_GROUP, Row, Status
-from ..runfolder.rundir import RunDir, run_keys
+from ..runfolder.rundir import MERGED, RunDir, run_keys
 from ..runfolder.store import OutputBuild, final_records, write_json_atomic
 from ..runfolder.record import JsonObject
 
-MERGED = "merged"
 MERGE = "merge"  # what the marker of a folder `merge` made says (store.OUTPUT_MARKER)
 _RANK = {"ok": 0, "fallback": 0, "review": 1, "failed": 2}
 

@@ -7,15 +7,25 @@ image), never `ok`.
 
 One record a page, as any run: `tiers` lists every tier's reading in order (engine, status, score,
 threshold, seconds), `engine` whose reading was kept, `engine_choice` why. Resume, shards and
-SLURM jobs see an ordinary reader: its settings key holds both the CPU engines' and the VLM's."""
+SLURM jobs see an ordinary reader: its settings key holds both the CPU engines' and the VLM's.
+
+The VLM tier as a pass of its own (seed 000: "move a slow retry pass to an A100"):
+`--cpu-tiers-from RUN` takes each page's CPU reading from an earlier run read with the same CPU
+settings (`EarlierReadings`: checked by each record's settings key), so the GPU job reads only the
+pages that run left for review, and the CPU tiers are not read twice. The folder it writes is the
+one an inline `--vlm-tier` run would have written."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Callable
 
 from ..engines.pick import Candidate, pick
-from ..runfolder.record import REVIEW, JsonObject, PageRecord, PageTask, Sizing, Status
+from ..exceptions import UsageError
+from ..runfolder.record import REVIEW, JsonObject, PageRecord, PageTask, Row, Sizing, Status
+from ..runfolder.rundir import RunDir, SourceFinder
+from ..runfolder.store import FinalRecords
 from .base import PageReader
 from .cpu import CpuReader
 from .limiter import Limiter
@@ -25,6 +35,56 @@ from .vlm import SUPPORT_BELOW, VlmReader
 ESCALATE = frozenset({Status.suspect, Status.empty})
 # A CPU reading of fewer words says too little about what the page holds to doubt an answer by.
 MIN_CPU_WORDS = 20
+
+
+# An earlier run's CPU reading taken as it is: a reading, however poor (the VLM tier judges the
+# review ones). An `error` record is no reading: the page is read again.
+TAKEN = frozenset(Status) - {Status.error}
+
+
+class EarlierReadings:
+    """The CPU tiers' readings of an earlier run (`--cpu-tiers-from RUN`), for the pages whose
+    record there was read with the settings this run's CPU tiers have (the record's settings key
+    says so: a page of another reading is read again), of the same file (followed through
+    symlinks: a SLURM run's staged names stand for the originals, `vlmocr merge` names those)."""
+
+    def __init__(self, run: str | Path, out: str | Path | None) -> None:
+        folder = RunDir(run)
+        if out is not None and Path(run).resolve() == Path(out).resolve():
+            raise UsageError(f"--cpu-tiers-from {run} is the run's own folder (--out): name the CPU run the VLM "
+                             "tier follows, and a new --out for the tiered reading")
+        if not folder.pages.is_file() and folder.merged.pages.is_file():
+            folder = folder.merged  # a SLURM run, its shards merged
+        if not folder.pages.is_file():
+            more = " (a SLURM run: merge its shards first, `vlmocr merge RUN`)" if RunDir(run).shard_runs() else ""
+            raise UsageError(f"--cpu-tiers-from {run}: no page records there{more}")
+        self.run = str(run)
+        self.records: FinalRecords = folder.reading()
+        self.sources = SourceFinder(folder.path, resolve=True)
+        self._same_file: dict[tuple[str, str], bool] = {}
+        self.taken = 0
+        self.read_again = 0
+
+    def _of_the_file(self, row: Row, task: PageTask) -> bool:
+        """Was the record read from the task's file?"""
+        at = (row.source, task.path)
+        if at not in self._same_file:
+            found = self.sources.find(row.source, row.doc_id)
+            self._same_file[at] = found is not None and found == Path(task.path).resolve()
+        return self._same_file[at]
+
+    def reading(self, task: PageTask, cpu_key: str) -> PageRecord | None:
+        """The earlier run's reading of the task's page, made this run's record (its key and
+        attempt), or None when it has none of these settings."""
+        row = self.records.get((task.doc_id, task.page))
+        if row is None or row.key != cpu_key or row.status not in TAKEN or not self._of_the_file(row, task):
+            self.read_again += 1
+            return None
+        self.taken += 1
+        return PageRecord.model_validate({**row.data, "key": task.key, "attempt": task.attempt})
+
+    def stats(self) -> JsonObject:
+        return {"run": self.run, "taken": self.taken, "read_again": self.read_again}
 
 
 def _summary(rec: PageRecord, engine: str, *, text: bool = False) -> JsonObject:
@@ -40,9 +100,11 @@ class VlmTierReader(PageReader):
 
     waits_for_pages_in_flight = True  # VLM answers in flight are GPU work worth their grace
 
-    def __init__(self, cpu: CpuReader, vlm: VlmReader) -> None:
+    def __init__(self, cpu: CpuReader, vlm: VlmReader, earlier: EarlierReadings | None = None) -> None:
         self.cpu = cpu
         self.vlm = vlm
+        self.earlier = earlier
+        self._cpu_keys: dict[tuple[float | None, str | None], str] = {}
         self.max_in_flight = cpu.max_in_flight + vlm.max_in_flight
         self.escalated = 0
         self.adopted = 0
@@ -65,8 +127,21 @@ class VlmTierReader(PageReader):
     async def inspect_many(self, paths: list[str]) -> list[tuple[int | None, str | None]]:
         return await self.cpu.inspect_many(paths)
 
+    def _cpu_key(self, task: PageTask) -> str:
+        """The settings key the CPU tiers alone give the task's document (an earlier run's)."""
+        from ..settings.config import settings_key
+
+        at = (task.doc_dpi, task.language)
+        if at not in self._cpu_keys:
+            self._cpu_keys[at] = settings_key(self.cpu.doc_key_material(task.doc_dpi, task.language))
+        return self._cpu_keys[at]
+
+    async def _cpu_reading(self, task: PageTask) -> PageRecord:
+        taken = self.earlier.reading(task, self._cpu_key(task)) if self.earlier else None
+        return taken if taken is not None else await self.cpu.process(task)
+
     async def process(self, task: PageTask) -> PageRecord:
-        first = await self.cpu.process(task)
+        first = await self._cpu_reading(task)
         if first.status not in ESCALATE:
             return first
         cpu_tiers = list(first.tiers or [_summary(first, first.engine)])
@@ -131,7 +206,10 @@ class VlmTierReader(PageReader):
         return f"to VLM {self.escalated}, kept {self.adopted}"
 
     def final_stats(self) -> JsonObject | None:
-        return {"vlm_tier": {"escalated": self.escalated, "adopted": self.adopted}, **(self.vlm.final_stats() or {})}
+        tier: JsonObject = {"escalated": self.escalated, "adopted": self.adopted}
+        if self.earlier:
+            tier["cpu_tiers_from"] = self.earlier.stats()
+        return {"vlm_tier": tier, **(self.vlm.final_stats() or {})}
 
     def provenance(self) -> JsonObject:
         return self.vlm.provenance()

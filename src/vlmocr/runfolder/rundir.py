@@ -39,6 +39,7 @@ CLEAN_DIR = "clean"
 # A cluster run's own layout (the rest of it: cluster/slurm/layout.py).
 STAGED = "staged"
 SHARDS = "shards"
+MERGED = "merged"  # `vlmocr merge`: a SLURM run's shards as one ordinary run folder
 ORIGINALS = "originals.csv"
 
 
@@ -123,6 +124,11 @@ class RunDir:
     @property
     def originals_csv(self) -> Path:
         return self.staged / ORIGINALS
+
+    @property
+    def merged(self) -> "RunDir":
+        """RUN/merged: a SLURM run's shards as one run folder (cluster/merge.py writes it)."""
+        return RunDir(self.path / MERGED)
 
     @property
     def shards(self) -> Path:

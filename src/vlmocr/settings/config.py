@@ -121,6 +121,10 @@ class RunConfig(VlmSettings):
     # `--vlm-tier` (issue 30): a CPU run whose pages that fail their signal are read by the VLM
     # (--endpoint/--profile) too, the better reading kept (reading/cascade.py).
     vlm_tier: bool = False
+    # `--cpu-tiers-from RUN`: the VLM tier as a pass of its own, the CPU tiers' readings taken from
+    # an earlier run of the same CPU settings (reading/cascade.EarlierReadings). Not in the key:
+    # the folder holds the reading an inline `--vlm-tier` run would have made.
+    cpu_tiers_from: str | None = None
     dpi: float | None = None
     longest_side: int | None = None
     max_pixels: int = Field(default=DEFAULT_MAX_PIXELS, ge=4096)

@@ -100,3 +100,56 @@ def test_the_vlm_tier_runs_in_the_shards_and_sees_only_the_pages_the_cpu_fails(s
     tiers = {docs[r["doc_id"]]: [t["engine"] for t in r.get("tiers") or [{"engine": r["engine"]}]]
              for k in (1, 2) for r in records(run / "shards" / str(k))}
     assert tiers == {"fraktur": ["tesseract"], "english": ["tesseract", "openai"]}
+
+
+def test_the_vlm_tier_as_a_gpu_job_of_its_own_after_a_cpu_array(slurm, tmp_path):
+    """Seed 000: "move a slow retry pass to an A100". The CPU array first (no endpoint), merged;
+    then the VLM tier as a job of its own with `--cpu-tiers-from`: its shards take the CPU readings
+    from the merged run (through the staged names of both runs), the GPU sees the one page the CPU
+    failed, and no page is read by the CPU again."""
+    need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
+    scans = tmp_path / "in"
+    scans.mkdir()
+    docs = {}
+    for i in range(40):
+        for kind, page in (("fraktur", GT / "goethe" / "goethe_0014.png"),
+                           ("english", GT / "ehri_en" / "EHRI-BF-19380509b_EN_02.jpg")):
+            doc = f"{kind}{i}"
+            if kind not in docs.values() and shard_of(doc, 2) == (1 if kind == "fraktur" else 2):
+                docs[doc] = kind
+                shutil.copy(page, scans / f"{doc}{page.suffix}")
+    manifest = tmp_path / "m.csv"
+    manifest.write_text("doc_id,path\n" + "".join(f"{d},in/{p.name}\n" for d in docs for p in scans.glob(f"{d}.*")))
+    cpu, tier = tmp_path / "cpu", tmp_path / "tier"
+    common = ("--manifest", str(manifest), "--shards", "2", "--time", "10", "--engine", "tesseract", "--lang", "deu",
+              "--workers", "1")
+    first = submit_json(*common, "--out", str(cpu), cwd=scans)["job_id"]
+    try:
+        slurm.wait(first, timeout=300)
+    finally:
+        subprocess.run(["scancel", first], capture_output=True)
+    merged = cli("merge", str(cpu), cwd=scans)
+    assert merged.returncode in (0, 2), merged.stderr
+    answer = "Sehr geehrter Herr, wir danken Ihnen für Ihren Brief vom 5. Mai und teilen Ihnen mit, dass " * 3
+    with serve_in_process(ServerConfig(answer="static", static_text=answer)) as srv:
+        res = submit_json(*common, "--out", str(tier), "--vlm-tier", "--endpoint", srv.url,
+                          "--cpu-tiers-from", str(cpu), cwd=scans)
+        try:
+            slurm.wait(res["job_id"], timeout=300)
+        finally:
+            subprocess.run(["scancel", res["job_id"]], capture_output=True)
+        asked = len(srv.requests())
+    assert asked == 1, slurm.task_states(res["job_id"])
+    taken = {}
+    for k in (1, 2):
+        info = json.loads((tier / "shards" / str(k) / "run.json").read_text())
+        taken[k] = info["current"]["reader"]["vlm_tier"]["cpu_tiers_from"]
+        assert (taken[k]["taken"], taken[k]["read_again"]) == (1, 0), taken
+    recs = {docs[r["doc_id"]]: r for k in (1, 2) for r in records(tier / "shards" / str(k))}
+    cpu_recs = {docs[r["doc_id"]]: r for k in (1, 2) for r in records(cpu / "shards" / str(k))}
+    assert [t["engine"] for t in recs["english"]["tiers"]] == ["tesseract", "openai"]
+    english = recs["english"]  # the CPU reading: in its tier entry, or the record's own when kept
+    cpu_text = english["tiers"][0]["text"] if english["engine"] == "openai" else english["text"]
+    assert cpu_text == cpu_recs["english"]["text"]
+    assert english["tiers"][0]["seconds"] == cpu_recs["english"]["seconds"]
+    assert recs["fraktur"]["text"] == cpu_recs["fraktur"]["text"] and recs["fraktur"]["engine"] == "tesseract"
