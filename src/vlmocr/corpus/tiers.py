@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..exceptions import UsageError
-from ..runfolder.record import JsonObject, Status
+from ..runfolder.record import JsonObject, Status, tier_went_on
 from ..runfolder.rundir import RunDir
 from .plan import Corpus
 
@@ -74,7 +74,7 @@ def pilot_tiers(run_dir: Path) -> tuple[int, list[dict]]:
             rows[k]["reached"] += 1
             rows[k]["seconds"] += float(t.get("seconds") or 0.0)
             if k + 1 < len(tiers):
-                rows[k]["went_on"][str(t.get("status") or "?")] += 1
+                rows[k]["went_on"][tier_went_on(t)] += 1
     if not pages:
         raise UsageError(f"--pilot {run_dir}: no page there was read by an OCR engine")
     return pages, rows

@@ -31,7 +31,9 @@ from .cpu import CpuReader
 from .limiter import Limiter
 from .vlm import SUPPORT_BELOW, VlmReader
 
-# The CPU statuses that send a page on to the VLM: a reading that failed its signal, or none.
+# The CPU statuses that send a page on to the VLM: a reading that failed its signal, or none. A
+# page of a document in a language the CPU tiers have no data for goes on whatever its signal
+# says (`_lacks_language`: the manifest's language, a person's or triage's).
 ESCALATE = frozenset({Status.suspect, Status.empty})
 # A CPU reading of fewer words says too little about what the page holds to doubt an answer by.
 MIN_CPU_WORDS = 20
@@ -140,11 +142,23 @@ class VlmTierReader(PageReader):
         taken = self.earlier.reading(task, self._cpu_key(task)) if self.earlier else None
         return taken if taken is not None else await self.cpu.process(task)
 
+    def _lacks_language(self, task: PageTask) -> str | None:
+        """Why the CPU tiers cannot read the task's document as its language says (no data for
+        it: read as the run's), or None. A passing signal is then no word that the page was read:
+        the signal judges the text by the language it was read as."""
+        way = self.cpu.cfg.document_reading(task.language)
+        if way is None or way.note is None:
+            return None
+        return f"{self.cpu.cfg.reader()} has no data for the document's language {task.language}"
+
     async def process(self, task: PageTask) -> PageRecord:
         first = await self._cpu_reading(task)
-        if first.status not in ESCALATE:
+        lacks = self._lacks_language(task)
+        if first.status not in ESCALATE and lacks is None:
             return first
         cpu_tiers = list(first.tiers or [_summary(first, first.engine)])
+        if lacks is not None and first.status not in ESCALATE:
+            cpu_tiers[-1] = {**cpu_tiers[-1], "went_on": f"no data for {task.language}"}
         # The CPU's kept reading, with its text, for when the VLM's is kept instead.
         cpu_with_text = [t if t.get("engine") != first.engine else {**t, "text": first.text} for t in cpu_tiers]
         self.escalated += 1
@@ -157,10 +171,27 @@ class VlmTierReader(PageReader):
                 "tiers": [*cpu_tiers, {**_summary(answer, "openai"), "error": answer.error}],
                 "flags": [*first.flags, f"vlm_tier_failed:{answer.status.value}"],
                 "seconds": round(first.seconds + (time.monotonic() - t0), 4)})
-        answer = self._supported(answer, first)
+        if lacks is None:  # a reading in the wrong language's data supports nothing
+            answer = self._supported(answer, first)
         tiers = [*cpu_tiers, _summary(answer, "openai", text=True)]  # as long as the CPU's reading is kept
         n = len(tiers)
         failed = ", ".join(str(t["engine"]) for t in cpu_tiers)
+        if lacks is not None:
+            if answer.status is Status.ok or first.status in ESCALATE:
+                # The model's reading is the page's unless it is doubted and the CPU's is not.
+                best = 1 if answer.status is Status.ok else pick([
+                    Candidate(first.engine, True, first.quality or {}),
+                    Candidate("openai", answer.status is Status.suspect, answer.quality or {})])[0]
+            else:
+                best = 0
+            choice = f"tier {n} of {n}, {lacks}"
+            if best == 1:
+                self.adopted += 1
+                return answer.model_copy(update={"tiers": [*cpu_with_text, _summary(answer, "openai")],
+                                                 "engine_choice": f"openai: {choice}"})
+            return first.model_copy(update={"tiers": tiers, "engine_choice": f"{first.engine}: {choice}; the "
+                                            f"VLM's answer is {answer.status.value}",
+                                            "seconds": round(first.seconds + answer.seconds, 4)})
         unsupported = [f for f in answer.flags if f.startswith(f"unsupported_by_{first.engine}:")]
         if unsupported:
             # Its words are not on the page as the CPU read it: the CPU's reading, poor as it is,

@@ -15,6 +15,7 @@ from typing import Any
 from . import svg
 from .gather import STATUS_ORDER, Page, ReportOptions, RunData, languages_read, status_group
 from .review import queue_label
+from ..runfolder.record import tier_went_on
 
 PREVIEW_ROWS = 100  # flagged pages listed on the index page
 
@@ -150,7 +151,7 @@ def tier_rows(pages: list[Page]) -> list[dict[str, Any]]:
             row["reached"] += 1
             row["seconds"] += float(t.get("seconds") or 0.0)
             if k + 1 < len(tiers):
-                row["went_on"][str(t.get("status") or "?")] += 1
+                row["went_on"][tier_went_on(t)] += 1
         # The tier whose reading was kept: a later one read no better, an earlier one's stands.
         kept = next((k for k, t in enumerate(tiers) if t.get("engine") == p.rec.engine), None)
         if kept is not None:

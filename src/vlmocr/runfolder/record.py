@@ -226,7 +226,8 @@ class PageRecord(BaseModel):
     engine_choice: str | None = None
     # A cascade's readings of the page in tier order (`--engine tesseract,rapidocr`, issue 30):
     # each {engine, status, score, threshold, seconds}, and `text` for a reading not kept (every
-    # tier's reading stays in the raw layer); the page reached tier len(tiers), and `engine` says
+    # tier's reading stays in the raw layer), and `went_on` when the page went on from a reading
+    # its signal passed (`tier_went_on`); the page reached tier len(tiers), and `engine` says
     # whose reading was kept. Absent for a page one engine read.
     tiers: list[JsonObject] | None = None
     model: str | None = None
@@ -269,6 +270,13 @@ class PageRecord(BaseModel):
             if data.get(optional) is None:
                 data.pop(optional, None)
         return data
+
+
+def tier_went_on(entry: Mapping[str, Any]) -> str:
+    """Why a page went on from a tier (an entry of a record's `tiers` before the last): the
+    status of its reading (suspect, empty …), or what else sent it on (the document's language
+    the tier has no data for)."""
+    return str(entry.get("went_on") or entry.get("status") or "?")
 
 
 @dataclass(frozen=True, slots=True)
