@@ -56,6 +56,33 @@ def test_run_serve_end_to_end(tmp_path, scratch, coded):
     assert "stopped" in res.stderr
 
 
+def test_run_serve_as_the_vlm_tier_of_a_cpu_cascade(tmp_path, scratch, coded):
+    """`--vlm-tier --serve PROFILE`: vlmocr starts the server for the cascade's last tier; the CPU
+    engine reads every page first, the pages it cannot read go to the served model (here: its
+    manifest says Russian, which Tesseract has no data for — Tesseract reads the coded pages
+    well in English), and the server is stopped with the run."""
+    env = fake_env(tmp_path, scratch, FAKE_VLLM_WORKER="1")
+    manifest = tmp_path / "m.csv"
+    manifest.write_text(f"doc_id,path,language\ncoded,{coded},rus\n", encoding="utf-8")
+    run_dir = tmp_path / "run"
+    res = run_cli("run", "--manifest", str(manifest), "--out", str(run_dir), "--engine", "tesseract", "--vlm-tier",
+                  "--serve", "qwen3-vl", "--workers", "2", env=env)
+    assert res.returncode == 0, res.stderr
+    recs = finals(run_dir)
+    assert len(recs) == 4
+    for (_doc, page), rec in recs.items():
+        assert [t["engine"] for t in rec["tiers"]] == ["tesseract", "openai"], rec
+        assert rec["tiers"][0]["went_on"] == "no data for rus"
+        assert (rec["engine"], rec["status"], rec["text"]) == ("openai", "ok", expected_text(page))
+        assert rec["model"] == "Qwen/Qwen3-VL-8B-Instruct"
+    info = json.loads((run_dir / "run.json").read_text())
+    assert info["settings"]["vlm_tier"] and info["settings"]["serve"] == "qwen3-vl"
+    assert info["current"]["reader"]["vlm_tier"]["escalated"] == 4
+    rec = read_record(tmp_path)
+    assert gone(rec["pid"]) and gone(rec["worker_pid"]) and "stopped" in res.stderr
+    assert not list(scratch.glob("vlmocr-serve-*"))
+
+
 def test_run_serve_records_what_it_started_and_says_so_once_ready(tmp_path, scratch, coded):
     """Seed 000's job log: "server ready time, the nvidia-smi memory line, pages-per-second lines",
     in that order; run.json and every record name the server, its version and the revision, and
