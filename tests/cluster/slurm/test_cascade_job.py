@@ -20,16 +20,17 @@ from vlmocr.inputs.sources import shard_of
 pytestmark = pytest.mark.timeout(400)
 
 
-def test_the_cascade_runs_as_an_array_of_shards(slurm, tmp_path):
+def _one_page_per_shard(tmp_path):
+    """(scans folder, {doc_id: kind}, manifest): one document in each of two shards — a Fraktur page
+    Tesseract reads well with German data (shard 1) and an English typescript read with German data
+    (shard 2), which fails its signal."""
     need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
     scans = tmp_path / "in"
     scans.mkdir()
-    # Two documents in different shards: a Fraktur page Tesseract reads well with German data
-    # (tier 1 only) and an English typescript read with German data (on to tier 2).
-    names = {"fraktur": GT / "goethe" / "goethe_0014.png", "english": GT / "ehri_en" / "EHRI-BF-19380509b_EN_02.jpg"}
     docs = {}
     for i in range(40):
-        for kind, page in names.items():
+        for kind, page in (("fraktur", GT / "goethe" / "goethe_0014.png"),
+                           ("english", GT / "ehri_en" / "EHRI-BF-19380509b_EN_02.jpg")):
             doc = f"{kind}{i}"
             if kind not in docs.values() and shard_of(doc, 2) == (1 if kind == "fraktur" else 2):
                 docs[doc] = kind
@@ -37,6 +38,12 @@ def test_the_cascade_runs_as_an_array_of_shards(slurm, tmp_path):
     assert sorted(docs.values()) == ["english", "fraktur"]
     manifest = tmp_path / "m.csv"
     manifest.write_text("doc_id,path\n" + "".join(f"{d},in/{p.name}\n" for d in docs for p in scans.glob(f"{d}.*")))
+    return scans, docs, manifest
+
+
+def test_the_cascade_runs_as_an_array_of_shards(slurm, tmp_path):
+    # Two documents in different shards: the Fraktur page (tier 1 only), the English one (on to tier 2).
+    scans, docs, manifest = _one_page_per_shard(tmp_path)
     run = tmp_path / "run"
     args = ("--manifest", str(manifest), "--out", str(run), "--shards", "2", "--time", "10",
             "--engine", "tesseract,rapidocr", "--lang", "deu", "--workers", "1")
@@ -71,19 +78,7 @@ def test_the_cascade_runs_as_an_array_of_shards(slurm, tmp_path):
 
 
 def test_the_vlm_tier_runs_in_the_shards_and_sees_only_the_pages_the_cpu_fails(slurm, tmp_path):
-    need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
-    scans = tmp_path / "in"
-    scans.mkdir()
-    english = GT / "ehri_en" / "EHRI-BF-19380509b_EN_02.jpg"
-    docs = {}
-    for i in range(40):  # one document in each shard: the Fraktur page, and the English one read as German
-        for kind, page in (("fraktur", GT / "goethe" / "goethe_0014.png"), ("english", english)):
-            doc = f"{kind}{i}"
-            if kind not in docs.values() and shard_of(doc, 2) == (1 if kind == "fraktur" else 2):
-                docs[doc] = kind
-                shutil.copy(page, scans / f"{doc}{page.suffix}")
-    manifest = tmp_path / "m.csv"
-    manifest.write_text("doc_id,path\n" + "".join(f"{d},in/{p.name}\n" for d in docs for p in scans.glob(f"{d}.*")))
+    scans, docs, manifest = _one_page_per_shard(tmp_path)
     run = tmp_path / "run"
     # The VLM answers in German (the run's language): a reading that passes where Tesseract's did not.
     answer = "Sehr geehrter Herr, wir danken Ihnen für Ihren Brief vom 5. Mai und teilen Ihnen mit, dass " * 3
@@ -107,19 +102,7 @@ def test_the_vlm_tier_as_a_gpu_job_of_its_own_after_a_cpu_array(slurm, tmp_path)
     then the VLM tier as a job of its own with `--cpu-tiers-from`: its shards take the CPU readings
     from the merged run (through the staged names of both runs), the GPU sees the one page the CPU
     failed, and no page is read by the CPU again."""
-    need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
-    scans = tmp_path / "in"
-    scans.mkdir()
-    docs = {}
-    for i in range(40):
-        for kind, page in (("fraktur", GT / "goethe" / "goethe_0014.png"),
-                           ("english", GT / "ehri_en" / "EHRI-BF-19380509b_EN_02.jpg")):
-            doc = f"{kind}{i}"
-            if kind not in docs.values() and shard_of(doc, 2) == (1 if kind == "fraktur" else 2):
-                docs[doc] = kind
-                shutil.copy(page, scans / f"{doc}{page.suffix}")
-    manifest = tmp_path / "m.csv"
-    manifest.write_text("doc_id,path\n" + "".join(f"{d},in/{p.name}\n" for d in docs for p in scans.glob(f"{d}.*")))
+    scans, docs, manifest = _one_page_per_shard(tmp_path)
     cpu, tier = tmp_path / "cpu", tmp_path / "tier"
     common = ("--manifest", str(manifest), "--shards", "2", "--time", "10", "--engine", "tesseract", "--lang", "deu",
               "--workers", "1")
