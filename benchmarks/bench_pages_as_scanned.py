@@ -115,6 +115,23 @@ def table(rows: list[dict[str, str]], variants: list[str], recs: dict[str, dict]
     return out
 
 
+def worst_pages(rows: list[dict[str, str]], variants: list[str], recs: dict[str, dict], over: float = 5.0) -> None:
+    """The pages a variant reads more than `over` points worse than upright: what the record says
+    of how the page was turned, to see why."""
+    lines = []
+    for r in rows:
+        base = cer(recs[f"{r['name']}__upright"].get("text", ""), truth(r)) * 100
+        for v in variants:
+            rec = recs.get(f"{r['name']}__{v}", {})
+            got = cer(rec.get("text", ""), truth(r)) * 100
+            if v != "upright" and got > base + over:
+                flags = ",".join(f for f in rec.get("flags", []) if "turn" in f or "osd" in f or "rot" in f)
+                lines.append(f"  {r['name']} {v}: {base:.1f} → {got:.1f} % (rotation {rec.get('rotation')} from "
+                             f"{rec.get('rotation_from')}, {rec.get('status')}{', ' + flags if flags else ''})")
+    if lines:
+        print(f"\npages over {over:g} points worse than upright:\n" + "\n".join(lines))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--per-set", type=int, default=2, help="pages per set of pages.csv")
@@ -155,6 +172,7 @@ def main() -> int:
             for v, r in results[path_name].items():
                 print(f"| {v} | {r['cer']:.2f} | {r['points']:+.2f} | {r['turned']:.0f} | {r['straightened']:.0f} "
                       f"| {r['review']:.0f} |")
+            worst_pages(rows, variants, recs)
             sys.stdout.flush()
         for path_name, res in results.items():
             turned = max((res[v]["points"] for v in TURNS if v in res), default=0.0)

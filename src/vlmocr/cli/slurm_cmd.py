@@ -209,8 +209,8 @@ def submit_command(
         print(json.dumps(result), flush=True)
         return ExitCode.ok
     if sub.skipped_shards and sub.job_id:
-        _warn(f"shard(s) {compress_ranges(sub.skipped_shards)} owe nothing under this command (last outcome 0, "
-              "or 9: unreadable inputs listed in their bad_inputs.csv): not resubmitted")
+        _warn(f"shard(s) {compress_ranges(sub.skipped_shards)} owe nothing under this command (last outcome 0; "
+              "9: unreadable inputs listed in their bad_inputs.csv; or 2 from a CPU reading): not resubmitted")
     if sub.job_id:
         what = f"part {part} as bulk job" if part else "bulk job"
         where = f"{part}-K" if part else "K"

@@ -59,6 +59,26 @@ def test_run_options_pass_through_validated_by_the_run_parser(tmp_path, monkeypa
         split_run_args(["--dpi", "many"])
 
 
+def test_a_shard_ending_with_review_pages_is_complete_when_a_cpu_engine_read_them(tmp_path):
+    """Exit 2 (pages for review): a VLM's review page may owe a retry ladder a resubmission climbs;
+    a CPU engine's (or a cascade's, its reader a CPU engine) is read no better again."""
+    from vlmocr.cluster.slurm.submit import complete_shards
+    from vlmocr.runfolder.rundir import RunDir
+
+    run = tmp_path / "run"
+    RunDir(run).staged.mkdir(parents=True)
+    (RunDir(run).staged / "bulk.csv").write_text("doc_id,path\n")
+    time.sleep(0.01)
+    for k, (code, reader) in enumerate([(2, "tesseract"), (2, "openai"), (1, "tesseract"), (9, "openai"),
+                                        (2, None)], 1):
+        shard = RunDir(run).shard(k).path
+        shard.mkdir(parents=True)
+        (shard / "run.json").write_text(json.dumps({
+            "summary": {"exit_code": code}, "key_material": {"reader": reader} if reader else {},
+            "current": {"argv": shard_argv(run, k, 5, ["--engine", "x"])}}))
+    assert complete_shards(run, 5, ["--engine", "x"]) == [1, 4]
+
+
 def test_submit_records_jobs_and_skips_complete_shards(tmp_path):
     """With a stand-in sbatch: the command submitted, jobs.json, and a resubmission that leaves
     out a shard already complete under the same command."""

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 from ...credentials import secrets_out_of_job
-from ...exceptions import SETTLED, UsageError
+from ...engines.registry import HTTP_ENGINE
+from ...exceptions import SETTLED, ExitCode, UsageError
 from ...runfolder.record import now_iso
 from ...redact import public_argv
 from ...runfolder.rundir import RunDir
@@ -209,9 +210,19 @@ def _comparable(argv: Sequence[str]) -> list[str]:
     return out
 
 
+def _settled(exit_code: object, key_material: JsonObject) -> bool:
+    """Does a shard whose last run ended with `exit_code` owe nothing? 0 and 9 always; 2 (pages for
+    review) when a CPU engine read them, with or without a VLM tier: only a VLM's review page owes
+    a retry ladder a resubmit would climb, a CPU reading is read no better again."""
+    if exit_code in SETTLED:
+        return True
+    return exit_code == ExitCode.review and key_material.get("reader") not in (None, HTTP_ENGINE)
+
+
 def complete_shards(run_dir: Path, n: int, run_args: Sequence[str], part: str | None = None) -> list[int]:
     """Shards that owe nothing: their last run finished with exit 0, or 9 (every page final, some
-    inputs unreadable: a resubmit reads them no better), under this command (up to options that
+    inputs unreadable: a resubmit reads them no better), or 2 from a CPU reading (`_settled`),
+    under this command (up to options that
     change neither text nor work, e.g. --stop-grace, --workers), after the staged manifest last
     changed: resubmitting need not start them again (no server start, no GPU). Of `part` NAME:
     its own shards (RUN/shards/NAME-K) against its own manifest."""
@@ -232,7 +243,7 @@ def complete_shards(run_dir: Path, n: int, run_args: Sequence[str], part: str | 
             fresh = path.stat().st_mtime > manifest_mtime
         except OSError:
             continue
-        if (fresh and summary.get("exit_code") in SETTLED and isinstance(argv, list)
+        if (fresh and _settled(summary.get("exit_code"), info.key_material) and isinstance(argv, list)
                 and _comparable(argv) == _comparable(shard_argv(run_dir, k, n, run_args, part))):
             done.append(k)
     return done
@@ -299,8 +310,9 @@ def submit(run_dir: Path, *, paths: Sequence[str] = (), manifest: str | Path | N
         sub.skipped_shards = done
         todo = [k for k in todo if k not in done]
     if not todo:
-        sub.note = (f"all {shards} shards owe nothing under this command (last outcome 0, or 9: unreadable "
-                    "inputs listed in bad_inputs.csv): nothing submitted (--all-shards to rerun)")
+        sub.note = (f"all {shards} shards owe nothing under this command (last outcome 0; 9: unreadable "
+                    "inputs listed in bad_inputs.csv; or 2 from a CPU reading: its review pages are read no "
+                    "better again): nothing submitted (--all-shards to rerun)")
         return sub
     if len(todo) < shards:
         sub.array = sub.only = compress_ranges(todo) + (f"%{options.max_running}" if options.max_running else "")
