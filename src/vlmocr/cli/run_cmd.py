@@ -166,3 +166,8 @@ def check_job_options(params: dict[str, Any]) -> None:
         load_profile(name)
     if cfg.serve:
         check_serve_options(cfg)
+    if cfg.cpu_tiers_from:
+        # Its records found now, not by every shard on the nodes (a path that names no run).
+        from ..reading.cascade import earlier_readings
+
+        earlier_readings(cfg, out=None)

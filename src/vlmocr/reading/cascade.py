@@ -26,6 +26,7 @@ from ..exceptions import UsageError
 from ..runfolder.record import REVIEW, JsonObject, PageRecord, PageTask, Row, Sizing, Status
 from ..runfolder.rundir import RunDir, SourceFinder
 from ..runfolder.store import FinalRecords
+from ..settings.config import RunConfig
 from .base import PageReader
 from .cpu import CpuReader
 from .limiter import Limiter
@@ -87,6 +88,17 @@ class EarlierReadings:
 
     def stats(self) -> JsonObject:
         return {"run": self.run, "taken": self.taken, "read_again": self.read_again}
+
+
+def earlier_readings(cfg: RunConfig, out: str | Path | None) -> EarlierReadings | None:
+    """`--cpu-tiers-from RUN` of these settings (None when not given), refused without a VLM tier
+    or when RUN holds no records; `out`: the run's own folder, which RUN may not be."""
+    if not cfg.cpu_tiers_from:
+        return None
+    if not cfg.vlm_tier:
+        raise UsageError("--cpu-tiers-from RUN takes the CPU tiers' readings for a VLM tier: give --vlm-tier "
+                         "(with --endpoint or --serve, --profile)")
+    return EarlierReadings(cfg.cpu_tiers_from, out)
 
 
 def _summary(rec: PageRecord, engine: str, *, text: bool = False) -> JsonObject:

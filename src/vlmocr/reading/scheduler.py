@@ -110,9 +110,11 @@ async def make_reader(cfg: RunConfig) -> PageReader:
     if cfg.vlm_tier and reader == HTTP_ENGINE:
         raise UsageError("--vlm-tier makes a VLM the last tier after a CPU engine: --engine auto, tesseract, "
                          "rapidocr, tesseract,rapidocr … — not openai")
-    if cfg.cpu_tiers_from and not cfg.vlm_tier:
-        raise UsageError("--cpu-tiers-from RUN takes the CPU tiers' readings for a VLM tier: give --vlm-tier "
-                         "(with --endpoint or --serve, --profile)")
+    earlier = None
+    if cfg.cpu_tiers_from:  # refused without a VLM tier, or when it names no run
+        from .cascade import earlier_readings
+
+        earlier = earlier_readings(cfg, cfg.out)
     options: EngineOptions = {"lang": cfg.lang, "threads": 1, "rotate_pages": cfg.rotate_pages,
                                "deskew": cfg.deskew, "clean_scans": cfg.clean_scans,
                                # a language a person gave, not the default: wrong_language judges by it
@@ -149,10 +151,9 @@ async def make_reader(cfg: RunConfig) -> PageReader:
             raise
     if cfg.vlm_tier:
         # Issue 30: the VLM reads the pages the CPU engine leaves for review; both share the pool.
-        from .cascade import EarlierReadings, VlmTierReader
+        from .cascade import VlmTierReader
         from .vlm import make_vlm_reader
 
-        earlier = EarlierReadings(cfg.cpu_tiers_from, cfg.out) if cfg.cpu_tiers_from else None
         pool.warm()
         try:
             vlm = await make_vlm_reader(cfg.model_copy(update={"engine": HTTP_ENGINE, "vlm_tier": False}), pool)

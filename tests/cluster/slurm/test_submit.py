@@ -59,6 +59,17 @@ def test_run_options_pass_through_validated_by_the_run_parser(tmp_path, monkeypa
         split_run_args(["--dpi", "many"])
 
 
+def test_a_vlm_tier_job_after_a_run_that_holds_no_records_is_refused_before_staging(tmp_path):
+    coded_corpus(tmp_path / "in", docs=1, pages=1)
+    (tmp_path / "cpu").mkdir()
+    run = tmp_path / "run"
+    res = cli("slurm", "submit", str(tmp_path / "in"), "--out", str(run), "--shards", "2", "--engine", "tesseract",
+              "--vlm-tier", "--endpoint", "http://127.0.0.1:9/v1", "--cpu-tiers-from", str(tmp_path / "cpu"),
+              cwd=tmp_path)
+    assert res.returncode == 3 and "no page records there" in res.stderr, res.stderr
+    assert not run.exists()
+
+
 def test_a_shard_ending_with_review_pages_is_complete_when_a_cpu_engine_read_them(tmp_path):
     """Exit 2 (pages for review): a VLM's review page may owe a retry ladder a resubmission climbs;
     a CPU engine's (or a cascade's, its reader a CPU engine) is read no better again."""
