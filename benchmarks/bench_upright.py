@@ -63,7 +63,7 @@ def one_page(row: dict[str, str]) -> list[dict]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="one process (with VLMOCR_GT=tests/data/gt: its five pages with an image)")
+    ap.add_argument("--quick", action="store_true", help="one process (with VLMOCR_GT=tests/data/gt: its six pages with an image)")
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args()
     rows = [r for r in gt_pages() if (GT / r["image"]).is_file()]

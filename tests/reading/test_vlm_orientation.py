@@ -103,6 +103,28 @@ def test_a_page_on_its_side_osd_is_unsure_of_is_turned_by_its_lines(tmp_path):
     assert "rotated:90" in prep.flags and any(f.startswith("lines_turned:90:") for f in prep.flags)
 
 
+def test_a_greek_page_upside_down_is_asked_of_osd_whatever_the_line_classifier_says(tmp_path):
+    # Zonaras (polytonic Greek) upside down: at the VLM's size RapidOCR's line classifier scores it
+    # +0.24, clearly upright to it (it is blind to Greek and Fraktur). Read as Greek, the first page
+    # is asked of OSD at once, which is sure and right; read as English the classifier's word stands.
+    need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
+    need("osd" in languages.installed_languages(), "tesseract OSD data", "tesseract-ocr-osd")
+    with Image.open(GT / "zonaras" / "zonaras_0017.png") as im:
+        im.convert("L").transpose(Image.Transpose.ROTATE_180).save(tmp_path / "down.png")
+
+    def prepared(language: str) -> Prepared:
+        task = PageTask(doc_id="down", source="down.png", path=str(tmp_path / "down.png"), page=1, doc_pages=1,
+                        key="k", engine="openai", reader="openai", sizing=Sizing(dpi=None, longest_side=2271),
+                        look_before=True, run_language=(language, "--lang"))
+        prep = prepare_for_http(task)
+        assert isinstance(prep, Prepared)
+        return prep
+
+    greek = prepared("grc")
+    assert (greek.rotation, greek.rotation_from) == (180, "osd") and "rotated:180" in greek.flags, greek.flags
+    assert prepared("eng").rotation == 0
+
+
 def run_vlm(scans: Path, run: Path, *extra: str):
     script = {code: TRUTH for code in (11, *BOOK, *MIXED)}
     with serve_in_process(ServerConfig(answer="script", script=script)) as srv:

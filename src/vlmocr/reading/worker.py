@@ -20,6 +20,7 @@ from PIL import Image
 
 from ..engines.base import LINES_RUN_DOWN, Engine, EngineOptions, PageInput, Reading
 from ..engines.pick import Candidate, pick
+from ..engines.languages import script_of_lang
 from ..exceptions import BadInput
 from ..runfolder.record import DEFAULT_DPI, JsonObject, PageRecord, PageTask, Positions, Status
 from ..inputs.sources import printable
@@ -461,15 +462,21 @@ def turn_to_upright(img: Image.Image) -> Upright:
 # ask OSD (10 of them Fraktur or Greek), 95 of 100 upside-down pages are seen (at −0.05: 1 and 84;
 # at 0.2: 24 and 98; BENCHMARKS.md, "The VLM path checks a document's first page").
 UPRIGHT_ABOVE = 0.1
+# Scripts the line classifier cannot tell the way up of (PP-OCR's model, trained on Latin and
+# Chinese print: Fraktur and Greek score near 0 both ways, an upside-down Greek page of
+# ../shared/gt +0.24 at the VLM's size), where OSD was sure and right on all 160 cases: a page
+# read as one of them is asked of OSD at once (BENCHMARKS.md, "OSD's second opinion").
+CLASSIFIER_BLIND = frozenset({"Latf", "Grek"})
 
 
-def turn_if_not_upright(img: Image.Image) -> Upright:
+def turn_if_not_upright(img: Image.Image, script: str | None = None) -> Upright:
     """`turn_to_upright` for a page that looks turned — on its side by its ink — or that the line
-    classifier does not find clearly upright; (0, …) for one that looks upright (no OSD)."""
+    classifier does not find clearly upright, or read in a `script` (ISO 15924) the classifier is
+    blind to; (0, …) for one that looks upright (no OSD)."""
     from ..engines.osd import looks_sideways
     from ..engines.upright import upright_score
 
-    if looks_sideways(img):
+    if script in CLASSIFIER_BLIND or looks_sideways(img):
         return turn_to_upright(img)
     score, n = upright_score(img)
     if n and score < UPRIGHT_ABOVE:
@@ -545,7 +552,8 @@ def prepare_for_http(task: PageTask) -> Prepared | PageRecord:
             # at first: the ink (~1.5 ms) for a page on its side, RapidOCR's line classifier
             # (~60 ms) for one not clearly upright; OSD only when either says so. `always`: OSD
             # is asked of every page.
-            up = turn_to_upright(img) if rotate == "always" else turn_if_not_upright(img)
+            up = turn_to_upright(img) if rotate == "always" else turn_if_not_upright(
+                img, script_of_lang(task.read_as()[0]))
             flags += up.flags
             if up.turn:
                 turned, turned_by = up.turn, up.how
