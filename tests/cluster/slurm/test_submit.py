@@ -59,6 +59,22 @@ def test_run_options_pass_through_validated_by_the_run_parser(tmp_path, monkeypa
         split_run_args(["--dpi", "many"])
 
 
+def test_a_triage_suggested_language_stays_a_suggestion_when_staged(tmp_path):
+    """The staged manifest the shards read carries where a language came from: a language triage
+    suggested (`vlmocr manifest --triage`) staged as a person's word would have had
+    wrong_language judge every page by it on the cluster only."""
+    from vlmocr.cluster.slurm.submit import stage_documents, staged_documents
+
+    coded_corpus(tmp_path / "in", docs=3, pages=1)
+    files = sorted((tmp_path / "in").iterdir())
+    manifest = tmp_path / "m.csv"
+    manifest.write_text("doc_id,path,language,language_from\n"
+                        f"a,{files[0]},deu,triage\nb,{files[1]},fra,\nc,{files[2]},,\n", encoding="utf-8")
+    stage_documents(tmp_path / "run", "bulk", manifest=manifest)
+    docs = {d.doc_id: (d.language, d.language_from) for d in staged_documents(tmp_path / "run", "bulk")}
+    assert docs == {"a": ("deu", "triage"), "b": ("fra", ""), "c": (None, "")}
+
+
 def test_a_vlm_tier_job_after_a_run_that_holds_no_records_is_refused_before_staging(tmp_path):
     coded_corpus(tmp_path / "in", docs=1, pages=1)
     (tmp_path / "cpu").mkdir()

@@ -38,6 +38,7 @@ class StagedDoc:
     pages: str = ""
     dpi: str = ""
     language: str = ""
+    language_from: str = ""  # "triage": the language is a suggestion (wrong_language does not judge by it)
 
 
 def _pages_spec(pages: tuple[int, ...] | None) -> str:
@@ -107,15 +108,19 @@ def stage_documents(run_dir: Path, kind: str, paths: Sequence[str] = (), manifes
             with atomic_file(link) as tmp:
                 os.symlink(original, tmp)
         staged.append(StagedDoc(kind, doc.doc_id, name, original, _pages_spec(doc.pages),
-                                "" if doc.dpi is None else repr(doc.dpi), doc.language or ""))
+                                "" if doc.dpi is None else repr(doc.dpi), doc.language or "", doc.language_from))
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    # The language column only when a document has one: the staged manifests of runs without
+    # The language columns only when a document has one: the staged manifests of runs without
     # stay as they were (an unchanged file keeps its mtime, and resubmitting changes nothing).
+    # Where it came from goes with it: a triage suggestion staged is still no one's word.
     languages = any(s.language for s in staged)
-    writer.writerow(["doc_id", "path", "pages", "dpi"] + (["language"] if languages else []))
+    suggested = any(s.language_from for s in staged)
+    writer.writerow(["doc_id", "path", "pages", "dpi"] + (["language"] if languages else [])
+                    + (["language_from"] if suggested else []))
     for s in staged:
-        writer.writerow([s.doc_id, s.staged, s.pages, s.dpi] + ([s.language] if languages else []))
+        writer.writerow([s.doc_id, s.staged, s.pages, s.dpi] + ([s.language] if languages else [])
+                        + ([s.language_from] if suggested else []))
     manifest_path = staged_dir / f"{kind}.csv"
     _write_if_changed(manifest_path, buf.getvalue())
     # The originals, for people and for merge (records name the staged file as their source).
