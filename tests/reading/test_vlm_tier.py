@@ -165,3 +165,24 @@ def test_a_document_in_a_language_the_cpu_has_no_data_for_goes_to_the_vlm(scans,
     assert (clear["engine"], clear["status"]) == ("openai", "ok")
     assert "has no data for the document's language rus" in clear["engine_choice"], clear["engine_choice"]
     assert recs["blank"]["engine"] == "tesseract"
+
+
+def test_a_document_a_person_marked_hard_goes_to_the_vlm(scans, tmp_path):
+    """The manifest's `hard` column (handwriting, tables …, which no signal of a CPU reading sees):
+    every page of the document goes on to the VLM tier, whatever its CPU signal says."""
+    manifest = tmp_path / "m.csv"
+    manifest.write_text(f"doc_id,path,hard\nclear,{scans / 'clear.jpg'},tables\nblank,{scans / 'blank.png'},\n",
+                        encoding="utf-8")
+    run = tmp_path / "run"
+    with serve_in_process(ServerConfig(answer="static", static_text=TRUTH)) as srv:
+        res = run_cli("run", "--manifest", str(manifest), "--out", str(run), "--engine", "tesseract", "--lang", "eng",
+                      "--vlm-tier", "--endpoint", srv.url, "--workers", "1", "--request-timeout", "30", env=NO_KEY)
+        asked = len(srv.requests())
+    assert res.returncode == 0, res.stderr
+    recs = {doc: rec for (doc, _), rec in finals(run).items()}
+    assert asked == 1
+    clear = recs["clear"]
+    assert clear["tiers"][0]["status"] == "ok" and clear["tiers"][0]["went_on"] == "hard: tables"
+    assert (clear["engine"], clear["status"]) == ("openai", "ok")
+    assert "marked hard (tables)" in clear["engine_choice"]
+    assert recs["blank"]["engine"] == "tesseract"

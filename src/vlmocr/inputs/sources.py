@@ -33,7 +33,8 @@ CSV_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 # original_path: where a staged (ASCII symlink) path came from; records name it as `source`.
 # language: the document's language (a Tesseract name or an ISO 639-1 code: grc, frk, de), which
 # the quality signal judges its pages by, above a guess from the text and above --lang.
-MANIFEST_COLUMNS = {"doc_id", "path", "pages", "dpi", "priority", "original_path", "language", "language_from"}  # leaves room for suffixes like ".md" under the usual 255-byte name limit
+MANIFEST_COLUMNS = {"doc_id", "path", "pages", "dpi", "priority", "original_path", "language", "language_from",
+                    "hard"}  # leaves room for suffixes like ".md" under the usual 255-byte name limit
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,9 @@ class Document:
     # --triage`): it chooses the engine and judges the pages, but is no one's word that the text must
     # be in it (wrong_language).
     language_from: str = ""
+    # The manifest's `hard` column: why a person marked the document hard for the CPU tiers
+    # (handwriting, tables …): with `--vlm-tier` its pages go on to the VLM whatever their signal.
+    hard: str = ""
 
     @property
     def kind(self) -> str:
@@ -297,8 +301,9 @@ def from_manifest(manifest: str | Path) -> list[Document]:
         language_from = str(row.get("language_from") or "").strip()
         if language_from not in ("", "person", "triage"):
             raise UsageError(f"{where}: language_from {language_from!r}: person or triage (a suggestion)")
+        hard = printable(str(row.get("hard") or "").strip())
         docs.append(Document(doc_id, path, printable(original or raw_path), pages, dpi, language,
-                             "" if language_from == "person" else language_from))
+                             "" if language_from == "person" else language_from, hard))
     return docs
 
 

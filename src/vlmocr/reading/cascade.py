@@ -33,8 +33,8 @@ from .limiter import Limiter
 from .vlm import SUPPORT_BELOW, VlmReader
 
 # The CPU statuses that send a page on to the VLM: a reading that failed its signal, or none. A
-# page of a document in a language the CPU tiers have no data for goes on whatever its signal
-# says (`_lacks_language`: the manifest's language, a person's or triage's).
+# page of a document in a language the CPU tiers have no data for, or that a person marked hard
+# (handwriting, tables …), goes on whatever its signal says (`_sent_on`: the manifest's columns).
 ESCALATE = frozenset({Status.suspect, Status.empty})
 # A CPU reading of fewer words says too little about what the page holds to doubt an answer by.
 MIN_CPU_WORDS = 20
@@ -154,6 +154,14 @@ class VlmTierReader(PageReader):
         taken = self.earlier.reading(task, self._cpu_key(task)) if self.earlier else None
         return taken if taken is not None else await self.cpu.process(task)
 
+    def _sent_on(self, task: PageTask) -> str | None:
+        """Why the task's page goes on to the VLM whatever the CPU's signal says, or None: a
+        person marked its document hard (the manifest's `hard`), or the CPU tiers lack its
+        language."""
+        if task.hard:
+            return f"marked hard ({task.hard})"
+        return self._lacks_language(task)
+
     def _lacks_language(self, task: PageTask) -> str | None:
         """Why the CPU tiers cannot read the task's document as its language says (no data for
         it: read as the run's), or None. A passing signal is then no word that the page was read:
@@ -165,12 +173,13 @@ class VlmTierReader(PageReader):
 
     async def process(self, task: PageTask) -> PageRecord:
         first = await self._cpu_reading(task)
-        lacks = self._lacks_language(task)
-        if first.status not in ESCALATE and lacks is None:
+        sent_on = self._sent_on(task)
+        if first.status not in ESCALATE and sent_on is None:
             return first
         cpu_tiers = list(first.tiers or [_summary(first, first.engine)])
-        if lacks is not None and first.status not in ESCALATE:
-            cpu_tiers[-1] = {**cpu_tiers[-1], "went_on": f"no data for {task.language}"}
+        if sent_on is not None and first.status not in ESCALATE:
+            went = f"hard: {task.hard}" if task.hard else f"no data for {task.language}"
+            cpu_tiers[-1] = {**cpu_tiers[-1], "went_on": went}
         # The CPU's kept reading, with its text, for when the VLM's is kept instead.
         cpu_with_text = [t if t.get("engine") != first.engine else {**t, "text": first.text} for t in cpu_tiers]
         self.escalated += 1
@@ -183,12 +192,12 @@ class VlmTierReader(PageReader):
                 "tiers": [*cpu_tiers, {**_summary(answer, "openai"), "error": answer.error}],
                 "flags": [*first.flags, f"vlm_tier_failed:{answer.status.value}"],
                 "seconds": round(first.seconds + (time.monotonic() - t0), 4)})
-        if lacks is None:  # a reading in the wrong language's data supports nothing
+        if sent_on is None:  # a reading of a page the CPU cannot read (its script, its hand) supports nothing
             answer = self._supported(answer, first)
         tiers = [*cpu_tiers, _summary(answer, "openai", text=True)]  # as long as the CPU's reading is kept
         n = len(tiers)
         failed = ", ".join(str(t["engine"]) for t in cpu_tiers)
-        if lacks is not None:
+        if sent_on is not None:
             if answer.status is Status.ok or first.status in ESCALATE:
                 # The model's reading is the page's unless it is doubted and the CPU's is not.
                 best = 1 if answer.status is Status.ok else pick([
@@ -196,7 +205,7 @@ class VlmTierReader(PageReader):
                     Candidate("openai", answer.status is Status.suspect, answer.quality or {})])[0]
             else:
                 best = 0
-            choice = f"tier {n} of {n}, {lacks}"
+            choice = f"tier {n} of {n}, {sent_on}"
             if best == 1:
                 self.adopted += 1
                 return answer.model_copy(update={"tiers": [*cpu_with_text, _summary(answer, "openai")],

@@ -441,7 +441,7 @@ class Scheduler(TaskRunner):
                          doc_pages=doc_pages, key=key, engine=cfg.engine, reader=way.reader if way else cfg.reader(),
                          sizing=self.reader.sizing(doc.dpi), language=doc.language,
                          ocr_lang=way.tesseract_lang if way else None, engine_choice=way.choice if way else None,
-                         language_suggested=doc.language_from == "triage",
+                         language_suggested=doc.language_from == "triage", hard=doc.hard,
                          run_language=self.reader.run_language(), doc_dpi=doc.dpi)
 
         def spec(p: int, attempt: int) -> PageTask:

@@ -475,6 +475,8 @@ class PageTask:
     engine_choice: str | None = None
     # The language is a suggestion (triage's), not a person's word: wrong_language does not judge by it.
     language_suggested: bool = False
+    # Why a person marked the document hard (the manifest's `hard`): a VLM tier reads its pages.
+    hard: str = ""
     # The run's language and where it came from (PageReader.run_language): the page's when its
     # document states none.
     run_language: tuple[str, str] | None = None

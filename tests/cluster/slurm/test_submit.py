@@ -73,6 +73,10 @@ def test_a_triage_suggested_language_stays_a_suggestion_when_staged(tmp_path):
     stage_documents(tmp_path / "run", "bulk", manifest=manifest)
     docs = {d.doc_id: (d.language, d.language_from) for d in staged_documents(tmp_path / "run", "bulk")}
     assert docs == {"a": ("deu", "triage"), "b": ("fra", ""), "c": (None, "")}
+    # A person's mark that a document is hard for the CPU (a VLM tier reads it) is staged too.
+    manifest.write_text(f"doc_id,path,hard\na,{files[0]},handwriting\nb,{files[1]},\n", encoding="utf-8")
+    stage_documents(tmp_path / "run2", "bulk", manifest=manifest)
+    assert {d.doc_id: d.hard for d in staged_documents(tmp_path / "run2", "bulk")} == {"a": "handwriting", "b": ""}
 
 
 def test_a_vlm_tier_job_after_a_run_that_holds_no_records_is_refused_before_staging(tmp_path):

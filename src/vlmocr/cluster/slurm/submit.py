@@ -39,6 +39,7 @@ class StagedDoc:
     dpi: str = ""
     language: str = ""
     language_from: str = ""  # "triage": the language is a suggestion (wrong_language does not judge by it)
+    hard: str = ""  # why a person marked it hard (a VLM tier reads it)
 
 
 def _pages_spec(pages: tuple[int, ...] | None) -> str:
@@ -108,7 +109,8 @@ def stage_documents(run_dir: Path, kind: str, paths: Sequence[str] = (), manifes
             with atomic_file(link) as tmp:
                 os.symlink(original, tmp)
         staged.append(StagedDoc(kind, doc.doc_id, name, original, _pages_spec(doc.pages),
-                                "" if doc.dpi is None else repr(doc.dpi), doc.language or "", doc.language_from))
+                                "" if doc.dpi is None else repr(doc.dpi), doc.language or "", doc.language_from,
+                                doc.hard))
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     # The language columns only when a document has one: the staged manifests of runs without
@@ -116,11 +118,12 @@ def stage_documents(run_dir: Path, kind: str, paths: Sequence[str] = (), manifes
     # Where it came from goes with it: a triage suggestion staged is still no one's word.
     languages = any(s.language for s in staged)
     suggested = any(s.language_from for s in staged)
+    hard = any(s.hard for s in staged)
     writer.writerow(["doc_id", "path", "pages", "dpi"] + (["language"] if languages else [])
-                    + (["language_from"] if suggested else []))
+                    + (["language_from"] if suggested else []) + (["hard"] if hard else []))
     for s in staged:
         writer.writerow([s.doc_id, s.staged, s.pages, s.dpi] + ([s.language] if languages else [])
-                        + ([s.language_from] if suggested else []))
+                        + ([s.language_from] if suggested else []) + ([s.hard] if hard else []))
     manifest_path = staged_dir / f"{kind}.csv"
     _write_if_changed(manifest_path, buf.getvalue())
     # The originals, for people and for merge (records name the staged file as their source).
