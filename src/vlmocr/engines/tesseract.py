@@ -58,7 +58,10 @@ class TesseractEngine:
         self.lang = resolve_lang(lang)
         self.version = str(pytesseract.get_tesseract_version())
 
-    def read(self, page: PageInput) -> Reading:
+    def read(self, page: PageInput, local_thresholds: bool = False) -> Reading:
+        """`local_thresholds`: binarised by Tesseract's Sauvola (a threshold for each part of the
+        page) instead of Otsu's one for the whole page — for a page read badly the usual way
+        (reading/worker.py: faint carbon copies, stains, a dark scanner bed)."""
         assert page.image is not None
         dpi = int(page.dpi) if page.dpi else 300
         with tempfile.TemporaryDirectory(prefix="vlmocr-tess-") as tmp:
@@ -69,19 +72,20 @@ class TesseractEngine:
                 # itself, exactly as the bare CLI does.
                 source = os.path.join(tmp, "page.png")
                 page.image.save(source, format="PNG", compress_level=1)
-            text, tsv = self._text_and_tsv(source, os.path.join(tmp, "out"), dpi)
+            text, tsv = self._text_and_tsv(source, os.path.join(tmp, "out"), dpi, local_thresholds)
         lines = tsv_lines(tsv)
         line_scores = [score for line in lines if (score := weighted_mean(line)) is not None]
         return Reading(text=text.strip("\n\x0c"), finish_reason="stop", model=f"tesseract:{self.lang}",
                        revision=self.version, confidence=weighted_mean([w for line in lines for w in line]),
                        line_confidences=line_scores, positions=tsv_positions(tsv, *page.image.size))
 
-    def _text_and_tsv(self, source: str, base: str, dpi: int) -> tuple[str, str]:
+    def _text_and_tsv(self, source: str, base: str, dpi: int, local_thresholds: bool = False) -> tuple[str, str]:
         """The page's text and its TSV (word boxes and confidences) from one tesseract process:
         both renderers share the one recognition, so the confidences cost no second read."""
+        sauvola = " -c thresholding_method=2" if local_thresholds else ""  # Tesseract ≥ 5.0
         self._tess.pytesseract.run_tesseract(
             source, base, extension="txt", lang=self.lang,
-            config=f"--psm {self.psm} --dpi {dpi} -c tessedit_create_tsv=1",
+            config=f"--psm {self.psm} --dpi {dpi} -c tessedit_create_tsv=1{sauvola}",
         )
         with open(base + ".txt", encoding="utf-8", errors="replace") as f:
             text = f.read()

@@ -159,11 +159,13 @@ class Judged:
 
 
 def read_judged(name: str, page: PageInput, blank_page: bool, ink: float | None,
-                page_lang: str | None = None, ocr_lang: str | None = None, suggested: bool = False) -> Judged:
-    """Read `page` with the engine `name` (Tesseract with `ocr_lang`'s data when given),
-    classify the reading and judge it by its signal."""
+                page_lang: str | None = None, ocr_lang: str | None = None, suggested: bool = False,
+                local_thresholds: bool = False) -> Judged:
+    """Read `page` with the engine `name` (Tesseract with `ocr_lang`'s data when given; with
+    `local_thresholds`, binarised by Sauvola), classify the reading and judge it by its signal."""
     t0 = time.perf_counter()
-    reading: Reading = engine(name, ocr_lang).read(page)
+    eng = engine(name, ocr_lang)
+    reading: Reading = eng.read(page, local_thresholds=True) if local_thresholds else eng.read(page)
     status, qflags = classify(reading.text, reading.finish_reason, blank_image=blank_page and not reading.text.strip())
     status, quality = judge_reading(status, reading, name, ink=ink, page_lang=page_lang, suggested=suggested)
     return Judged(name, reading, status, quality, qflags, round(time.perf_counter() - t0, 4))
@@ -252,6 +254,32 @@ def _read_turned(task: PageTask, reader: str, img: Image.Image, layer: str, dpi:
     return None
 
 
+# A Tesseract reading that failed its signal is read once more binarised by Sauvola (local
+# thresholds) instead of Otsu (one threshold for the page): faint carbon copies, stains and a dark
+# scanner bed along the page — a page straightened from askew has the bed as slanted bands at its
+# edges — are what one threshold loses (a Czech carbon copy of ../shared/gt: 51 % CER → 8 %).
+# The second reading is kept only when its signal is the better (BENCHMARKS.md, "Local thresholds").
+LOCAL_THRESHOLDS_ENGINE = "tesseract"
+
+
+def bilevel(img: Image.Image) -> bool:
+    """Is the page black and white already (a bitonal scan: no threshold changes it)?"""
+    return img.mode == "1" or (img.mode == "L" and img.getcolors(2) is not None)
+
+
+def _read_local_thresholds(task: PageTask, img: Image.Image, layer: str, dpi: float | None, flags: list[str],
+                           same: str | None, before: Judged, blank_page: bool) -> Judged | None:
+    """`before`, Tesseract's failed reading of the page, read again with local thresholds: the
+    new reading when its signal is the better, else None."""
+    page = PageInput(task.doc_id, task.page, img, layer, dpi, flags, same)
+    _blank, ink = blank_and_ink(img)
+    after = read_judged(LOCAL_THRESHOLDS_ENGINE, page, blank_page, ink, task.language, task.ocr_lang,
+                        task.language_suggested, local_thresholds=True)
+    if not after.candidate.readable or pick([before.candidate, after.candidate])[0] != 1:
+        return None
+    return after
+
+
 def read_page(task: PageTask) -> PageRecord:
     """Read one page with a CPU engine; always returns a record (never raises for bad input)."""
     t0 = time.perf_counter()
@@ -304,6 +332,14 @@ def read_page(task: PageTask) -> PageRecord:
             flags = [*flags, *said, f"rotated:{turn}", f"osd_confidence:{sure:.1f}"]
             rotation_fields = {"rotation": turn, "rotation_from": how}
         chosen = readings[best]
+        otsu: Judged | None = None  # Tesseract's first reading, when local thresholds read better
+        if (chosen.engine == LOCAL_THRESHOLDS_ENGINE and chosen.status in TURN_WHEN and not blank_page
+                and not bilevel(img)):
+            binarised = _read_local_thresholds(task, img, layer, rendered.dpi, flags, same, chosen, blank_page)
+            if binarised is not None:
+                readings = [binarised if r is chosen else r for r in readings]
+                otsu, chosen = chosen, binarised
+                flags = [*flags, "local_thresholds"]
         quality = chosen.quality
         status = chosen.status
         if status is Status.ok and LINES_RUN_DOWN in chosen.reading.flags:
@@ -312,6 +348,10 @@ def read_page(task: PageTask) -> PageRecord:
             status = Status.suspect
         if why and len(readings) > 1:
             quality = {**quality, "alternatives": [r.summary() for r in readings if r is not chosen]}
+        if otsu is not None:  # the reading it replaced, its score beside this one's
+            earlier = quality.get("alternatives")
+            quality = {**quality, "alternatives": [*(earlier if isinstance(earlier, list) else []),
+                                                   {**otsu.summary(), "thresholds": "otsu"}]}
         return task.record(
             status, text=chosen.reading.text, quality=quality, engine=chosen.engine,
             # The page's own reason (a document's language) before the run's.

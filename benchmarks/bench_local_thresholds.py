@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Local thresholds for Tesseract (reading/worker.py): every page of ../shared/gt (`VLMOCR_GT`
+overrides) with its image, read by Tesseract in the page's language as `vlmocr run` reads it;
+where the reading fails its signal, read again binarised by Sauvola (Tesseract's
+`thresholding_method=2`) and the better by the signal kept, as the worker does. Prints, for the
+pages that failed, CER of the first reading, of Sauvola's, and of the one kept, and RESULT lines:
+the mean CER over every page read with and without the second reading, and how often the signal
+kept a reading that was worse.
+
+    python benchmarks/bench_local_thresholds.py             # every page (~10 min, 2 processes)
+    python benchmarks/bench_local_thresholds.py --sets ehri_cs,tapus
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gt_reading import GT, gt_pages, tess_lang, truth  # noqa: E402
+
+
+def one_page(row: dict[str, str]) -> dict:
+    """Tesseract's reading of the page, and when it fails its signal, Sauvola's."""
+    from vlmocr.engines.base import PageInput
+    from vlmocr.engines.pick import Candidate, pick
+    from vlmocr.evaluation.score import cer
+    from vlmocr.inputs.render import render_page
+    from vlmocr.reading import worker
+    from vlmocr.runfolder.record import Sizing
+
+    lang = tess_lang(row["language"], row["script"])
+    rendered = render_page(GT / row["image"], 1, Sizing())
+    img = worker.grey_if_neutral(rendered.image)
+    blank, ink = worker.blank_and_ink(img)
+    page = PageInput(row["name"], 1, img, "", rendered.dpi, [], None)
+    first = worker.read_judged("tesseract", page, blank, ink, lang, lang, False)
+    out = {"name": row["name"], "set": row["set"], "first": cer(first.reading.text, truth(row)),
+           "failed": first.status in worker.TURN_WHEN, "bilevel": worker.bilevel(img)}
+    out["kept"] = out["first"]
+    if out["failed"] and not blank and not out["bilevel"]:
+        second = worker.read_judged("tesseract", page, blank, ink, lang, lang, False, local_thresholds=True)
+        out["sauvola"] = cer(second.reading.text, truth(row))
+        out["sauvola_status"] = second.status.value
+        best, _ = pick([first.candidate, second.candidate])
+        if second.candidate.readable and best == 1:
+            out["kept"] = out["sauvola"]
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sets", default="", help="only these sets of pages.csv (comma-separated)")
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+    rows = [r for r in gt_pages(sets=args.sets.split(",") if args.sets else None) if (GT / r["image"]).is_file()]
+    with ProcessPoolExecutor(args.workers) as pool:
+        pages = list(pool.map(one_page, rows))
+    print(f"{len(pages)} pages of {GT}; Tesseract's reading failed its signal on "
+          f"{sum(p['failed'] for p in pages)} ({sum(p['failed'] and p['bilevel'] for p in pages)} of them "
+          "black and white already: not read again)\n")
+    print("| page | CER first (Otsu) | CER Sauvola | kept | CER kept |")
+    print("|---|---:|---:|---|---:|")
+    for p in pages:
+        if "sauvola" in p:
+            kept = "Sauvola" if p["kept"] == p["sauvola"] and p["kept"] != p["first"] else "first"
+            print(f"| {p['name'][:40]} | {p['first']:.1%} | {p['sauvola']:.1%} | {kept} | {p['kept']:.1%} |")
+    before = statistics.mean(p["first"] for p in pages)
+    after = statistics.mean(p["kept"] for p in pages)
+    tried = [p for p in pages if "sauvola" in p]
+    worse = sum(1 for p in tried if p["kept"] > p["first"] + 0.005)
+    missed = sum(1 for p in tried if p["kept"] == p["first"] and p["sauvola"] < p["first"] - 0.005)
+    print(f"\nRESULT local thresholds: CER macro {before:.2%} → {after:.2%} over {len(pages)} pages "
+          f"({len(tried)} read again, {sum(p['kept'] != p['first'] for p in tried)} kept)")
+    print(f"RESULT local thresholds: kept a worse reading on {worse}, left a better one on {missed}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
