@@ -32,6 +32,19 @@ def test_a_carbon_copy_tesseract_fails_is_read_again_with_local_thresholds(tmp_p
     assert rec["engine"] == "tesseract" and rec["positions"]["source"] == "tesseract" and rec["positions"]["lines"]
 
 
+def test_a_carbon_copy_upside_down_is_turned_then_read_with_local_thresholds(tmp_path):
+    # The second reading reads the page as turned, not the file as it lies (the engine may read a
+    # page's file itself only while it is the file's pixels).
+    need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
+    with Image.open(CARBON) as im:
+        im.transpose(Image.Transpose.ROTATE_180).save(tmp_path / "down.png")
+    res = run_cli("run", str(tmp_path / "down.png"), "--out", str(tmp_path / "run"), "--engine", "tesseract",
+                  "--lang", "ces", "--workers", "1")
+    assert res.returncode == 0, res.stderr
+    (rec,) = finals(tmp_path / "run").values()
+    assert (rec["status"], rec["rotation"]) == ("ok", 180) and "local_thresholds" in rec["flags"], rec["flags"]
+
+
 def test_a_page_read_well_or_black_and_white_already_is_not_read_again():
     with Image.open(CARBON) as im:
         assert not bilevel(im.convert("L"))

@@ -335,7 +335,9 @@ def read_page(task: PageTask) -> PageRecord:
         otsu: Judged | None = None  # Tesseract's first reading, when local thresholds read better
         if (chosen.engine == LOCAL_THRESHOLDS_ENGINE and chosen.status in TURN_WHEN and not blank_page
                 and not bilevel(img)):
-            binarised = _read_local_thresholds(task, img, layer, rendered.dpi, flags, same, chosen, blank_page)
+            # A page turned is not the file's pixels any more: the engine reads the image.
+            binarised = _read_local_thresholds(task, img, layer, rendered.dpi, flags,
+                                               None if rotation_fields else same, chosen, blank_page)
             if binarised is not None:
                 readings = [binarised if r is chosen else r for r in readings]
                 otsu, chosen = chosen, binarised
