@@ -147,6 +147,9 @@ class Judged:
     quality: JsonObject
     flags: list[str]
     seconds: float
+    # The engine's first reading of the page when this one replaced it (Tesseract's with Otsu's
+    # threshold, read again with local thresholds: `_with_local_thresholds`).
+    replaced: "Judged | None" = None
 
     @property
     def candidate(self) -> Candidate:
@@ -197,7 +200,8 @@ def _read_image(task: PageTask, reader: str, img: Image.Image, layer: str, dpi: 
     cascade = _is_cascade(reader)
     readings: list[Judged] = []
     for name in parts:
-        readings.append(read_judged(name, page, blank_page, ink, task.language, task.ocr_lang, task.language_suggested))
+        judged = read_judged(name, page, blank_page, ink, task.language, task.ocr_lang, task.language_suggested)
+        readings.append(_with_local_thresholds(judged, page, blank_page, ink, task))
         if cascade and readings[-1].status is Status.ok:
             break  # a tier whose reading passes its signal ends the cascade
     best, why = pick([r.candidate for r in readings]) if len(readings) > 1 else (0, "")
@@ -267,17 +271,20 @@ def bilevel(img: Image.Image) -> bool:
     return img.mode == "1" or (img.mode == "L" and img.getcolors(2) is not None)
 
 
-def _read_local_thresholds(task: PageTask, img: Image.Image, layer: str, dpi: float | None, flags: list[str],
-                           same: str | None, before: Judged, blank_page: bool) -> Judged | None:
-    """`before`, Tesseract's failed reading of the page, read again with local thresholds: the
-    new reading when its signal is the better, else None."""
-    page = PageInput(task.doc_id, task.page, img, layer, dpi, flags, same)
-    _blank, ink = blank_and_ink(img)
+def _with_local_thresholds(judged: Judged, page: PageInput, blank_page: bool, ink: float | None,
+                           task: PageTask) -> Judged:
+    """Tesseract's reading that failed its signal, read again with local thresholds: the new
+    reading (its `replaced` the first, its seconds both) when its signal is the better, else the
+    first as it was."""
+    if (judged.engine != LOCAL_THRESHOLDS_ENGINE or judged.status not in TURN_WHEN or blank_page
+            or page.image is None or bilevel(page.image)):
+        return judged
     after = read_judged(LOCAL_THRESHOLDS_ENGINE, page, blank_page, ink, task.language, task.ocr_lang,
                         task.language_suggested, local_thresholds=True)
-    if not after.candidate.readable or pick([before.candidate, after.candidate])[0] != 1:
-        return None
-    return after
+    if not after.candidate.readable or pick([judged.candidate, after.candidate])[0] != 1:
+        return dataclasses.replace(judged, seconds=round(judged.seconds + after.seconds, 4))
+    return dataclasses.replace(after, flags=[*after.flags, "local_thresholds"], replaced=judged,
+                               seconds=round(judged.seconds + after.seconds, 4))
 
 
 def read_page(task: PageTask) -> PageRecord:
@@ -332,16 +339,6 @@ def read_page(task: PageTask) -> PageRecord:
             flags = [*flags, *said, f"rotated:{turn}", f"osd_confidence:{sure:.1f}"]
             rotation_fields = {"rotation": turn, "rotation_from": how}
         chosen = readings[best]
-        otsu: Judged | None = None  # Tesseract's first reading, when local thresholds read better
-        if (chosen.engine == LOCAL_THRESHOLDS_ENGINE and chosen.status in TURN_WHEN and not blank_page
-                and not bilevel(img)):
-            # A page turned is not the file's pixels any more: the engine reads the image.
-            binarised = _read_local_thresholds(task, img, layer, rendered.dpi, flags,
-                                               None if rotation_fields else same, chosen, blank_page)
-            if binarised is not None:
-                readings = [binarised if r is chosen else r for r in readings]
-                otsu, chosen = chosen, binarised
-                flags = [*flags, "local_thresholds"]
         quality = chosen.quality
         status = chosen.status
         if status is Status.ok and LINES_RUN_DOWN in chosen.reading.flags:
@@ -350,10 +347,10 @@ def read_page(task: PageTask) -> PageRecord:
             status = Status.suspect
         if why and len(readings) > 1:
             quality = {**quality, "alternatives": [r.summary() for r in readings if r is not chosen]}
-        if otsu is not None:  # the reading it replaced, its score beside this one's
+        if chosen.replaced is not None:  # the reading it replaced, its score beside this one's
             earlier = quality.get("alternatives")
             quality = {**quality, "alternatives": [*(earlier if isinstance(earlier, list) else []),
-                                                   {**otsu.summary(), "thresholds": "otsu"}]}
+                                                   {**chosen.replaced.summary(), "thresholds": "otsu"}]}
         return task.record(
             status, text=chosen.reading.text, quality=quality, engine=chosen.engine,
             # The page's own reason (a document's language) before the run's.
