@@ -107,3 +107,21 @@ def test_always_turns_each_page_by_osd_before_it_is_read(scans, tmp_path):
         assert cer(rec["text"], upright) < 0.02, (doc, cer(rec["text"], upright))
     for doc in ("blank", "mixed"):
         assert "rotation" not in recs[doc] and not any(f.startswith("rotated:") for f in recs[doc]["flags"])
+
+
+def test_a_page_is_on_its_side_when_osd_and_its_ink_both_say_so():
+    """`on_its_side`: OSD sure of a quarter turn and the ink's lines running down the page. Then the
+    page's turned reading is kept even when the signal scores it no higher than Tesseract's reading
+    of the page as it lay (words whose order it loses: BENCHMARKS.md, "Local thresholds")."""
+    from vlmocr.reading.worker import on_its_side, turn_to_upright
+
+    need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
+    need("osd" in languages.installed_languages(), "tesseract OSD data", "tesseract-ocr-osd")
+    with Image.open(GT / "ehri_en" / "EHRI-BF-19380509b_EN_02.jpg") as im:
+        page = im.convert("L")
+    for how in (Image.Transpose.ROTATE_90, Image.Transpose.ROTATE_270, Image.Transpose.ROTATE_180, None):
+        img = page.transpose(how) if how is not None else page
+        up = turn_to_upright(img)
+        assert on_its_side(up, img) == (how in (Image.Transpose.ROTATE_90, Image.Transpose.ROTATE_270)), (how, up)
+    blank = Image.new("L", (800, 1000), 250)
+    assert not on_its_side(turn_to_upright(blank), blank)  # OSD never sure of blank paper
