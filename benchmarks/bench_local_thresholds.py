@@ -16,12 +16,11 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gt_reading import GT, gt_pages, tess_lang, truth  # noqa: E402
+from gt_reading import GT, over_pages_with_images, tess_lang, truth  # noqa: E402
 
 
 def one_page(row: dict[str, str]) -> dict:
@@ -57,9 +56,7 @@ def main() -> int:
     ap.add_argument("--sets", default="", help="only these sets of pages.csv (comma-separated)")
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args()
-    rows = [r for r in gt_pages(sets=args.sets.split(",") if args.sets else None) if (GT / r["image"]).is_file()]
-    with ProcessPoolExecutor(args.workers) as pool:
-        pages = list(pool.map(one_page, rows))
+    pages = over_pages_with_images(one_page, args.workers, args.sets.split(",") if args.sets else None)
     print(f"{len(pages)} pages of {GT}; Tesseract's reading failed its signal on "
           f"{sum(p['failed'] for p in pages)} ({sum(p['failed'] and p['bilevel'] for p in pages)} of them "
           "black and white already: not read again)\n")

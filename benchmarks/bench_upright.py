@@ -20,13 +20,12 @@ import statistics
 import sys
 import time
 from collections import Counter, defaultdict
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 os.environ["OMP_THREAD_LIMIT"] = "1"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gt_reading import GT, gt_pages  # noqa: E402
+from gt_reading import GT, over_pages_with_images  # noqa: E402
 
 TURNS = (0, 90, 180, 270)
 
@@ -66,9 +65,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="one process (with VLMOCR_GT=tests/data/gt: its six pages with an image)")
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args()
-    rows = [r for r in gt_pages() if (GT / r["image"]).is_file()]
-    with ProcessPoolExecutor(1 if args.quick else args.workers) as pool:
-        cases = [c for page in pool.map(one_page, rows) for c in page]
+    per_page = over_pages_with_images(one_page, 1 if args.quick else args.workers)
+    cases = [c for page in per_page for c in page]
 
     by_kind: dict[str, Counter] = defaultdict(Counter)
     for c in cases:
@@ -86,7 +84,7 @@ def main() -> int:
         k["upright turned"] += c["need"] == 0 and c["turn"] != 0
         k["upright turned by osd"] += c["need"] == 0 and c["sure"] and c["osd"] != 0
     total: Counter = sum(by_kind.values(), Counter())
-    print(f"{len(rows)} pages × 4 turns\n")
+    print(f"{len(per_page)} pages × 4 turns\n")
     print("| pages | cases | OSD sure | OSD right when sure | checked: right | checked: wrong | upright turned over: OSD alone → checked |")
     print("|---|---:|---:|---:|---:|---:|---|")
     for kind, k in [*sorted(by_kind.items()), ("all", total)]:

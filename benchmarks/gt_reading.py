@@ -65,6 +65,16 @@ def gt_pages(limit: int | None = None, sets: list[str] | None = None, per_set: i
     return rows[:limit] if limit else rows
 
 
+def over_pages_with_images(fn: Any, workers: int, sets: list[str] | None = None) -> list[Any]:
+    """`fn(row)` for every row of pages.csv (of `sets`) whose image is there, in `workers`
+    processes, in the rows' order."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    rows = [r for r in gt_pages(sets=sets) if (GT / r["image"]).is_file()]
+    with ProcessPoolExecutor(workers) as pool:
+        return list(pool.map(fn, rows))
+
+
 def truth(row: dict[str, str]) -> str:
     return (GT / row["truth"]).read_text(encoding="utf-8")
 
