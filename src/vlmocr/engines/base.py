@@ -109,6 +109,10 @@ class CpuEngine:
     # Reads with language data (`--lang`, a document's language): the language is its share of
     # the settings key, and a worker keeps one instance per language.
     reads_language: bool = False
+    # Its `read(page, local_thresholds=True)` binarises a part of the page at a time (Sauvola)
+    # instead of one threshold for the whole page: the worker reads a page again so when its
+    # first reading fails its signal (faint carbon copies, stains, a dark scanner bed).
+    local_thresholds: bool = False
     # Its share of the settings key besides the language: what else changes what it reads.
     key_share: Callable[[], JsonObject] = field(default=lambda: {})
     # `auto` (engines/choice.py) tries the engines with a rank, lowest first: one that lists the

@@ -168,7 +168,7 @@ def _build(options: EngineOptions) -> TesseractEngine:
 # no model for (Greek, Cyrillic, …), when installed with the language's data.
 ENGINE = CpuEngine(
     "tesseract", _build, ocr=True, preload=("vlmocr.engines.tesseract",), versions=_version, check=_check,
-    peak_worker_mb=160, reads_language=True,
+    peak_worker_mb=160, reads_language=True, local_thresholds=True,
     auto_rank=2, auto_rule="Tesseract with --lang's data for other scripts (Greek, Cyrillic, …)",
     installed=installed_data,
 )

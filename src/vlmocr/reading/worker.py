@@ -273,7 +273,7 @@ def _read_turned(task: PageTask, reader: str, img: Image.Image, layer: str, dpi:
 # scanner bed along the page — a page straightened from askew has the bed as slanted bands at its
 # edges — are what one threshold loses (a Czech carbon copy of ../shared/gt: 51 % CER → 8 %).
 # The second reading is kept only when its signal is the better (BENCHMARKS.md, "Local thresholds").
-LOCAL_THRESHOLDS_ENGINE = "tesseract"
+# Which engines can: CpuEngine.local_thresholds (Tesseract's Sauvola).
 
 
 def bilevel(img: Image.Image) -> bool:
@@ -286,10 +286,12 @@ def _with_local_thresholds(judged: Judged, page: PageInput, blank_page: bool, in
     """Tesseract's reading that failed its signal, read again with local thresholds: the new
     reading (its `replaced` the first, its seconds both) when its signal is the better, else the
     first as it was."""
-    if (judged.engine != LOCAL_THRESHOLDS_ENGINE or judged.status not in TURN_WHEN or blank_page
+    from ..engines.registry import CPU_ENGINES
+
+    if (not CPU_ENGINES[judged.engine].local_thresholds or judged.status not in TURN_WHEN or blank_page
             or page.image is None or bilevel(page.image)):
         return judged
-    after = read_judged(LOCAL_THRESHOLDS_ENGINE, page, blank_page, ink, task.language, task.ocr_lang,
+    after = read_judged(judged.engine, page, blank_page, ink, task.language, task.ocr_lang,
                         task.language_suggested, local_thresholds=True)
     if not after.candidate.readable or pick([judged.candidate, after.candidate])[0] != 1:
         return dataclasses.replace(judged, seconds=round(judged.seconds + after.seconds, 4))
