@@ -72,7 +72,9 @@ def test_page_numbers_of_goethe_pages_removed(gt):
 
 
 def test_running_heads_of_zonaras_removed_apparatus_kept(gt):
-    pages = gt_pages(gt, "zonaras", 6)  # "LIB. XI. CAP. VII. VIII. 23" / "30 LIB. XI. CAP. IX. X." alternate
+    # Pages 0029…0059: "LIB. XI. CAP. VII. VIII. 23" / "30 LIB. XI. CAP. IX. X." alternate (0017, sorted
+    # before them, is there for the orientation tests: six pages earlier in the book).
+    pages = gt_pages(gt, "zonaras", 7)[1:]
     out = clean_records(recs("zonaras", pages))
     for raw, cleaned in zip(pages, out):
         head = raw.split("\n")[0]
