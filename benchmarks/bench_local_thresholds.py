@@ -24,9 +24,9 @@ from gt_reading import GT, over_pages_with_images, tess_lang, truth  # noqa: E40
 
 
 def one_page(row: dict[str, str]) -> dict:
-    """Tesseract's reading of the page, and when it fails its signal, Sauvola's."""
+    """Tesseract's reading of the page, and when it fails its signal, Sauvola's: both judged, the
+    kept one chosen by the worker's own rule (reading/worker.py)."""
     from vlmocr.engines.base import PageInput
-    from vlmocr.engines.pick import Candidate, pick
     from vlmocr.evaluation.score import cer
     from vlmocr.inputs.render import render_page
     from vlmocr.reading import worker
@@ -41,12 +41,11 @@ def one_page(row: dict[str, str]) -> dict:
     out = {"name": row["name"], "set": row["set"], "first": cer(first.reading.text, truth(row)),
            "failed": first.status in worker.TURN_WHEN, "bilevel": worker.bilevel(img)}
     out["kept"] = out["first"]
-    if out["failed"] and not blank and not out["bilevel"]:
+    if worker.wants_local_thresholds(first, img, blank):
         second = worker.read_judged("tesseract", page, blank, ink, lang, lang, False, local_thresholds=True)
         out["sauvola"] = cer(second.reading.text, truth(row))
         out["sauvola_status"] = second.status.value
-        best, _ = pick([first.candidate, second.candidate])
-        if second.candidate.readable and best == 1:
+        if worker.keeps_second(first, second):
             out["kept"] = out["sauvola"]
     return out
 

@@ -281,19 +281,31 @@ def bilevel(img: Image.Image) -> bool:
     return img.mode == "1" or (img.mode == "L" and img.getcolors(2) is not None)
 
 
+def wants_local_thresholds(judged: Judged, image: Image.Image | None, blank_page: bool) -> bool:
+    """Is `judged` a reading to make again with local thresholds: its engine can, it failed its
+    signal, and the page is neither blank paper nor black and white already?"""
+    from ..engines.registry import CPU_ENGINES
+
+    return (CPU_ENGINES[judged.engine].local_thresholds and judged.status in TURN_WHEN and not blank_page
+            and image is not None and not bilevel(image))
+
+
+def keeps_second(first: Judged, second: Judged) -> bool:
+    """Is the second reading of a page (local thresholds) the one to keep: readable, and the
+    better by the signal?"""
+    return second.candidate.readable and pick([first.candidate, second.candidate])[0] == 1
+
+
 def _with_local_thresholds(judged: Judged, page: PageInput, blank_page: bool, ink: float | None,
                            task: PageTask) -> Judged:
     """Tesseract's reading that failed its signal, read again with local thresholds: the new
     reading (its `replaced` the first, its seconds both) when its signal is the better, else the
     first as it was."""
-    from ..engines.registry import CPU_ENGINES
-
-    if (not CPU_ENGINES[judged.engine].local_thresholds or judged.status not in TURN_WHEN or blank_page
-            or page.image is None or bilevel(page.image)):
+    if not wants_local_thresholds(judged, page.image, blank_page):
         return judged
     after = read_judged(judged.engine, page, blank_page, ink, task.language, task.ocr_lang,
                         task.language_suggested, local_thresholds=True)
-    if not after.candidate.readable or pick([judged.candidate, after.candidate])[0] != 1:
+    if not keeps_second(judged, after):
         return dataclasses.replace(judged, seconds=round(judged.seconds + after.seconds, 4))
     return dataclasses.replace(after, flags=[*after.flags, "local_thresholds"], replaced=judged,
                                seconds=round(judged.seconds + after.seconds, 4))
