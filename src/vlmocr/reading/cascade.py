@@ -154,22 +154,19 @@ class VlmTierReader(PageReader):
         taken = self.earlier.reading(task, self._cpu_key(task)) if self.earlier else None
         return taken if taken is not None else await self.cpu.process(task)
 
-    def _sent_on(self, task: PageTask) -> str | None:
-        """Why the task's page goes on to the VLM whatever the CPU's signal says, or None: a
-        person marked its document hard (the manifest's `hard`), or the CPU tiers lack its
-        language."""
+    def _sent_on(self, task: PageTask) -> tuple[str, str] | None:
+        """Why the task's page goes on to the VLM whatever the CPU's signal says — (the CPU tier's
+        `went_on`, the record's engine_choice reason) — or None: a person marked its document
+        hard (the manifest's `hard`), or the CPU tiers have no data for its language (read as the
+        run's: a passing signal is then no word that the page was read, as the signal judges the
+        text by the language it was read as)."""
         if task.hard:
-            return f"marked hard ({task.hard})"
-        return self._lacks_language(task)
-
-    def _lacks_language(self, task: PageTask) -> str | None:
-        """Why the CPU tiers cannot read the task's document as its language says (no data for
-        it: read as the run's), or None. A passing signal is then no word that the page was read:
-        the signal judges the text by the language it was read as."""
+            return f"hard: {task.hard}", f"marked hard ({task.hard})"
         way = self.cpu.cfg.document_reading(task.language)
         if way is None or way.note is None:
             return None
-        return f"{self.cpu.cfg.reader()} has no data for the document's language {task.language}"
+        return (f"no data for {task.language}",
+                f"{self.cpu.cfg.reader()} has no data for the document's language {task.language}")
 
     async def process(self, task: PageTask) -> PageRecord:
         first = await self._cpu_reading(task)
@@ -178,8 +175,7 @@ class VlmTierReader(PageReader):
             return first
         cpu_tiers = list(first.tiers or [_summary(first, first.engine)])
         if sent_on is not None and first.status not in ESCALATE:
-            went = f"hard: {task.hard}" if task.hard else f"no data for {task.language}"
-            cpu_tiers[-1] = {**cpu_tiers[-1], "went_on": went}
+            cpu_tiers[-1] = {**cpu_tiers[-1], "went_on": sent_on[0]}
         # The CPU's kept reading, with its text, for when the VLM's is kept instead.
         cpu_with_text = [t if t.get("engine") != first.engine else {**t, "text": first.text} for t in cpu_tiers]
         self.escalated += 1
@@ -198,14 +194,15 @@ class VlmTierReader(PageReader):
         n = len(tiers)
         failed = ", ".join(str(t["engine"]) for t in cpu_tiers)
         if sent_on is not None:
-            if answer.status is Status.ok or first.status in ESCALATE:
-                # The model's reading is the page's unless it is doubted and the CPU's is not.
-                best = 1 if answer.status is Status.ok else pick([
-                    Candidate(first.engine, True, first.quality or {}),
-                    Candidate("openai", answer.status is Status.suspect, answer.quality or {})])[0]
+            # The model's reading is the page's unless it is doubted and the CPU's is not.
+            if answer.status is Status.ok:
+                best = 1
+            elif first.status in ESCALATE:
+                best = pick([Candidate(first.engine, True, first.quality or {}),
+                             Candidate("openai", answer.status is Status.suspect, answer.quality or {})])[0]
             else:
                 best = 0
-            choice = f"tier {n} of {n}, {sent_on}"
+            choice = f"tier {n} of {n}, {sent_on[1]}"
             if best == 1:
                 self.adopted += 1
                 return answer.model_copy(update={"tiers": [*cpu_with_text, _summary(answer, "openai")],
