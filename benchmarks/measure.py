@@ -1,6 +1,6 @@
-"""`vlmocr run` in a subprocess with its peak memory: the resident set summed over its whole
-process tree (the run, its pool, their children), sampled every 50 ms from /proc, beside wall
-time and the exit code. Used by bench_bad_input.py and bench_hostile_endpoint.py."""
+"""`vlmocr run` in a subprocess with its peak memory (the resident set summed over its whole
+process tree: the run, its pool, their children) and its CPU time, sampled every 50 ms from
+/proc, beside wall time and the exit code. Used by bench_bad_input.py and bench_hostile_endpoint.py."""
 
 from __future__ import annotations
 
@@ -15,9 +15,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _tree_rss_kb(root_pid: int) -> int:
+def _tree(root_pid: int, cpu: dict[tuple[int, int], float]) -> int:
+    """The resident set (kB) of the process tree under `root_pid` now; and into `cpu`, each of
+    its processes' own CPU seconds so far, by (pid, start time) so that a reused pid is another
+    process. Sampled, because the pool's workers are the forkserver's children, and their usage
+    is not in what the run reports to its parent when it exits."""
     children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
+    facts: dict[int, tuple[int, float, int]] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    page_kb = os.sysconf("SC_PAGE_SIZE") // 1024
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -27,13 +33,16 @@ def _tree_rss_kb(root_pid: int) -> int:
             fields = stat[stat.rfind(")") + 2:].split()
             pid = int(entry)
             children.setdefault(int(fields[1]), []).append(pid)
-            rss[pid] = int(fields[21]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+            facts[pid] = (int(fields[21]) * page_kb, (int(fields[11]) + int(fields[12])) / tick, int(fields[19]))
         except (OSError, ValueError, IndexError):
             continue
     total, stack = 0, [root_pid]
     while stack:
         pid = stack.pop()
-        total += rss.get(pid, 0)
+        if pid in facts:
+            rss, seconds, start = facts[pid]
+            total += rss
+            cpu[(pid, start)] = max(seconds, cpu.get((pid, start), 0.0))
         stack.extend(children.get(pid, []))
     return total
 
@@ -46,11 +55,12 @@ def run_vlmocr(args: list[str], timeout: float = 1800, cmd: list[str] | None = N
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     peak = [0]
+    cpu: dict[tuple[int, int], float] = {}
     done = threading.Event()
 
     def sample() -> None:
         while not done.is_set():
-            peak[0] = max(peak[0], _tree_rss_kb(proc.pid))
+            peak[0] = max(peak[0], _tree(proc.pid, cpu))
             done.wait(0.05)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -72,6 +82,9 @@ def run_vlmocr(args: list[str], timeout: float = 1800, cmd: list[str] | None = N
     return {
         "rc": proc.returncode,
         "wall_s": wall,
+        # CPU seconds of the run's whole tree (its workers, their tesseract children) as sampled
+        # every 50 ms: a process's last < 50 ms and processes shorter than that are not in it.
+        "cpu_s": max(usage.ru_utime + usage.ru_stime, sum(cpu.values())),
         "peak_tree_rss_mb": peak[0] / 1024,
         "maxrss_mb": usage.ru_maxrss / 1024,
         "stdout": b"".join(out_chunks).decode("utf-8", "replace"),

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Cheap first, measured as a user runs it (issue 30, point 4): `vlmocr run --engine auto` (the
+default), the CPU cascade `--engine tesseract,rapidocr` and Tesseract alone over the same pages of
+../shared/gt (`VLMOCR_GT` overrides), one after the other in one invocation; then a VLM stand-in
+as the last tier after each CPU path (`run --vlm-tier --cpu-tiers-from RUN`), which counts the
+pages that reach it.
+
+Each run reads the pages from their image files through a manifest naming each page's language
+as a user of that collection would (`frk` for Fraktur, `grc` for Zonaras; benchmarks/gt_reading.py).
+Its CPU time is that of the run and every process it waited for (its workers, their tesseract
+children: benchmarks/measure.py), so the load of the machine moves wall time, hardly CPU time.
+CER is against the truth as bench_engine_choice.py counts it: micro (total edits over total
+truth characters) and macro (the mean of the pages'). Unlike `bench_engine_choice.py --cached`
+(cached readings, each engine's seconds as cached), this includes everything a run does: the
+render, the upright and skew checks, Tesseract's second reading with local thresholds, the
+signal and the cascade's own rule.
+
+    python benchmarks/bench_cascade.py                    # every page of pages.csv (~40 min here)
+    python benchmarks/bench_cascade.py --per-set 1        # 8 pages (~4 min)
+    python benchmarks/bench_cascade.py --paths auto,cascade --no-vlm
+
+The goal (issue 30, point 4): the cascade's CER within 0.3 points of `auto`'s at no more than
+half of `auto`'s CPU time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from vlmocr.evaluation.score import char_errors
+
+from gt_reading import GT, gt_pages, tess_lang, truth
+from measure import run_vlmocr
+
+PATHS = {"auto": "auto", "cascade": "tesseract,rapidocr", "tesseract": "tesseract"}
+
+
+def manifest(rows: list[dict[str, str]], folder: Path) -> Path:
+    path = folder / "manifest.csv"
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["doc_id", "path", "language"])
+        for row in rows:
+            w.writerow([row["name"], str(GT / row["image"]), tess_lang(row["language"], row["script"])])
+    return path
+
+
+def records(run: Path) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    with (run / "pages.jsonl").open(encoding="utf-8") as fh:
+        for line in fh:
+            rec = json.loads(line)
+            out[rec["doc_id"]] = rec
+    return out
+
+
+def run(args: list[str]) -> dict[str, Any]:
+    res = run_vlmocr(args, timeout=14400)
+    if res["rc"] not in (0, 2):  # 2: some pages for review, which is the point here
+        raise SystemExit(f"vlmocr run {' '.join(args)} exited {res['rc']}: {res['stderr'][-2000:]}")
+    return res
+
+
+def summary(rows: list[dict[str, str]], recs: dict[str, dict[str, Any]], res: dict[str, Any]) -> dict[str, Any]:
+    edits = chars = 0
+    rates = []
+    reached: dict[int, int] = {}
+    engines: dict[str, int] = {}
+    for row in rows:
+        rec = recs.get(row["name"], {})
+        e, n = char_errors(rec.get("text") or "", truth(row))
+        edits, chars = edits + e, chars + n
+        rates.append(e / n if n else float(e > 0))
+        depth = len(rec.get("tiers") or ()) or 1
+        reached[depth] = reached.get(depth, 0) + 1
+        engines[rec.get("engine") or "?"] = engines.get(rec.get("engine") or "?", 0) + 1
+    n = len(rows)
+    return {"pages": n, "cer_micro": edits / chars, "cer_macro": statistics.mean(rates),
+            "cpu_s": res["cpu_s"], "wall_s": res["wall_s"],
+            "review": sum(1 for r in rows if recs.get(r["name"], {}).get("status") != "ok"),
+            "reached": reached, "engines": engines}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--per-set", type=int, default=None, help="pages per set of pages.csv (default: all)")
+    ap.add_argument("--paths", default="auto,cascade,tesseract", help="of " + ", ".join(PATHS))
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--no-vlm", action="store_true", help="no VLM tier after the CPU paths")
+    args = ap.parse_args()
+    rows = [r for r in gt_pages(per_set=args.per_set) if (GT / r["image"]).is_file()]
+    paths = args.paths.split(",")
+    print(f"# {len(rows)} pages of {GT}; {args.workers} workers; {os.cpu_count()} cores", flush=True)
+    got: dict[str, dict[str, Any]] = {}
+    with tempfile.TemporaryDirectory(prefix="vlmocr-cascade-") as tmp:
+        work = Path(tmp)
+        man = manifest(rows, work)
+        for name in paths:
+            out = work / f"run-{name}"
+            res = run(["--manifest", str(man), "--out", str(out), "--workers", str(args.workers),
+                       "--engine", PATHS[name]])
+            got[name] = summary(rows, records(out), res)
+            s = got[name]
+            print(f"{name}: CER {s['cer_micro']:.2%} micro, {s['cer_macro']:.2%} macro; CPU {s['cpu_s']:.0f} s "
+                  f"({s['cpu_s'] / s['pages']:.1f} s a page), wall {s['wall_s']:.0f} s; not ok {s['review']}; "
+                  f"tiers reached {s['reached']}; kept {s['engines']}", flush=True)
+        reach: dict[str, int] = {}
+        if not args.no_vlm:
+            from vlmocr.testing.openai_server import ServerConfig, serve_in_process
+
+            # The stand-in answers with RapidOCR's reading of the image it is sent: what matters
+            # here is how many pages are sent, not how well it reads them.
+            with serve_in_process(ServerConfig(answer="ocr", slots=args.workers)) as srv:
+                for name in paths:
+                    out = work / f"vlm-after-{name}"
+                    run(["--manifest", str(man), "--out", str(out), "--vlm-tier", "--cpu-tiers-from",
+                         str(work / f"run-{name}"), "--endpoint", srv.url, "--model", "test-model",
+                         "--concurrency", str(args.workers)])
+                    stats = json.loads((out / "run.json").read_text(encoding="utf-8")).get("stats") or {}
+                    reach[name] = int((stats.get("vlm_tier") or {}).get("escalated", 0))
+    base = got.get("auto")
+    print("\n| path | CER micro | CER macro | CPU s a page | CPU ÷ auto | pages per CPU-hour | not ok | "
+          "pages per tier | pages that reach a VLM tier |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|---:|")
+    for name, s in got.items():
+        ratio = f"{s['cpu_s'] / base['cpu_s']:.2f}" if base else "–"
+        tiers = " / ".join(str(s["reached"].get(k, 0)) for k in range(1, max(s["reached"]) + 1))
+        print(f"| `{PATHS[name]}` | {s['cer_micro']:.2%} | {s['cer_macro']:.2%} | {s['cpu_s'] / s['pages']:.1f} | {ratio} "
+              f"| {3600 * s['pages'] / s['cpu_s']:.0f} | {s['review']} | {tiers} | "
+              f"{reach.get(name, '–')} of {s['pages']} |")
+    if base and "cascade" in got:
+        c = got["cascade"]
+        print(f"RESULT cascade: CER {(c['cer_micro'] - base['cer_micro']) * 100:+.2f} points micro, "
+              f"{(c['cer_macro'] - base['cer_macro']) * 100:+.2f} macro against auto, at ×{c['cpu_s'] / base['cpu_s']:.2f} "
+              f"of its CPU time (goal: within 0.3 points at ≤ 0.5)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
