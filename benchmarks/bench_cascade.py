@@ -17,7 +17,11 @@ signal and the cascade's own rule.
 
     python benchmarks/bench_cascade.py                    # every page of pages.csv (~40 min here)
     python benchmarks/bench_cascade.py --per-set 1        # 8 pages (~4 min)
-    python benchmarks/bench_cascade.py --paths auto,cascade --no-vlm
+    python benchmarks/bench_cascade.py --paths auto,cascade --no-vlm --keep /tmp/cascade-runs
+
+Beside CER and time, the signal as each run applies it (issue 30, point 2): of the pages read at
+over 10 % CER, the share the run left not `ok` (recall), and of the pages it left not `ok`, the
+share over 10 % CER (precision).
 
 The goal (issue 30, point 4): the cascade's CER within 0.3 points of `auto`'s at no more than
 half of `auto`'s CPU time.
@@ -40,6 +44,7 @@ from vlmocr.evaluation.score import char_errors
 from gt_reading import GT, gt_pages, tess_lang, truth
 from measure import run_vlmocr
 
+BAD_CER = 0.10  # a page read worse than this is one the signal should flag (issue 30, point 2)
 PATHS = {"auto": "auto", "cascade": "tesseract,rapidocr", "tesseract": "tesseract"}
 
 
@@ -72,6 +77,7 @@ def run(args: list[str]) -> dict[str, Any]:
 def summary(rows: list[dict[str, str]], recs: dict[str, dict[str, Any]], res: dict[str, Any]) -> dict[str, Any]:
     edits = chars = 0
     rates = []
+    bad = flagged = caught = 0
     reached: dict[int, int] = {}
     engines: dict[str, int] = {}
     for row in rows:
@@ -79,13 +85,17 @@ def summary(rows: list[dict[str, str]], recs: dict[str, dict[str, Any]], res: di
         e, n = char_errors(rec.get("text") or "", truth(row))
         edits, chars = edits + e, chars + n
         rates.append(e / n if n else float(e > 0))
+        # The signal as a run applies it: a page not `ok` is flagged; bad is over 10 % CER.
+        is_bad, is_flagged = rates[-1] > BAD_CER, rec.get("status") != "ok"
+        bad, flagged, caught = bad + is_bad, flagged + is_flagged, caught + (is_bad and is_flagged)
         depth = len(rec.get("tiers") or ()) or 1
         reached[depth] = reached.get(depth, 0) + 1
         engines[rec.get("engine") or "?"] = engines.get(rec.get("engine") or "?", 0) + 1
     n = len(rows)
     return {"pages": n, "cer_micro": edits / chars, "cer_macro": statistics.mean(rates),
             "cpu_s": res["cpu_s"], "wall_s": res["wall_s"],
-            "review": sum(1 for r in rows if recs.get(r["name"], {}).get("status") != "ok"),
+            "review": flagged, "bad": bad, "recall": caught / bad if bad else 1.0,
+            "precision": caught / flagged if flagged else 1.0,
             "reached": reached, "engines": engines}
 
 
@@ -95,13 +105,15 @@ def main() -> int:
     ap.add_argument("--paths", default="auto,cascade,tesseract", help="of " + ", ".join(PATHS))
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--no-vlm", action="store_true", help="no VLM tier after the CPU paths")
+    ap.add_argument("--keep", type=Path, help="keep the run folders here (default: deleted)")
     args = ap.parse_args()
     rows = [r for r in gt_pages(per_set=args.per_set) if (GT / r["image"]).is_file()]
     paths = args.paths.split(",")
     print(f"# {len(rows)} pages of {GT}; {args.workers} workers; {os.cpu_count()} cores", flush=True)
     got: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="vlmocr-cascade-") as tmp:
-        work = Path(tmp)
+        work = args.keep or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
         man = manifest(rows, work)
         for name in paths:
             out = work / f"run-{name}"
@@ -110,7 +122,8 @@ def main() -> int:
             got[name] = summary(rows, records(out), res)
             s = got[name]
             print(f"{name}: CER {s['cer_micro']:.2%} micro, {s['cer_macro']:.2%} macro; CPU {s['cpu_s']:.0f} s "
-                  f"({s['cpu_s'] / s['pages']:.1f} s a page), wall {s['wall_s']:.0f} s; not ok {s['review']}; "
+                  f"({s['cpu_s'] / s['pages']:.1f} s a page), wall {s['wall_s']:.0f} s; not ok {s['review']} "
+                  f"(over 10 % CER {s['bad']}: recall {s['recall']:.2f}, precision {s['precision']:.2f}); "
                   f"tiers reached {s['reached']}; kept {s['engines']}", flush=True)
         reach: dict[str, int] = {}
         if not args.no_vlm:
@@ -128,13 +141,14 @@ def main() -> int:
                     reach[name] = int((stats.get("vlm_tier") or {}).get("escalated", 0))
     base = got.get("auto")
     print("\n| path | CER micro | CER macro | CPU s a page | CPU ÷ auto | pages per CPU-hour | not ok | "
-          "pages per tier | pages that reach a VLM tier |")
-    print("|---|---:|---:|---:|---:|---:|---:|---|---:|")
+          "over 10 % CER | recall | precision | pages per tier | pages that reach a VLM tier |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
     for name, s in got.items():
         ratio = f"{s['cpu_s'] / base['cpu_s']:.2f}" if base else "–"
         tiers = " / ".join(str(s["reached"].get(k, 0)) for k in range(1, max(s["reached"]) + 1))
         print(f"| `{PATHS[name]}` | {s['cer_micro']:.2%} | {s['cer_macro']:.2%} | {s['cpu_s'] / s['pages']:.1f} | {ratio} "
-              f"| {3600 * s['pages'] / s['cpu_s']:.0f} | {s['review']} | {tiers} | "
+              f"| {3600 * s['pages'] / s['cpu_s']:.0f} | {s['review']} | {s['bad']} | {s['recall']:.2f} "
+              f"| {s['precision']:.2f} | {tiers} | "
               f"{reach.get(name, '–')} of {s['pages']} |")
     if base and "cascade" in got:
         c = got["cascade"]

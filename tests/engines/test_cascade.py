@@ -60,3 +60,31 @@ def test_the_cascade_is_its_own_reading():
     assert casc.cascade and not both.cascade and casc.parts == both.parts == ("tesseract", "rapidocr")
     # Both engines' settings are in its key (it may read with either).
     assert engine_key_material("tesseract,rapidocr", "deu") == engine_key_material("tesseract+rapidocr", "deu")
+
+
+def test_a_tier_with_no_model_for_the_script_is_skipped(tmp_path):
+    """RapidOCR ships no model for polytonic Greek: on a Zonaras page Tesseract (grc) reads at
+    17 % CER and fails its signal, and RapidOCR's fragments (43 % CER) scored 0.817 to its 0.812,
+    so the cascade kept them (bench_cascade.py, 2026-12-06). A tier that cannot read the page's
+    script is not asked; the record says so."""
+    need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
+    scans = tmp_path / "in"
+    scans.mkdir()
+    shutil.copy(GT / "zonaras" / "zonaras_0036.png", scans / "greek.png")
+    run = tmp_path / "run"
+    res = run_cli("run", str(scans), "--out", str(run), "--engine", "tesseract,rapidocr", "--lang", "grc",
+                  "--workers", "1")
+    assert res.returncode in (0, 2), res.stderr
+    (rec,) = finals(run).values()
+    assert rec["engine"] == "tesseract" and [t["engine"] for t in rec["tiers"]] == ["tesseract"]
+    assert rec["status"] != "ok"  # Tesseract's reading failed its signal: it stays for review
+    assert rec["engine_choice"] == ("tesseract: tier 1 of 2, tesseract failed the signal; "
+                                    "rapidocr has no Grek model")
+    assert "alternatives" not in rec["quality"] or all(a["engine"] != "rapidocr" for a in rec["quality"]["alternatives"])
+
+
+def test_which_scripts_a_tier_reads():
+    rapid, tess = CPU_ENGINES["rapidocr"], CPU_ENGINES["tesseract"]
+    assert rapid.reads_script("Latn") and rapid.reads_script("Latf") and not rapid.reads_script("Grek")
+    assert tess.reads_script("Grek")  # with language data, checked before the run
+    assert rapid.reads_script(None)  # a page whose script is not known: asked

@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[2]
 # A few pages of every collection of the development split, with their licences (README there).
 # Never ../shared/gt or $VLMOCR_GT: a bare clone has neither, and the tests must pass on one.
 GT = REPO / "tests" / "data" / "gt"
-GT_PAGE_COUNT = 35  # rows of tests/data/gt/pages.csv: every page has its truth, six their image too
+GT_PAGE_COUNT = 35  # rows of tests/data/gt/pages.csv: every page has its truth, seven their image too
 STRICT = os.environ.get("VLMOCR_TEST_STRICT") == "1"
 
 

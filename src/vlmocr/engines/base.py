@@ -126,6 +126,13 @@ class CpuEngine:
     auto_rule: str = ""
     installed: Callable[[], frozenset[str] | None] | None = None
 
+    def reads_script(self, script: str | None) -> bool:
+        """Can it read a page in `script` (ISO 15924) at all: with language data (which the
+        run's check found installed), or with a model of its own for that script? A script not
+        known: yes. A cascade skips a tier that cannot (reading/worker.py): RapidOCR's readings of
+        polytonic Greek are fragments its signal may still score above Tesseract's."""
+        return script is None or self.reads_language or not self.auto_scripts or script in self.auto_scripts
+
     def key_material(self, lang: str) -> JsonObject:
         """This engine's part of a page's settings key when it reads with `lang`."""
         return {**({"lang": lang} if self.reads_language else {}), **self.key_share()}

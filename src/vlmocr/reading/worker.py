@@ -190,7 +190,7 @@ def _read_image(task: PageTask, reader: str, img: Image.Image, layer: str, dpi: 
     """Every engine of `reader` on one page image: (readings, the chosen one, why, blank page?).
     A composite engine (tesseract+rapidocr) keeps the reading with the better signal; the
     others' scores stay in `quality.alternatives`."""
-    from ..engines.registry import engine_parts  # as engine(): the registry pulls in rundir
+    from ..engines.registry import CPU_ENGINES, engine_parts  # as engine(): the registry pulls in rundir
 
     page = PageInput(task.doc_id, task.page, img, layer, dpi, flags, same)
     # The ink says whether an empty reading is right (a blank page) and how much text the page
@@ -198,8 +198,13 @@ def _read_image(task: PageTask, reader: str, img: Image.Image, layer: str, dpi: 
     blank_page, ink = blank_and_ink(img)
     parts = engine_parts(reader)
     cascade = _is_cascade(reader)
+    script = script_of_lang(task.read_as()[0]) if cascade else None
     readings: list[Judged] = []
+    cannot: list[str] = []  # later tiers with no model for the page's script
     for name in parts:
+        if cascade and readings and not CPU_ENGINES[name].reads_script(script):
+            cannot.append(name)
+            continue
         judged = read_judged(name, page, blank_page, ink, task.language, task.ocr_lang, task.language_suggested)
         readings.append(_with_local_thresholds(judged, page, blank_page, ink, task))
         if cascade and readings[-1].status is Status.ok:
@@ -207,8 +212,10 @@ def _read_image(task: PageTask, reader: str, img: Image.Image, layer: str, dpi: 
     best, why = pick([r.candidate for r in readings]) if len(readings) > 1 else (0, "")
     if cascade:
         tier = f"tier {len(readings)} of {len(parts)}"
-        why = (f"{tier}: passed its signal" if len(readings) == 1 else
-               f"{tier}, {', '.join(r.engine for r in readings[:-1])} failed the signal; {why}")
+        why = (f"{tier}: passed its signal" if len(readings) == 1 and not cannot else
+               f"{tier}, {', '.join(r.engine for r in readings[:len(readings) - (not cannot)])} failed the signal"
+               + (f"; {why}" if why else "")
+               + "".join(f"; {name} has no {script} model" for name in cannot))
     return readings, best, why, blank_page
 
 
