@@ -137,8 +137,10 @@ def main() -> int:
                     run(["--manifest", str(man), "--out", str(out), "--vlm-tier", "--cpu-tiers-from",
                          str(work / f"run-{name}"), "--endpoint", srv.url, "--model", "test-model",
                          "--concurrency", str(args.workers)])
-                    stats = json.loads((out / "run.json").read_text(encoding="utf-8")).get("stats") or {}
-                    reach[name] = int((stats.get("vlm_tier") or {}).get("escalated", 0))
+                    info = json.loads((out / "run.json").read_text(encoding="utf-8"))
+                    tier = ((info.get("current") or {}).get("reader") or {}).get("vlm_tier") or {}
+                    reach[name] = int(tier.get("escalated", 0))
+                    print(f"VLM tier after {name}: {tier}", flush=True)
     base = got.get("auto")
     print("\n| path | CER micro | CER macro | CPU s a page | CPU ÷ auto | pages per CPU-hour | not ok | "
           "over 10 % CER | recall | precision | pages per tier | pages that reach a VLM tier |")
