@@ -105,7 +105,8 @@ def main() -> int:
     ap.add_argument("--paths", default="auto,cascade,tesseract", help="of " + ", ".join(PATHS))
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--no-vlm", action="store_true", help="no VLM tier after the CPU paths")
-    ap.add_argument("--keep", type=Path, help="keep the run folders here (default: deleted)")
+    ap.add_argument("--keep", type=Path, help="keep the run folders here (default: deleted); a new folder, lest "
+                    "the runs resume there and measure nothing")
     args = ap.parse_args()
     rows = [r for r in gt_pages(per_set=args.per_set) if (GT / r["image"]).is_file()]
     paths = args.paths.split(",")
@@ -113,6 +114,8 @@ def main() -> int:
     got: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="vlmocr-cascade-") as tmp:
         work = args.keep or Path(tmp)
+        if args.keep and args.keep.exists() and any(args.keep.iterdir()):
+            raise SystemExit(f"--keep {args.keep}: not empty (its runs would resume and measure nothing)")
         work.mkdir(parents=True, exist_ok=True)
         man = manifest(rows, work)
         for name in paths:
@@ -134,8 +137,8 @@ def main() -> int:
             with serve_in_process(ServerConfig(answer="ocr", slots=args.workers)) as srv:
                 for name in paths:
                     out = work / f"vlm-after-{name}"
-                    run(["--manifest", str(man), "--out", str(out), "--vlm-tier", "--cpu-tiers-from",
-                         str(work / f"run-{name}"), "--endpoint", srv.url, "--model", "test-model",
+                    run(["--manifest", str(man), "--out", str(out), "--engine", PATHS[name], "--vlm-tier",
+                         "--cpu-tiers-from", str(work / f"run-{name}"), "--endpoint", srv.url, "--model", "test-model",
                          "--concurrency", str(args.workers)])
                     info = json.loads((out / "run.json").read_text(encoding="utf-8"))
                     tier = ((info.get("current") or {}).get("reader") or {}).get("vlm_tier") or {}

@@ -113,6 +113,7 @@ def test_the_vlm_tier_as_a_pass_of_its_own_reads_only_what_the_cpu_run_left(scan
         assert (rec["status"], rec["engine"], rec["text"]) == (ref_recs[page]["status"], ref_recs[page]["engine"],
                                                               ref_recs[page]["text"]), page
         assert rec["key"] == ref_recs[page]["key"] != cpu_recs[page]["key"]
+    assert "warning: --cpu-tiers-from" not in res.stderr  # the same CPU tiers: nothing to say
     english = recs[("english", 1)]
     assert (english["engine"], english["status"]) == ("openai", "ok")
     # The CPU reading in its tiers is the CPU run's own, not a second reading.
@@ -131,6 +132,10 @@ def test_a_cpu_run_of_other_settings_is_read_again_and_bad_sources_are_refused(s
         assert res.returncode == 0, res.stderr
         stats = json.loads((tier / "run.json").read_text())["current"]["reader"]["vlm_tier"]["cpu_tiers_from"]
         assert (stats["taken"], stats["read_again"]) == (0, 3)
+        # Said before any page: reading again is right, only slow (bench_cascade.py once ran
+        # its VLM tier after `tesseract,rapidocr` without --engine and re-read 100 pages).
+        assert (f"warning: --cpu-tiers-from {cpu} was read with tesseract (--lang eng+deu), this run's CPU tiers "
+                "read with tesseract (--lang eng): none of its readings can be taken") in " ".join(res.stderr.split())
         assert all(r["language"] == "eng" for r in finals(tier).values())
         own = _run(scans, tier, srv, "--cpu-tiers-from", str(tier))
         empty = tmp_path / "empty"

@@ -98,7 +98,40 @@ def earlier_readings(cfg: RunConfig, out: str | Path | None) -> EarlierReadings 
     if not cfg.vlm_tier:
         raise UsageError("--cpu-tiers-from RUN takes the CPU tiers' readings for a VLM tier: give --vlm-tier "
                          "(with --endpoint or --serve, --profile)")
-    return EarlierReadings(cfg.cpu_tiers_from, out)
+    earlier = EarlierReadings(cfg.cpu_tiers_from, out)
+    differs = other_cpu_tiers(cfg, RunDir(cfg.cpu_tiers_from).info().get("settings") or {})
+    if differs:
+        # Not refused: reading again is right, only slow (the GPU job's node reads every page
+        # with the CPU first). Said before any page, on the login node too (`slurm submit`).
+        from ..progress import console
+
+        console.print(f"warning: --cpu-tiers-from {cfg.cpu_tiers_from} was read with {differs[0]}, this run's "
+                      f"CPU tiers read with {differs[1]}: none of its readings can be taken, every page is read "
+                      f"by the CPU again (give that run's --engine and --lang to take them)", markup=False)
+    return earlier
+
+
+def other_cpu_tiers(cfg: RunConfig, settings: dict[str, object]) -> tuple[str, str] | None:
+    """(theirs, ours) when an earlier run's settings read pages with another CPU engine, or the
+    same engine with other language data, than `cfg`'s CPU tiers; None when alike (or when its
+    settings cannot say: the records' keys decide page by page anyway)."""
+    from pydantic import ValidationError
+
+    from ..engines.registry import reads_language
+
+    try:
+        theirs = RunConfig.model_validate({k: settings[k] for k in ("engine", "ocr_engine", "lang") if k in settings})
+        pair = [(c.reader(), c.lang) for c in (theirs, cfg)]
+    except (ValidationError, UsageError, ValueError):
+        return None
+    (a, a_lang), (b, b_lang) = pair
+    if a == b and (a_lang == b_lang or not reads_language(a)):
+        return None
+
+    def label(engine: str, lang: str) -> str:
+        return engine + (f" (--lang {lang})" if reads_language(engine) else "")
+
+    return label(a, a_lang), label(b, b_lang)
 
 
 def _summary(rec: PageRecord, engine: str, *, text: bool = False) -> JsonObject:
