@@ -17,6 +17,7 @@ signal and the cascade's own rule.
 
     python benchmarks/bench_cascade.py                    # every page of pages.csv (~40 min here)
     python benchmarks/bench_cascade.py --per-set 1        # 8 pages (~4 min)
+    python benchmarks/bench_cascade.py --quick            # 2 pages: a smoke test (tests/test_benchmarks_smoke.py)
     python benchmarks/bench_cascade.py --paths auto,cascade --no-vlm --keep /tmp/cascade-runs
 
 Beside CER and time, the signal as each run applies it (issue 30, point 2): of the pages read at
@@ -45,6 +46,7 @@ from gt_reading import GT, gt_pages, tess_lang, truth
 from measure import run_vlmocr
 
 BAD_CER = 0.10  # a page read worse than this is one the signal should flag (issue 30, point 2)
+QUICK = ("EHRI-DR-19390519-US_03", "zonaras_0036")
 PATHS = {"auto": "auto", "cascade": "tesseract,rapidocr", "tesseract": "tesseract"}
 
 
@@ -105,10 +107,14 @@ def main() -> int:
     ap.add_argument("--paths", default="auto,cascade,tesseract", help="of " + ", ".join(PATHS))
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--no-vlm", action="store_true", help="no VLM tier after the CPU paths")
+    ap.add_argument("--quick", action="store_true", help="2 pages (an English typescript, a Greek page): a smoke "
+                    "test of every stage")
     ap.add_argument("--keep", type=Path, help="keep the run folders here (default: deleted); a new folder, lest "
                     "the runs resume there and measure nothing")
     args = ap.parse_args()
     rows = [r for r in gt_pages(per_set=args.per_set) if (GT / r["image"]).is_file()]
+    if args.quick:  # pages the repository's tests/data/gt holds the image of
+        rows = [r for r in rows if r["name"] in QUICK]
     paths = args.paths.split(",")
     print(f"# {len(rows)} pages of {GT}; {args.workers} workers; {os.cpu_count()} cores", flush=True)
     got: dict[str, dict[str, Any]] = {}

@@ -74,3 +74,12 @@ def test_bench_upright_quick() -> None:
     assert "RESULT upright: OSD sure on " in out and "RESULT upright cost: classifier ÷ OSD " in out, out
     # The Danish typescript OSD takes for upside down (tests/data/gt) is turned over by OSD alone, not once checked.
     assert "RESULT upright turned over: OSD alone 1, checked 0" in out, out
+
+
+def test_bench_cascade_quick() -> None:
+    """Issue 30, point 4: `auto`, the cascade and Tesseract run as a user runs them, then a VLM
+    tier after each that takes every CPU reading from its run (none read again)."""
+    out = run_bench("bench_cascade.py", timeout=900)
+    assert "RESULT cascade: CER " in out and "| `tesseract,rapidocr` |" in out, out
+    for name in ("auto", "cascade", "tesseract"):
+        assert f"VLM tier after {name}: " in out and "'taken': 2, 'read_again': 0" in out.split(f"VLM tier after {name}: ")[1].splitlines()[0], out
