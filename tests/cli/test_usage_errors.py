@@ -55,6 +55,21 @@ def test_a_missing_input_is_a_usage_error_before_any_work(world):
     assert not out.exists()
 
 
+def test_a_working_folder_deleted_under_the_shell_is_named(world, tmp_path):
+    """`cd scans && rm -r ../scans` (or a scratch folder cleaned under a session) left `run` to end
+    in "internal error while planning: FileNotFoundError" (exit 7)."""
+    import subprocess
+    import sys
+
+    gone, out = tmp_path / "gone", tmp_path / "out"
+    gone.mkdir()
+    proc = subprocess.run(["sh", "-c", f'cd "{gone}" && rmdir "{gone}" && exec "{sys.executable}" -m vlmocr run '
+                           f'"{world["doc"]}" --out "{out}" --engine textlayer'],
+                          capture_output=True, text=True, timeout=120)
+    one_line(proc, "the current folder no longer exists", "cd to a folder that exists")
+    assert not out.exists()
+
+
 def test_slurm_submit_refuses_a_missing_input_before_staging(world):
     out = world["root"] / "slurm-never"
     proc = cli_in_process("slurm", "submit", str(world["root"] / "nowhere.pdf"), "--out", str(out), "--shards", "2",

@@ -126,6 +126,21 @@ def path_error(exc: OSError) -> str:
     return f"{where}: {exc.strerror or exc}"
 
 
+def check_working_folder() -> None:
+    """The folder the shell is in must still exist: relative paths, the run's provenance and the
+    search for a run's sources start from it, and a folder deleted under the shell made `run` end
+    in "internal error while planning: FileNotFoundError" (exit 7)."""
+    import os
+
+    from ..exceptions import UsageError
+
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        raise UsageError("the current folder no longer exists (deleted after this shell entered it): "
+                         "cd to a folder that exists and run the command again") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = argv if argv is not None else sys.argv[1:]
     if args[:1] == ["run"]:
@@ -138,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     command = typer.main.get_command(app)
     code: int  # an ExitCode, or what a command returned
     try:
+        check_working_folder()
         check_environment()  # a broken VLMOCR_* value: one line naming it, before any work
         rv = command.main(args=args, prog_name="vlmocr", standalone_mode=False)
     except click_exceptions.UsageError as exc:
