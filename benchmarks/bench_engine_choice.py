@@ -110,11 +110,19 @@ def _installed() -> Any:
 _LANGS: Any = None
 
 
-def escalated(p: dict[str, Any]) -> bool:
-    """The cascade `tesseract,rapidocr` (issue 30): does Tesseract's reading fail its signal, so
-    that RapidOCR reads the page too?"""
+def escalated(p: dict[str, Any], margin: float | None = None) -> bool:
+    """The cascade `tesseract,rapidocr` (issue 30): does Tesseract's reading fail its signal (with
+    `margin`: score under its threshold + margin), so that RapidOCR reads the page too? Not a page
+    in a script RapidOCR has no model for (polytonic Greek): the cascade does not ask it
+    (CpuEngine.reads_script)."""
+    from vlmocr.engines.languages import script_of_lang
+    from vlmocr.engines.registry import CPU_ENGINES
+
     t = p["tesseract"]
-    return not (t["readable"] and not t["suspect"])
+    q = t["quality"]
+    fails = not (t["readable"] and not t["suspect"]) or (
+        margin is not None and q["score"] < (q["threshold"] or 0.0) + margin)
+    return fails and CPU_ENGINES["rapidocr"].reads_script(script_of_lang(p["lang"]))
 
 
 def by_cascade(p: dict[str, Any]) -> str:
@@ -204,8 +212,7 @@ def report(pages: list[dict[str, Any]]) -> None:
     print("|---:|---:|---:|---:|---:|")
     for m in (0.0, 0.01, 0.02, 0.03, 0.05, 0.08):
         def sent_on(p: dict[str, Any], m: float = m) -> bool:
-            q = p["tesseract"]["quality"]
-            return escalated(p) or q["score"] < (q["threshold"] or 0.0) + m
+            return escalated(p, m)
 
         got = aggregate(pages, lambda p: by_signal(p) if sent_on(p) else "tesseract")
         t = sum(p["tesseract"]["seconds"] + (p["rapidocr"]["seconds"] if sent_on(p) else 0.0) for p in pages)
