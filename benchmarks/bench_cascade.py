@@ -43,7 +43,7 @@ from typing import Any
 from vlmocr.evaluation.score import char_errors
 
 from gt_reading import GT, gt_pages, tess_lang, truth
-from measure import run_vlmocr
+from measure import final_records, run_vlmocr
 
 BAD_CER = 0.10  # a page read worse than this is one the signal should flag (issue 30, point 2)
 QUICK = ("EHRI-DR-19390519-US_03", "zonaras_0036")
@@ -58,15 +58,6 @@ def manifest(rows: list[dict[str, str]], folder: Path) -> Path:
         for row in rows:
             w.writerow([row["name"], str(GT / row["image"]), tess_lang(row["language"], row["script"])])
     return path
-
-
-def records(run: Path) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    with (run / "pages.jsonl").open(encoding="utf-8") as fh:
-        for line in fh:
-            rec = json.loads(line)
-            out[rec["doc_id"]] = rec
-    return out
 
 
 def run(args: list[str]) -> dict[str, Any]:
@@ -128,7 +119,7 @@ def main() -> int:
             out = work / f"run-{name}"
             res = run(["--manifest", str(man), "--out", str(out), "--workers", str(args.workers),
                        "--engine", PATHS[name]])
-            got[name] = summary(rows, records(out), res)
+            got[name] = summary(rows, final_records(out), res)
             s = got[name]
             print(f"{name}: CER {s['cer_micro']:.2%} micro, {s['cer_macro']:.2%} macro; CPU {s['cpu_s']:.0f} s "
                   f"({s['cpu_s'] / s['pages']:.1f} s a page), wall {s['wall_s']:.0f} s; not ok {s['review']} "

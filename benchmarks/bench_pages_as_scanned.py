@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import os
 import statistics
 import sys
@@ -37,7 +36,7 @@ from vlmocr.inputs.render import render_page
 from vlmocr.runfolder.record import Sizing
 
 from gt_reading import GT, gt_pages, tess_lang, truth
-from measure import run_vlmocr
+from measure import final_records, run_vlmocr
 
 TURNS = {"90": Image.Transpose.ROTATE_90, "180": Image.Transpose.ROTATE_180, "270": Image.Transpose.ROTATE_270}
 SKEWS = {"skew+4": 4.0, "skew-7": -7.0, "skew+8": 8.0}
@@ -78,15 +77,6 @@ def build(rows: list[dict[str, str]], variants: list[str], folder: Path) -> Path
     return manifest
 
 
-def finals(run: Path) -> dict[str, dict]:
-    out: dict[str, dict] = {}
-    with (run / "pages.jsonl").open(encoding="utf-8") as fh:
-        for line in fh:
-            rec = json.loads(line)
-            out[rec["doc_id"]] = rec
-    return out
-
-
 def read(path_name: str, manifest: Path, out: Path, workers: int, endpoint: str | None,
          extra: tuple[str, ...] = ()) -> tuple[dict[str, dict], float]:
     args = ["--manifest", str(manifest), "--out", str(out), "--workers", str(workers), *extra]
@@ -99,7 +89,7 @@ def read(path_name: str, manifest: Path, out: Path, workers: int, endpoint: str 
     res = run_vlmocr(args, timeout=7200)
     if res["rc"] not in (0, 2):
         raise SystemExit(f"vlmocr run ({path_name}) exited {res['rc']}: {res['stderr'][-2000:]}")
-    return finals(out), res["wall_s"]
+    return final_records(out), res["wall_s"]
 
 
 def table(rows: list[dict[str, str]], variants: list[str], recs: dict[str, dict]) -> dict[str, dict[str, float]]:

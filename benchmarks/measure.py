@@ -4,6 +4,7 @@ process tree: the run, its pool, their children) and its CPU time, sampled every
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -45,6 +46,17 @@ def _tree(root_pid: int, cpu: dict[tuple[int, int], float]) -> int:
             cpu[(pid, start)] = max(seconds, cpu.get((pid, start), 0.0))
         stack.extend(children.get(pid, []))
     return total
+
+
+def final_records(run: Path) -> dict[str, dict[str, Any]]:
+    """A run folder's records by doc_id (one page a document in the benchmarks that use it): the
+    last line of a page wins, as a retried page's newer record does."""
+    out: dict[str, dict[str, Any]] = {}
+    with (run / "pages.jsonl").open(encoding="utf-8") as fh:
+        for line in fh:
+            rec = json.loads(line)
+            out[rec["doc_id"]] = rec
+    return out
 
 
 def run_vlmocr(args: list[str], timeout: float = 1800, cmd: list[str] | None = None,

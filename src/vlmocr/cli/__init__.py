@@ -6,6 +6,7 @@ Exit codes come from `ExitCode` only. click's usage errors (exit 2 by default) a
 from __future__ import annotations
 
 import errno
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ except ImportError:  # pragma: no cover
 from typer.core import TyperGroup
 
 from ..settings.envvars import check_environment
-from ..exceptions import ExitCode, VlmocrError
+from ..exceptions import ExitCode, UsageError, VlmocrError
 from rich.markup import escape
 
 from ..progress import console
@@ -130,10 +131,6 @@ def check_working_folder() -> None:
     """The folder the shell is in must still exist: relative paths, the run's provenance and the
     search for a run's sources start from it, and a folder deleted under the shell made `run` end
     in "internal error while planning: FileNotFoundError" (exit 7)."""
-    import os
-
-    from ..exceptions import UsageError
-
     try:
         os.getcwd()
     except FileNotFoundError:

@@ -99,7 +99,7 @@ def earlier_readings(cfg: RunConfig, out: str | Path | None) -> EarlierReadings 
         raise UsageError("--cpu-tiers-from RUN takes the CPU tiers' readings for a VLM tier: give --vlm-tier "
                          "(with --endpoint or --serve, --profile)")
     earlier = EarlierReadings(cfg.cpu_tiers_from, out)
-    differs = other_cpu_tiers(cfg, RunDir(cfg.cpu_tiers_from).info().get("settings") or {})
+    differs = other_cpu_tiers(cfg, earlier.sources.settings)
     if differs:
         # Not refused: reading again is right, only slow (the GPU job's node reads every page
         # with the CPU first). Said before any page, on the login node too (`slurm submit`).

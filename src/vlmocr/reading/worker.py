@@ -212,9 +212,10 @@ def _read_image(task: PageTask, reader: str, img: Image.Image, layer: str, dpi: 
     best, why = pick([r.candidate for r in readings]) if len(readings) > 1 else (0, "")
     if cascade:
         tier = f"tier {len(readings)} of {len(parts)}"
-        why = (f"{tier}: passed its signal" if len(readings) == 1 and not cannot else
-               f"{tier}, {', '.join(r.engine for r in readings[:len(readings) - (not cannot)])} failed the signal"
-               + (f"; {why}" if why else "")
+        # Every reading before the last failed its signal; the last too when a tier after it was skipped.
+        failed = readings if cannot else readings[:-1]
+        why = (f"{tier}: passed its signal" if not failed else
+               f"{tier}, {', '.join(r.engine for r in failed)} failed the signal" + (f"; {why}" if why else "")
                + "".join(f"; {name} has no {script} model" for name in cannot))
     return readings, best, why, blank_page
 
