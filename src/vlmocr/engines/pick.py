@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..positions.order import SIDE_NOTES
 from ..runfolder.record import JsonObject
 
 
@@ -21,13 +22,15 @@ class Candidate:
 
 def pick(candidates: list[Candidate]) -> tuple[int, str]:
     """(index of the reading to keep, why). A readable reading beats one that is not; among
-    those, the higher signal score; a tie goes to the first named (Tesseract in
+    those, one whose lines are in order (no side notes read apart), then the higher signal score; a tie goes to the first named (Tesseract in
     `tesseract+rapidocr`: the better engine on average). The raw score, not the margin over each
     engine's threshold: on ../shared/gt it keeps the better reading more often
     (benchmarks/bench_engine_choice.py)."""
-    def rank(i: int) -> tuple[bool, float, int]:
+    def rank(i: int) -> tuple[bool, bool, float, int]:
         c = candidates[i]
-        return (c.readable, _score(c), -i)
+        # A reading whose lines are out of place (positions/order.py) loses to one in order,
+        # whatever their words score: the words are the same, their order is what differs.
+        return (c.readable, not c.quality.get(SIDE_NOTES), _score(c), -i)
 
     best = max(range(len(candidates)), key=rank)
     others = [c for i, c in enumerate(candidates) if i != best]
@@ -37,6 +40,8 @@ def pick(candidates: list[Candidate]) -> tuple[int, str]:
     else:
         vs = ", ".join(f"{o.engine} {_score(o):.3f}" for o in others)
         why = f"better signal ({_score(chosen):.3f} vs {vs})"
+        if not chosen.quality.get(SIDE_NOTES) and (aside := [o.engine for o in others if o.quality.get(SIDE_NOTES)]):
+            why = f"in order ({', '.join(aside)} read side notes apart from their lines); {why}"
     return best, why
 
 

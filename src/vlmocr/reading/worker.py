@@ -26,6 +26,7 @@ from ..runfolder.record import DEFAULT_DPI, JsonObject, PageRecord, PageTask, Po
 from ..inputs.sources import printable
 from ..positions.geometry import Step, steps_before, to_page
 from ..positions.lines import text_layer_positions
+from ..positions.order import SIDE_NOTES, side_notes
 from ..inputs.render import (blank_and_ink, count_pages, encode, grey_if_neutral, kind_of, render_page, text_layer,
                              text_layer_lines, usable_text_layer)
 from ..text.signal import judge
@@ -134,6 +135,12 @@ def judge_reading(status: Status, reading: Reading, engine: str, *, ink: float |
     quality, suspect = judge(reading.text, engine, lang=lang, stated_lang=stated_lang,
                              confidence=reading.confidence, line_confidences=reading.line_confidences, ink=ink,
                              expected=expected)
+    if status is Status.ok and not suspect and (notes := side_notes(reading.positions)):
+        # Read well, out of order: lines beside the body read as a block of their own
+        # (positions/order.py). The signal sees words, not their places; a person looks, and a
+        # cascade asks its next tier, whose reading is kept when it has no such doubt.
+        quality = {**quality, SIDE_NOTES: len(notes)}
+        suspect = True
     return (Status.suspect if suspect and status is Status.ok else status), quality
 
 
@@ -171,7 +178,14 @@ def read_judged(name: str, page: PageInput, blank_page: bool, ink: float | None,
     reading: Reading = eng.read(page, local_thresholds=True) if local_thresholds else eng.read(page)
     status, qflags = classify(reading.text, reading.finish_reason, blank_image=blank_page and not reading.text.strip())
     status, quality = judge_reading(status, reading, name, ink=ink, page_lang=page_lang, suggested=suggested)
-    return Judged(name, reading, status, quality, qflags, round(time.perf_counter() - t0, 4))
+    return Judged(name, reading, status, quality, qflags + ([SIDE_NOTES] if SIDE_NOTES in quality else []),
+                  round(time.perf_counter() - t0, 4))
+
+
+def out_of_order_only(judged: Judged) -> bool:
+    """Did the reading pass its signal and fail only for side notes read out of place? Neither
+    another threshold nor a turn puts lines in order."""
+    return SIDE_NOTES in judged.flags
 
 
 # Statuses whose page is worth an orientation check (issue 33): a sideways or upside-down page
@@ -295,7 +309,7 @@ def wants_local_thresholds(judged: Judged, image: Image.Image | None, blank_page
     from ..engines.registry import CPU_ENGINES
 
     return (CPU_ENGINES[judged.engine].local_thresholds and judged.status in TURN_WHEN and not blank_page
-            and image is not None and not bilevel(image))
+            and image is not None and not bilevel(image) and not out_of_order_only(judged))
 
 
 def keeps_second(first: Judged, second: Judged) -> bool:
@@ -360,7 +374,8 @@ def read_page(task: PageTask) -> PageRecord:
         cascade = _is_cascade(reader)
         turned = None
         if (rotate != "off" and not rotation_fields and not blank_page
-                and (readings[best].status in TURN_WHEN or LINES_RUN_DOWN in readings[best].reading.flags)):
+                and ((readings[best].status in TURN_WHEN and not out_of_order_only(readings[best]))
+                     or LINES_RUN_DOWN in readings[best].reading.flags)):
             # The reading failed its signal, or its lines ran down the page: is the page on its
             # side or upside down? Tesseract's OSD (0.4–2.5 s) is asked only now, so upright pages
             # that read well pay nothing.
