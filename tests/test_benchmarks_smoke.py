@@ -81,5 +81,6 @@ def test_bench_cascade_quick() -> None:
     tier after each that takes every CPU reading from its run (none read again)."""
     out = run_bench("bench_cascade.py", timeout=900)
     assert "RESULT cascade: CER " in out and "| `tesseract,rapidocr` |" in out, out
+    assert "RESULT bound: a switch that knew the truth would send " in out, out
     for name in ("auto", "cascade", "tesseract"):
         assert f"VLM tier after {name}: " in out and "'taken': 2, 'read_again': 0" in out.split(f"VLM tier after {name}: ")[1].splitlines()[0], out
