@@ -84,6 +84,16 @@ def test_small_print_in_the_gutter_and_specks_are_not_notes():
     assert side_notes(Positions(width=1861, height=1000, source="tesseract", lines=lines + marks + specks)) == []
 
 
+def test_a_verse_s_line_numbers_in_the_margin_are_not_notes():
+    verse = [line(300, 100 + 30 * i, 600 + 7 * (i % 5), 120 + 30 * i, "Sing, goddess, the anger of Achilles")
+             for i in range(25)]
+    numbers = [line(650, 100 + 30 * i, 672, 120 + 30 * i, str(i + 1)) for i in range(4, 25, 5)]
+    assert side_notes(page(numbers + verse)) == []
+    # The same column numbered as a list's items is out of place.
+    items = [line(650, 100 + 30 * i, 680, 120 + 30 * i, f"{i + 1})") for i in range(4, 25, 5)]
+    assert len(side_notes(page(items + verse))) == 5
+
+
 def test_a_reading_in_order_is_kept_over_a_higher_scored_one_out_of_order():
     out_of_order = Candidate("tesseract", True, {"score": 0.95, SIDE_NOTES: 4})
     in_order = Candidate("rapidocr", True, {"score": 0.93})

@@ -42,6 +42,7 @@ class _Box:
     y1: int
     chars: int
     alnum: bool
+    number: bool
 
     @property
     def height(self) -> int:
@@ -55,7 +56,7 @@ class _Box:
 def _box(i: int, line: Line) -> _Box:
     text = " ".join(w[5] for w in line.words)
     x0, y0, x1, y1 = line.box
-    return _Box(i, x0, y0, x1, y1, len(text), any(c.isalnum() for c in text))
+    return _Box(i, x0, y0, x1, y1, len(text), any(c.isalnum() for c in text), text.strip().isdigit())
 
 
 def _beside(a: _Box, b: _Box) -> bool:
@@ -85,8 +86,11 @@ def side_notes(positions: Positions | None) -> list[int]:
     left: set[int] = set()
     right: set[int] = set()
     for a in boxes:
-        if not a.alnum:
-            continue  # a speck or a rule beside a line is not a note
+        if not a.alnum or a.number:
+            # A speck or a rule beside a line is not a note; nor is a bare number in the margin
+            # (a verse's line numbers "5", "10", a page reference): an apparatus, not text out of
+            # place. A list's "1)" or "2." belongs to its item.
+            continue
         for b in boxes:
             if (abs(a.index - b.index) <= 1 or b.chars <= a.chars or not _beside(a, b)
                     or a.width > _NARROW * b.width or a.height < _SAME_PRINT * b.height):
