@@ -9,11 +9,15 @@ import shutil
 
 from support.cli import run_cli
 from support.components import GT, need
+
+from pathlib import Path
 from support.records import finals
 
 from vlmocr.engines.pick import Candidate, pick
 from vlmocr.positions.order import MIN_NOTES, SIDE_NOTES, side_notes
 from vlmocr.runfolder.record import Line, Positions
+
+FONT = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
 
 
 def line(x0: int, y0: int, x1: int, y1: int, text: str, block: int = 0) -> Line:
@@ -100,6 +104,57 @@ def test_a_reading_in_order_is_kept_over_a_higher_scored_one_out_of_order():
     best, why = pick([out_of_order, in_order])
     assert best == 1 and why.startswith("in order (tesseract read side notes apart from their lines)")
     assert pick([Candidate("tesseract", True, {"score": 0.95}), in_order])[0] == 0
+
+
+def two_column_pdf(path, paragraphs: list[str]):
+    """A page of two columns of running text (reportlab, DejaVu Sans 10 pt), each paragraph's
+    last line short."""
+    import textwrap
+
+    from reportlab.pdfbase import pdfmetrics
+    from reportlab.pdfbase.ttfonts import TTFont
+    from reportlab.pdfgen import canvas
+
+    pdfmetrics.registerFont(TTFont("DejaVuSans", str(FONT)))
+    c = canvas.Canvas(str(path), pagesize=(595, 842))
+    c.setFont("DejaVuSans", 10)
+    x, y = 40, 790
+    for para in paragraphs:
+        for text in textwrap.wrap(para, 44):
+            if y < 60:
+                assert x == 40, "more text than two columns hold"
+                x, y = 310, 790  # the second column
+            c.drawString(x, y, text)
+            y -= 13  # no space between paragraphs: the columns' lines stand at the same heights
+    c.save()
+    return path
+
+
+def test_a_page_of_two_columns_read_by_tesseract_has_no_side_notes(tmp_path):
+    """Real Tesseract on a real two-column page: it reads the columns one after the other, so
+    the short last lines of the left column's paragraphs sit beside lines of the right column
+    read far from them — and each has its paragraph just above it."""
+    need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
+    need(FONT.exists(), "DejaVuSans.ttf", "fonts-dejavu-core")
+    # Running English text, none of it twice (a repeated paragraph is a loop: tests/text).
+    words = " ".join(" ".join(t.read_text(encoding="utf-8").split()) for t in sorted((GT / "ehri_en").glob("*.txt")))
+    cut = [words[i:i + 260] for i in range(0, len(words), 260)]
+    assert len(cut) >= 16
+    paragraphs = [p.rsplit(" ", 3)[0] for p in cut[:16]]
+    scans = tmp_path / "in"
+    scans.mkdir()
+    two_column_pdf(scans / "columns.pdf", paragraphs)
+    run = tmp_path / "run"
+    res = run_cli("run", str(scans), "--out", str(run), "--engine", "tesseract", "--lang", "eng", "--workers", "1")
+    assert res.returncode in (0, 2), res.stderr
+    (rec,) = finals(run).values()
+    lines = Positions.model_validate(rec["positions"]).lines
+    mid = 297 * rec["width"] / 595
+    left = [i for i, ln in enumerate(lines) if ln.box[2] < mid]
+    right = [i for i, ln in enumerate(lines) if ln.box[0] > mid]
+    assert len(left) > 20 and len(right) > 20 and max(left) < min(right)  # column after column
+    assert SIDE_NOTES not in rec["flags"] and SIDE_NOTES not in rec["quality"], rec["quality"]
+    assert rec["status"] == "ok", rec["quality"]
 
 
 def test_a_memo_with_margin_headings_is_suspect_and_the_cascade_keeps_a_reading_in_order(tmp_path):
