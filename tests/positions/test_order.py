@@ -5,6 +5,7 @@ rule's edges; a real Danish memo with margin headings read by real Tesseract and
 
 from __future__ import annotations
 
+import json
 import shutil
 
 from support.cli import run_cli
@@ -173,6 +174,12 @@ def test_a_memo_with_margin_headings_is_suspect_and_the_cascade_keeps_a_reading_
     assert rec["quality"][SIDE_NOTES] >= MIN_NOTES and rec["quality"]["score"] >= rec["quality"]["threshold"]
     assert rec["text"].index("Kendetegn.") < rec["text"].index("Notits vedrørende")  # read before the body
     assert "local_thresholds" not in rec["flags"] and "rotation" not in rec  # no second reading for order
+    # `vlmocr suspicious` says why, and a cleaned layer (letters changed, not the order) keeps it.
+    for layer in ((), ("--clean",)):
+        res = run_cli("suspicious", str(alone), "--json", *layer)
+        (page,) = json.loads(res.stdout)["suspicious_pages"]
+        assert any(r.startswith("side_notes: 4 short lines beside the body") for r in page["reasons"]), page
+        assert page["signal"][SIDE_NOTES] == 4
 
     cascade = tmp_path / "cascade"
     res = run_cli("run", str(scans), "--out", str(cascade), "--engine", "tesseract,rapidocr", "--lang", "dan",

@@ -88,12 +88,16 @@ class Signal:
     # not a transcription: suspect whatever the score); None otherwise.
     wrong_language: str | None = None
     threshold: float | None = None
+    # Short lines beside the body read apart from the lines they stand beside (positions/order.py):
+    # the words may score well, their order is in doubt — suspect whatever the score. Stored only
+    # when there are some.
+    side_notes: int = 0
 
     def as_dict(self, threshold: float | None = None) -> JsonObject:
         """What the page record stores as `quality` (rounded: four digits say enough)."""
         out: JsonObject = {"score": self.score, "threshold": self.threshold if threshold is None else threshold}
         for name, value in asdict(self).items():
-            if name not in ("score", "threshold"):
+            if name not in ("score", "threshold") and not (name == "side_notes" and not value):
                 out[name] = round(value, 4) if isinstance(value, float) else value
         return out
 
@@ -113,7 +117,8 @@ class Signal:
                    implausible=num("implausible") or 0.0, garbage_lines=num("garbage_lines") or 0.0,
                    text_vs_ink=num("text_vs_ink"), language=stored.get("language") or None,
                    script=str(stored.get("script") or ""), words=int(stored.get("words") or 0),
-                   wrong_language=stored.get("wrong_language") or None, threshold=num("threshold"))
+                   wrong_language=stored.get("wrong_language") or None, threshold=num("threshold"),
+                   side_notes=int(stored.get("side_notes") or 0))
 
     @property
     def below(self) -> bool:
@@ -133,6 +138,9 @@ class Signal:
         if self.wrong_language:
             return (f"wrong_language: the text is in {self.wrong_language}, not the page's language "
                     f"(a translation, not a transcription?)")
+        if self.side_notes and not self.below:
+            return (f"side_notes: {self.side_notes} short lines beside the body were read apart from the lines "
+                    f"they stand beside (margin headings, a list's numbers): the order is in doubt")
         return (f"signal {self.score:.2f} < {self.threshold} ({self.script or '?'}: conf={self.confidence}, "
                 f"known={self.known_words}, garbage lines={self.garbage_lines})")
 

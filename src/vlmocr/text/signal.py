@@ -243,4 +243,7 @@ def record_verdict(record: Row, *, remeasure: bool = False, lang: str | None = N
     stated = record.fields.get("language") if record.fields else None
     quality, suspect = judge(record.text, record.engine, lang=lang, stated_lang=str(stated) if stated else None,
                              confidence=stored.confidence if stored else None, ink=None)
+    if stored is not None and stored.side_notes:
+        # Cleaning changes letters, not the order lines were read in: the doubt stays.
+        return Signal.of({**quality, "side_notes": stored.side_notes}), True
     return Signal.of(quality), suspect
