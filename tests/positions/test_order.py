@@ -15,7 +15,7 @@ from pathlib import Path
 from support.records import finals
 
 from vlmocr.engines.pick import Candidate, pick
-from vlmocr.positions.order import MIN_NOTES, SIDE_NOTES, side_notes
+from vlmocr.positions.order import MIN_NOTES, MIN_ROWS, SIDE_NOTES, column_gutter, column_keys, side_notes
 from vlmocr.runfolder.record import Line, Positions
 
 FONT = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
@@ -192,3 +192,74 @@ def test_a_memo_with_margin_headings_is_suspect_and_the_cascade_keeps_a_reading_
     assert "in order (tesseract read side notes apart from their lines)" in rec["engine_choice"]
     text = rec["text"]
     assert text.index("Notits vedrørende") < text.index("Begrebet Jøder") < text.index("Anmeldelsespligt")
+
+
+# Two columns (RapidOCR joins what lies at one height: a page of two columns read across both).
+
+def column_page(rows: int = 30, heading: bool = True) -> list[tuple[int, int, int, int]]:
+    """Boxes of a page: a heading across both columns, then two columns of `rows` lines."""
+    out = [(100, 40, 1100, 80)] if heading else []
+    for i in range(rows):
+        y = 120 + 30 * i
+        out += [(100, y, 560 - (200 if i % 7 == 6 else 0), y + 20), (640, y, 1100, y + 20)]
+    return out
+
+
+def test_two_columns_are_found_and_read_column_after_column():
+    boxes = column_page()
+    gutter = column_gutter(boxes)
+    assert gutter is not None and 560 <= gutter <= 640
+    keys = column_keys(boxes, gutter)
+    assert keys[0] == (0, 2) and keys[1] == (1, 0) and keys[2] == (1, 1)  # heading; left; right
+    assert sorted(range(len(boxes)), key=lambda i: keys[i])[:3] == [0, 1, 3]  # heading, then the left column
+
+
+def test_one_column_with_tabbed_lines_or_page_numbers_is_not_two_columns():
+    one = [(100, 100 + 30 * i, 1100, 120 + 30 * i) for i in range(30)]
+    # a few rows with a wide gap (a date and a place, a signature block)
+    tabbed = one[:25] + [(100, 900 + 30 * i, 500, 920 + 30 * i) for i in range(4)] + \
+        [(700, 900 + 30 * i, 1100, 920 + 30 * i) for i in range(4)]
+    assert column_gutter(tabbed) is None
+    # a table of contents: each title with its page number far to the right
+    toc = [(100, 100 + 30 * i, 600, 120 + 30 * i) for i in range(20)] + \
+        [(1050, 100 + 30 * i, 1100, 120 + 30 * i) for i in range(20)]
+    assert column_gutter(toc) is None
+    assert column_gutter(column_page(rows=MIN_ROWS - 1, heading=False)) is None
+
+
+def test_lines_across_the_gap_mean_no_gutter():
+    # Two wide pieces on many rows, but most lines of the page run across the gap: one column
+    # whose lines happen to have a space there.
+    boxes = column_page(rows=8, heading=False) + [(100, 400 + 30 * i, 1100, 420 + 30 * i) for i in range(-10, 20)]
+    assert column_gutter(boxes) is None
+
+
+def page_image(pdf, out):
+    import pypdfium2 as pdfium
+
+    doc = pdfium.PdfDocument(str(pdf))
+    doc[0].render(scale=200 / 72).to_pil().convert("L").save(out)
+    doc.close()
+    return out
+
+
+def test_a_scan_of_two_columns_read_by_the_default_path_is_in_column_order(tmp_path):
+    """The same two-column page as a scan (no text layer): `auto` reads English with RapidOCR,
+    which read it across both columns — every line the left's and the right's joined, `ok`, score
+    0.997 — before its boxes were split at the gutter."""
+    need(FONT.exists(), "DejaVuSans.ttf", "fonts-dejavu-core")
+    words = " ".join(" ".join(t.read_text(encoding="utf-8").split()) for t in sorted((GT / "ehri_en").glob("*.txt")))
+    cut = [words[i:i + 260] for i in range(0, len(words), 260)]
+    paragraphs = [p.rsplit(" ", 3)[0] for p in cut[:16]]
+    scans = tmp_path / "in"
+    scans.mkdir()
+    page_image(two_column_pdf(tmp_path / "columns.pdf", paragraphs), scans / "columns.png")
+    run = tmp_path / "run"
+    res = run_cli("run", str(scans), "--out", str(run), "--lang", "eng", "--workers", "1")
+    assert res.returncode == 0, res.stderr
+    (rec,) = finals(run).values()
+    assert (rec["engine"], rec["status"]) == ("rapidocr", "ok")
+    text = " ".join(rec["text"].split())
+    # Every paragraph whole and in order: the left column's, then the right's.
+    at = [text.find(" ".join(p.split()[1:6])) for p in paragraphs]
+    assert all(a >= 0 for a in at) and at == sorted(at), at

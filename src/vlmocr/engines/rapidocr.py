@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .base import LINES_RUN_DOWN, CpuEngine, EngineOptions, PageInput, Reading, weighted_mean
+from ..positions.order import column_gutter, column_keys
 from ..runfolder.record import JsonObject, Line, Positions, WordBox
 
 # RapidOCR's own defaults (config.yaml of rapidocr 3.x) for the settings that decide what it
@@ -121,11 +122,25 @@ def _group_lines(boxes: list, texts: list[str], scores: list[float], words: list
     items = [_box(b, t, s, w) for b, t, s, w in zip(boxes, texts, scores, words or [()] * len(texts))]
     slopes = sorted(b.slope for b in items if b.slope is not None)
     skew = max(-0.2, min(0.2, slopes[len(slopes) // 2])) if slopes else 0.0
+    extents = [it.extent for it in items]
+    gutter = column_gutter(extents)
+    if gutter is None:
+        return _lines(items, skew)
+    # Two columns: joined at one height they read across both, line by line. Each column's
+    # lines, the left first, in bands cut by the headings that stand across both.
+    regions: dict[tuple[int, int], list[_Box]] = {}
+    for key, it in zip(column_keys(extents, gutter), items):
+        regions.setdefault(key, []).append(it)
+    return [line for key in sorted(regions) for line in _lines(regions[key], skew)]
 
+
+def _lines(items: list[_Box], skew: float) -> list[list[_Box]]:
+    """`items` joined into lines by their centres' heights with the page's slant (`skew`)
+    taken out, top to bottom, each left to right."""
     def level(b: _Box) -> float:  # the centre's height with the slant taken out
         return b.cy - skew * b.cx
 
-    items.sort(key=level)
+    items = sorted(items, key=level)
     lines: list[list[_Box]] = []
     for it in items:
         best = None
