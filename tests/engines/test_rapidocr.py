@@ -88,3 +88,24 @@ def test_a_reading_whose_lines_run_down_the_page_says_so():
     engine.tag, engine.version = "test", None
     assert LINES_RUN_DOWN in engine.reading(down, texts, [0.9] * 5).flags
     assert LINES_RUN_DOWN not in engine.reading(across, texts, [0.9] * 5).flags
+
+
+def test_boxes_in_three_columns_are_grouped_column_by_column():
+    """A newspaper's three columns under a headline across them: each column top to bottom, left
+    to right, the headline first (positions/order.py finds each gutter, the side it splits off is
+    split again). Joined by height alone, every line read across the three columns."""
+    from vlmocr.engines.rapidocr import _group_lines
+
+    def quad(x0: int, y0: int, x1: int, y1: int) -> list[list[int]]:
+        return [[x0, y0], [x1, y0], [x1, y1], [x0, y1]]
+
+    boxes, texts = [quad(50, 20, 1150, 70)], ["HEADLINE OVER ALL THREE"]
+    for row in range(12):
+        y = 100 + 34 * row
+        for col in range(3):
+            x = 50 + col * 380
+            boxes.append(quad(x, y, x + 340, y + 24))
+            texts.append(f"column {col} line {row}")
+    lines = _group_lines(boxes, texts, [0.99] * len(texts))
+    read = [" ".join(m.text for m in line) for line in lines]
+    assert read == ["HEADLINE OVER ALL THREE"] + [f"column {c} line {r}" for c in range(3) for r in range(12)]

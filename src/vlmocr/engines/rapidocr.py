@@ -122,16 +122,22 @@ def _group_lines(boxes: list, texts: list[str], scores: list[float], words: list
     items = [_box(b, t, s, w) for b, t, s, w in zip(boxes, texts, scores, words or [()] * len(texts))]
     slopes = sorted(b.slope for b in items if b.slope is not None)
     skew = max(-0.2, min(0.2, slopes[len(slopes) // 2])) if slopes else 0.0
+    return _in_columns(items, skew)
+
+
+def _in_columns(items: list[_Box], skew: float) -> list[list[_Box]]:
+    """The lines of `items`, column by column when they stand in columns."""
     extents = [it.extent for it in items]
     gutter = column_gutter(extents)
     if gutter is None:
         return _lines(items, skew)
     # Two columns: joined at one height they read across both, line by line. Each column's
-    # lines, the left first, in bands cut by the headings that stand across both.
+    # lines, the left first, in bands cut by the headings that stand across both; a side may
+    # hold columns of its own (a newspaper's three or more), split again.
     regions: dict[tuple[int, int], list[_Box]] = {}
     for key, it in zip(column_keys(extents, gutter), items):
         regions.setdefault(key, []).append(it)
-    return [line for key in sorted(regions) for line in _lines(regions[key], skew)]
+    return [line for key in sorted(regions) for line in _in_columns(regions[key], skew)]
 
 
 def _lines(items: list[_Box], skew: float) -> list[list[_Box]]:
