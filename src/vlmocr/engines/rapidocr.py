@@ -34,8 +34,10 @@ SETTINGS: JsonObject = {**DEFAULTS, "Global.use_cls": False}
 
 # How boxes become lines (`_group_lines`): part of a reading's settings, since it decides the
 # text. lines2: centres compared with the page's slant taken out (lines1, before: upright
-# extents overlapping, which joined neighbouring lines of a slanted dense page).
-LINE_GROUPING = "lines2"
+# extents overlapping, which joined neighbouring lines of a slanted dense page). lines3: a page
+# of two columns grouped column by column (positions/order.column_gutter; lines2 read across
+# both); the same text as lines2 on every page of ../shared/gt, none of which has two columns.
+LINE_GROUPING = "lines3"
 
 
 def settings_tag(settings: JsonObject | None = None) -> str:
