@@ -11,10 +11,13 @@ The ratio of the two is the cost (goal: under 10 % of the reading).
 Alignment (positions/align.py): two answers stand in for a VLM's — the page's human transcription
 (what a perfect VLM would answer: other line breaks, none of the CPU's misreadings) and RapidOCR's
 reading of the page (what the test server answers: another engine's misreadings) — each aligned to
-Tesseract's words; the share of the answer's words aligned, per collection.
+Tesseract's words; the share of the answer's words aligned, per collection; and the truth's
+longest run of words in a row that Tesseract's reading has no trace of (what a VLM answer may hold
+before its passage counts as invented, reading/vlm.py UNSUPPORTED_RUN).
 
     python benchmarks/bench_formats.py --per-set 3     # ~3 min
     python benchmarks/bench_formats.py --quick         # 1 page a set, no RapidOCR
+    python benchmarks/bench_formats.py --all --no-rapidocr    # every page, Tesseract only (~5 min)
 """
 
 from __future__ import annotations
@@ -33,18 +36,22 @@ from vlmocr.engines.registry import make_cpu_engine
 from vlmocr.inputs.render import render_page
 from vlmocr.formats import write_document
 from vlmocr.formats.layout import laid_pages
-from vlmocr.positions.align import align
+from vlmocr.positions.align import align, shared_words
 from vlmocr.runfolder.record import PageRecord, Row, Sizing
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--per-set", type=int, default=3)
+    ap.add_argument("--all", action="store_true", help="every page of pages.csv (not --per-set)")
+    ap.add_argument("--no-rapidocr", action="store_true", help="align the truth only (not RapidOCR's reading)")
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
-    rows = [r for r in gt_pages(per_set=1 if args.quick else args.per_set) if (GT / r["image"]).is_file()]
+    per_set = None if args.all else 1 if args.quick else args.per_set
+    rows = [r for r in gt_pages(per_set=per_set) if (GT / r["image"]).is_file()]
     print(f"# {len(rows)} pages of {GT}")
-    rapid = None if args.quick else make_cpu_engine("rapidocr", {"threads": 1})
+    rapid = None if args.quick or args.no_rapidocr else make_cpu_engine("rapidocr", {"threads": 1})
+    unshared: list[tuple[int, str]] = []  # the truth's longest run of words Tesseract read no trace of
     read_s: list[float] = []
     write_s: dict[str, list[float]] = {f: [] for f in ("alto", "hocr", "pagexml", "pdf")}
     shares: dict[str, dict[str, list[float]]] = {}
@@ -69,6 +76,7 @@ def main() -> int:
             per = shares.setdefault(row["set"], {"truth": [], "rapidocr": []})
             got = align(truth(row), reading.positions)
             per["truth"].append(got.aligned if got and got.aligned is not None else 0.0)
+            unshared.append((shared_words(truth(row), reading.text)[2], row["name"]))
             if rapid is not None:
                 other = rapid.read(PageInput(row["name"], 1, rendered.image, "", rendered.dpi, [], None)).text
                 got = align(other, reading.positions)
@@ -92,10 +100,13 @@ def main() -> int:
         print(f"| {name} | {len(per['truth'])} | {statistics.mean(per['truth']) * 100:.1f} %, "
               f"{min(per['truth']) * 100:.1f} % | {rap} |")
     every = [s for per in shares.values() for s in per["truth"]]
+    longest = max(unshared)
     print(f"\nRESULT formats: all four {all_formats / total_read * 100:.2f} % of the CPU reading time "
           f"(goal < 10 %)")
     print(f"RESULT aligned: truth as the VLM's answer {statistics.mean(every) * 100:.1f} % of its words "
           f"(min {min(every) * 100:.1f} %)")
+    print(f"RESULT unshared run: truth as the VLM's answer, its longest run of words Tesseract's reading has no "
+          f"trace of: at most {longest[0]} ({longest[1]}; reading/vlm.py UNSUPPORTED_RUN flags 40)")
     return 0
 
 

@@ -65,6 +65,7 @@ def test_bench_formats_quick() -> None:
     """Issue 29: the four library formats' cost beside the reading, and the share of words aligned."""
     out = run_bench("bench_formats.py", timeout=600)
     assert "RESULT formats: all four" in out and "RESULT aligned: truth as the VLM's answer" in out, out
+    assert "RESULT unshared run: truth as the VLM's answer" in out, out
     assert "| pdf |" in out and "| alto |" in out
 
 

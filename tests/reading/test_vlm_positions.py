@@ -100,3 +100,33 @@ def test_an_answer_the_cpu_reading_does_not_support_is_never_ok(scans, tmp_path)
     assert all(any(f.startswith("unsupported_by_tesseract:0.") for f in r["flags"]) for r in asked)
     assert not any(r["status"] == "ok" and "Sun Tzu" in r["text"] for r in recs)
     assert res.returncode in (0, 2), res.stderr
+
+
+def test_an_answer_with_an_invented_passage_beside_the_page_s_text_is_never_ok(scans, tmp_path):
+    # Issue 30, point 2: the page's own text (most of the answer: the share rule passes it) and
+    # after it a passage of 70 words the CPU reading has no trace of — a continuation past the
+    # page's end. A transcription's longest such run is at most 29 words on ../shared/gt.
+    from support.records import read_records
+
+    truth = PAGE.with_suffix(".txt").read_text(encoding="utf-8")
+    run = tmp_path / "run"
+    with serve_in_process(ServerConfig(answer="static", static_text=truth + "\n" + ART_OF_WAR)) as srv:
+        res = run_cli("run", str(scans), "--out", str(run), "--endpoint", srv.url, "--workers", "1", "--no-retry",
+                      "--align-with", "tesseract", "--ocr-engine", "tesseract", env=NO_KEY)
+    assert res.returncode in (0, 2), res.stderr
+    asked = [r for r in read_records(run) if r["engine"] == "openai"]
+    assert asked and all(r["status"] == "suspect" for r in asked), [(r["status"], r["flags"]) for r in asked]
+    runs = [int(f.rsplit(":", 1)[1]) for r in asked for f in r["flags"] if f.startswith("unsupported_passage_by_tesseract:")]
+    assert len(runs) == len(asked) and all(n >= 40 for n in runs), [r["flags"] for r in asked]
+    assert not any(f.startswith("unsupported_by_") for r in asked for f in r["flags"])  # most words are the page's
+
+
+def test_the_page_s_text_alone_is_ok(scans, tmp_path):
+    truth = PAGE.with_suffix(".txt").read_text(encoding="utf-8")
+    run = tmp_path / "run"
+    with serve_in_process(ServerConfig(answer="static", static_text=truth)) as srv:
+        res = run_cli("run", str(scans), "--out", str(run), "--endpoint", srv.url, "--workers", "1", "--no-retry",
+                      "--align-with", "tesseract", "--ocr-engine", "tesseract", env=NO_KEY)
+    assert res.returncode == 0, res.stderr
+    (rec,) = finals(run).values()
+    assert rec["status"] == "ok" and not any("unsupported" in f for f in rec["flags"]), rec["flags"]

@@ -174,3 +174,22 @@ def test_a_document_the_cpu_cannot_be_trusted_with_goes_to_the_vlm(scans, tmp_pa
     assert (clear["engine"], clear["status"]) == ("openai", "ok")
     assert why in clear["engine_choice"], clear["engine_choice"]
     assert recs["blank"]["engine"] == "tesseract"
+
+
+def test_an_invented_passage_beside_the_page_s_text_is_never_ok(scans, tmp_path):
+    """Issue 30, point 2: the VLM tier answers the page's transcription and goes on past the
+    page's end with a passage Tesseract's reading has no trace of. Most of its words are the
+    page's, so the share rule passes it; the passage does not."""
+    run = tmp_path / "run"
+    with serve_in_process(ServerConfig(answer="static", static_text=TRUTH + "\n" + ART_OF_WAR)) as srv:
+        res = _run(scans, run, srv, "--no-retry")
+    assert res.returncode == 2, res.stderr
+    recs = read_records(run)
+    english = {doc: rec for (doc, _), rec in finals(run).items()}["english"]
+    assert english["status"] == "suspect" and english["tiers"][1]["status"] == "suspect"
+    assert not any(r["status"] == "ok" and "Sun Tzu" in r["text"] for r in recs)
+    # The answer is still the better reading of the page (Tesseract's failed its signal): kept,
+    # for review, the flag saying why.
+    assert english["engine"] == "openai", english["engine_choice"]
+    (flag,) = [f for f in english["flags"] if f.startswith("unsupported_passage_by_tesseract:")]
+    assert int(flag.rsplit(":", 1)[1]) >= 40

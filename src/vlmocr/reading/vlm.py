@@ -46,6 +46,12 @@ class Answer:
 # to Tesseract's reading (the 57 % on carbon copies Tesseract reads at ~40 % CER), fluent text not
 # on the page 5 % (BENCHMARKS.md, "Library formats").
 SUPPORT_BELOW = 0.3
+# An answer holding this many words in a row that a CPU reading of the page has no trace of is
+# `suspect` however much of the rest it shares: a passage invented beside the page's own text (a
+# continuation past the page's end, a caption for a picture). A transcription's longest such run
+# against a CPU reading of its page is at most 29 words on the development pages, against
+# Tesseract reading polytonic Greek at 19 % CER (BENCHMARKS.md, "Library formats").
+UNSUPPORTED_RUN = 40
 
 
 class VlmReader(PageReader):
@@ -336,6 +342,10 @@ class VlmReader(PageReader):
                 # not what it read — invented, or another page's. Never `ok`: it climbs the ladder.
                 status = Status.suspect
                 flags.append(f"unsupported_by_{self.cfg.align_with}:{share:.2f}")
+            elif support.unshared_run >= UNSUPPORTED_RUN:
+                # The page's text, and beside it a passage the CPU found no trace of (point 2).
+                status = Status.suspect
+                flags.append(f"unsupported_passage_by_{self.cfg.align_with}:{support.unshared_run}")
         positions = positions or self._from_blocks(task, prep, blocks)
         return self._record(task, status, t0, prep=prep, text=text, quality=quality,
                             finish_reason=result.finish_reason,

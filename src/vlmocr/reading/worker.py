@@ -585,6 +585,8 @@ class CpuSupport:
 
     positions: Positions | None
     cpu_ok: bool
+    # The longest run of the answer's words in a row the CPU reading has no trace of.
+    unshared_run: int = 0
 
 
 def aligned_positions(task: PageTask, text: str, engine_name: str, rotation: int | None,
@@ -593,7 +595,7 @@ def aligned_positions(task: PageTask, text: str, engine_name: str, rotation: int
     was sent (turned by `rotation`, straightened by `skew`), read by the CPU engine, its boxes
     mapped back to the page as scanned, and the answer's words placed on them
     (positions/align.py); no positions when the engine finds no words or none of the answer's align."""
-    from ..positions.align import align
+    from ..positions.align import align, shared_words
 
     rendered = render_page(Path(task.path), task.page, task.sizing)
     img = grey_if_neutral(rendered.image)
@@ -609,7 +611,9 @@ def aligned_positions(task: PageTask, text: str, engine_name: str, rotation: int
                          task.language, task.ocr_lang, task.language_suggested)
     found = judged.reading.positions
     positions = align(text, to_page(found, steps, *rendered.image.size)) if found is not None else None
-    return CpuSupport(positions, judged.status is Status.ok)
+    # A reading whose only doubt is its lines' order still says which words the page holds.
+    return CpuSupport(positions, judged.status is Status.ok or out_of_order_only(judged),
+                      shared_words(text, judged.reading.text)[2])
 
 
 def prepare_for_http(task: PageTask) -> Prepared | PageRecord:
