@@ -76,7 +76,9 @@ def main() -> int:
             per = shares.setdefault(row["set"], {"truth": [], "rapidocr": []})
             got = align(truth(row), reading.positions)
             per["truth"].append(got.aligned if got and got.aligned is not None else 0.0)
-            unshared.append((shared_words(truth(row), reading.text)[2], row["name"]))
+            support = shared_words(truth(row), reading.text)
+            unshared.append((support[2], f"{row['name']}: {support[2] / max(support[1], 1):.0%} of its words, "
+                                         f"{support[0]:.0%} shared"))
             if rapid is not None:
                 other = rapid.read(PageInput(row["name"], 1, rendered.image, "", rendered.dpi, [], None)).text
                 got = align(other, reading.positions)
@@ -101,6 +103,8 @@ def main() -> int:
               f"{min(per['truth']) * 100:.1f} % | {rap} |")
     every = [s for per in shares.values() for s in per["truth"]]
     longest = max(unshared)
+    print("\nLongest runs of the truth's words Tesseract's reading has no trace of: "
+          + ", ".join(f"{n} ({name})" for n, name in sorted(unshared, reverse=True)[:8]))
     print(f"\nRESULT formats: all four {all_formats / total_read * 100:.2f} % of the CPU reading time "
           f"(goal < 10 %)")
     print(f"RESULT aligned: truth as the VLM's answer {statistics.mean(every) * 100:.1f} % of its words "

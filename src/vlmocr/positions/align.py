@@ -54,21 +54,37 @@ def _partners(a: list[str], b: list[str]) -> list[int | None]:
     return kept
 
 
+# An answer's words unpaired in a row stand opposite nothing when the other reading holds fewer
+# than this share as many words between the pairs either side of them: the page gave the CPU no
+# text there (a passage invented beside the page's own), not text it garbled (words of its own).
+BARE = 0.25
+
+
 def shared_words(text: str, other: str) -> tuple[float, int, int]:
     """(share of `text`'s words that `other` reads too, paired in order as `align` pairs them;
-    `text`'s word count; the longest run of `text`'s words in a row that `other` has no trace
-    of). Fluent text not on the page shares ~5 % with a reading of it, a transcription 57–99 %;
-    a transcription's longest run unshared with a CPU reading of its page is at most 29 words
-    (BENCHMARKS.md, "Library formats")."""
+    `text`'s word count; the longest run of `text`'s words in a row that stand opposite nothing
+    in `other` — unpaired, with under BARE as many words of `other` between the pairs either side).
+    Fluent text not on the page shares ~5 % with a reading of it, a transcription 57–99 %; a
+    transcription's longest bare run against a CPU reading of its page is short (BENCHMARKS.md,
+    "Library formats"), a passage invented beside the page's text is all of it."""
     a = [k for k in (word_key(t) for t in text.split()) if k]
     b = [k for k in (word_key(t) for t in other.split()) if k]
     if not a:
         return 0.0, 0, 0
     pairs = _partners(a, b)
-    run = longest = 0
-    for m in pairs:
-        run = run + 1 if m is None else 0
-        longest = max(longest, run)
+    longest, i = 0, 0
+    while i < len(a):
+        if pairs[i] is not None:
+            i += 1
+            continue
+        j = i
+        while j < len(a) and pairs[j] is None:
+            j += 1
+        before = next((m for m in reversed(pairs[:i]) if m is not None), -1)
+        after = pairs[j] if j < len(a) else len(b)
+        if (after or 0) - before - 1 < BARE * (j - i):
+            longest = max(longest, j - i)
+        i = j
     return sum(m is not None for m in pairs) / len(a), len(a), longest
 
 
