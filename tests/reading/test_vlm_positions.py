@@ -104,8 +104,8 @@ def test_an_answer_the_cpu_reading_does_not_support_is_never_ok(scans, tmp_path)
 
 def test_an_answer_with_an_invented_passage_beside_the_page_s_text_is_never_ok(scans, tmp_path):
     # Issue 30, point 2: the page's own text (most of the answer: the share rule passes it) and
-    # after it a passage of 70 words the CPU reading has no trace of — a continuation past the
-    # page's end. A transcription's longest such run is at most 29 words on ../shared/gt.
+    # after it a passage of 73 words the CPU reading has no trace of — a continuation past the
+    # page's end (Tesseract's reading of the page as sent holds a few words of noise opposite it).
     from support.records import read_records
 
     truth = PAGE.with_suffix(".txt").read_text(encoding="utf-8")

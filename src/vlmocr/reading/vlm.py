@@ -46,11 +46,16 @@ class Answer:
 # to Tesseract's reading (the 57 % on carbon copies Tesseract reads at ~40 % CER), fluent text not
 # on the page 5 % (BENCHMARKS.md, "Library formats").
 SUPPORT_BELOW = 0.3
-# An answer holding this many words in a row that a CPU reading of the page has no trace of is
-# `suspect` however much of the rest it shares: a passage invented beside the page's own text (a
-# continuation past the page's end, a caption for a picture). A transcription's longest such run
-# against a CPU reading of its page is at most 29 words on the development pages, against
-# Tesseract reading polytonic Greek at 19 % CER (BENCHMARKS.md, "Library formats").
+# An answer holding this many words in a row that stand opposite nothing in a CPU reading of the
+# page (positions/align.shared_words) is `suspect` however much of the rest it shares: a passage
+# invented beside the page's own text (a continuation past the page's end, a caption for a
+# picture). A transcription's longest such run on the development pages: 11 words against the
+# readings a run makes; against Tesseract's bare reading (no straightening, no second threshold)
+# 29 or fewer but on three pages — 51 on two faint carbon copies whose readings fail their own
+# signal (`--align-with` does not judge by them), 54 on a typescript of which it dropped two
+# lines, which this flags for review (BENCHMARKS.md, "Library formats"). Set lower than that:
+# a page's CPU reading at a VLM's image size reads noise in a margin as words, which shortens
+# an invention's bare run (73 words of it measured 40–59 in tests/reading/test_vlm_positions.py).
 UNSUPPORTED_RUN = 40
 
 
