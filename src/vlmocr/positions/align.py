@@ -10,6 +10,7 @@ recorded (`Positions.aligned`): low, and the VLM's text has little support on th
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Iterator
 
 from rapidfuzz import fuzz
 from rapidfuzz.distance import Levenshtein
@@ -72,20 +73,27 @@ def shared_words(text: str, other: str) -> tuple[float, int, int]:
     if not a:
         return 0.0, 0, 0
     pairs = _partners(a, b)
-    longest, i = 0, 0
-    while i < len(a):
-        if pairs[i] is not None:
-            i += 1
-            continue
-        j = i
-        while j < len(a) and pairs[j] is None:
-            j += 1
+    longest = 0
+    for i, j in _unpaired(pairs):
         before = next((m for m in reversed(pairs[:i]) if m is not None), -1)
         after = pairs[j] if j < len(a) else len(b)
         if (after or 0) - before - 1 < BARE * (j - i):
             longest = max(longest, j - i)
-        i = j
     return sum(m is not None for m in pairs) / len(a), len(a), longest
+
+
+def _unpaired(pairs: list[int | None]) -> Iterator[tuple[int, int]]:
+    """The runs [i, j) of words with no partner."""
+    i = 0
+    while i < len(pairs):
+        if pairs[i] is not None:
+            i += 1
+            continue
+        j = i
+        while j < len(pairs) and pairs[j] is None:
+            j += 1
+        yield i, j
+        i = j
 
 
 def align(text: str, cpu: Positions) -> Positions | None:
@@ -103,16 +111,8 @@ def align(text: str, cpu: Positions) -> Positions | None:
         if m is not None:
             li, w = where[m]
             placed[i] = (li, (w[0], w[1], w[2], w[3], None, vlm[i]))
-    i = 0
-    while i < len(vlm):
-        if match[i] is not None:
-            i += 1
-            continue
-        j = i
-        while j < len(vlm) and match[j] is None:
-            j += 1
+    for i, j in _unpaired(match):
         _place(vlm, i, j, match, where, cpu, placed)
-        i = j
     groups: list[tuple[int, list[WordBox]]] = []  # runs of words on one CPU line, in the VLM's order
     for li, word in placed:
         if groups and groups[-1][0] == li:
