@@ -187,9 +187,9 @@ def main() -> int:
               f"{(c['cer_macro'] - base['cer_macro']) * 100:+.2f} macro against auto, at ×{c['cpu_s'] / base['cpu_s']:.2f} "
               f"of its CPU time (goal: within 0.3 points at ≤ 0.5)")
     if limit is not None:
-        b = limit
-        print(f"RESULT bound: a switch that knew the truth would send {b['pages']} of {len(rows)} pages on from "
-              f"Tesseract (CER {b['cer']:.2%}, within 0.3 points of auto's) at ×{b['cpu_ratio']:.2f} of auto's CPU time")
+        print(f"RESULT bound: a switch that knew the truth would send {limit['pages']} of {len(rows)} pages on "
+              f"from Tesseract (CER {limit['cer']:.2%}, within 0.3 points of auto's) at ×{limit['cpu_ratio']:.2f} of "
+              f"auto's CPU time")
     return 0
 
 

@@ -75,9 +75,11 @@ def shared_words(text: str, other: str) -> tuple[float, int, int]:
     pairs = _partners(a, b)
     longest = 0
     for i, j in _unpaired(pairs):
-        before = next((m for m in reversed(pairs[:i]) if m is not None), -1)
-        after = pairs[j] if j < len(a) else len(b)
-        if (after or 0) - before - 1 < BARE * (j - i):
+        # A run is as long as it goes: the words either side of it are paired (or it is at an end).
+        before = pairs[i - 1] if i > 0 else None
+        after = pairs[j] if j < len(a) else None
+        opposite = (len(b) if after is None else after) - (-1 if before is None else before) - 1
+        if opposite < BARE * (j - i):
             longest = max(longest, j - i)
     return sum(m is not None for m in pairs) / len(a), len(a), longest
 

@@ -30,7 +30,7 @@ from ..settings.config import RunConfig
 from .base import PageReader
 from .cpu import CpuReader
 from .limiter import Limiter
-from .vlm import SUPPORT_BELOW, UNSUPPORTED_RUN, VlmReader
+from .vlm import VlmReader, unsupported
 
 # The CPU statuses that send a page on to the VLM: a reading that failed its signal, or none. A
 # page of a document in a language the CPU tiers have no data for, or that a person marked hard
@@ -264,24 +264,21 @@ class VlmTierReader(PageReader):
 
     @staticmethod
     def _supported(answer: PageRecord, cpu: PageRecord) -> PageRecord:
-        """An `ok` answer of which under SUPPORT_BELOW of the words are in the CPU tiers' reading
-        of the same page becomes `suspect` (issue 30, point 0: invented text, or another page's);
-        so does one with UNSUPPORTED_RUN words in a row the reading has no trace of (point 2: a
-        passage invented beside the page's text). The CPU reading failed its own signal, so a
-        right answer beside a garbled reading may be flagged too: it goes to review, said why —
-        never an invented page kept as `ok`."""
+        """An `ok` answer the CPU tiers' reading of the same page does not support becomes
+        `suspect` (vlm.unsupported: under SUPPORT_BELOW of its words in it — issue 30, point 0,
+        invented text or another page's — or UNSUPPORTED_RUN words in a row opposite nothing in
+        it — point 2, a passage invented beside the page's text). The CPU reading failed its own
+        signal, so a right answer beside a garbled reading may be flagged too: it goes to review,
+        said why — never an invented page kept as `ok`."""
         from ..positions.align import shared_words
 
         if answer.status is not Status.ok or len(cpu.text.split()) < MIN_CPU_WORDS:
             return answer
         share, _, run = shared_words(answer.text, cpu.text)
-        if share < SUPPORT_BELOW:
-            flag = f"unsupported_by_{cpu.engine}:{share:.2f}"  # the CPU's reading is kept
-        elif run >= UNSUPPORTED_RUN:
-            # The page's text and beside it a passage the CPU read no trace of: the answer may
-            # still be the better reading, never an `ok` one.
-            flag = f"unsupported_passage_by_{cpu.engine}:{run}"
-        else:
+        # Under the share, the CPU's reading is kept (process); with a passage beside the page's
+        # text, the answer may still be the better reading, never an `ok` one.
+        flag = unsupported(share, run, cpu.engine)
+        if flag is None:
             return answer
         return answer.model_copy(update={"status": Status.suspect, "flags": [*answer.flags, flag]})
 

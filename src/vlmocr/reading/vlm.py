@@ -59,6 +59,17 @@ SUPPORT_BELOW = 0.3
 UNSUPPORTED_RUN = 40
 
 
+def unsupported(share: float, run: int, engine: str) -> str | None:
+    """The flag that makes an `ok` answer `suspect` by a CPU reading of its page (`share` of its
+    words in it, `run` words in a row opposite nothing: positions/align.shared_words), or None
+    when the reading supports it."""
+    if share < SUPPORT_BELOW:
+        return f"unsupported_by_{engine}:{share:.2f}"  # invented, or another page's (point 0)
+    if run >= UNSUPPORTED_RUN:
+        return f"unsupported_passage_by_{engine}:{run}"  # the page's text and a passage beside it
+    return None
+
+
 class VlmReader(PageReader):
     waits_for_pages_in_flight = True  # answers already being generated are worth their grace
     def __init__(self, cfg: RunConfig, profile: Profile, client: OpenAIClient, server_kind: str,
@@ -342,15 +353,12 @@ class VlmReader(PageReader):
         positions = support.positions if support is not None else None
         if support is not None and status is Status.ok and support.cpu_ok:
             share = positions.aligned if positions is not None and positions.aligned is not None else 0.0
-            if share < SUPPORT_BELOW:
-                # Issue 30, point 0: the CPU engine read this page well, and the answer's words are
-                # not what it read — invented, or another page's. Never `ok`: it climbs the ladder.
+            # Issue 30, points 0 and 2: the CPU engine read this page well, and the answer's words
+            # are not what it read, or not all of it. Never `ok`: it climbs the ladder.
+            flag = unsupported(share, support.unshared_run, str(self.cfg.align_with))
+            if flag is not None:
                 status = Status.suspect
-                flags.append(f"unsupported_by_{self.cfg.align_with}:{share:.2f}")
-            elif support.unshared_run >= UNSUPPORTED_RUN:
-                # The page's text, and beside it a passage the CPU found no trace of (point 2).
-                status = Status.suspect
-                flags.append(f"unsupported_passage_by_{self.cfg.align_with}:{support.unshared_run}")
+                flags.append(flag)
         positions = positions or self._from_blocks(task, prep, blocks)
         return self._record(task, status, t0, prep=prep, text=text, quality=quality,
                             finish_reason=result.finish_reason,
