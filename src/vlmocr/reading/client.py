@@ -207,15 +207,42 @@ class RequestFailed(Exception):
     """A request that failed for good. `overflow` marks a prompt over the context length."""
 
     def __init__(self, message: str, *, status: int | None = None, overflow: bool = False, requests: int = 1,
-                 kind: str = "http") -> None:
+                 kind: str = "http", answer_room: int | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.overflow = overflow
         self.requests = requests
         self.kind = kind  # the last outcome: "connect" means nobody answered at all
+        # The request asked for a longer answer than the context leaves: the most it may ask for
+        # (the page itself fits; ask again with max_tokens this large).
+        self.answer_room = answer_room
 
 
 _OVERFLOW = re.compile(r"maximum context length|context length|too long|reduce the length|exceeds", re.I)
+# An answer budget over the context, in the words of the released servers: vLLM >= 0.32 refuses only
+# max_tokens over max_model_len (a prompt and max_tokens over it together are shortened silently);
+# earlier releases (and SGLang's OpenAI layer) refuse the sum, counting the prompt's tokens.
+_ANSWER_OVER_MODEL_LEN = re.compile(r"max_tokens=(\d+) cannot be greater than max_model_len=(\d+)")
+_ANSWER_OVER_CONTEXT = re.compile(r"maximum context length is (\d+) tokens.*?\((\d+) in the messages, (\d+) in the "
+                                  r"completion\)", re.S)
+# An answer room below this (or below half the budget asked) is the prompt's fault: a page too large.
+MIN_ANSWER_ROOM = 16
+
+
+def answer_room(message: str) -> int | None:
+    """The most max_tokens a rejected request could have asked for, when the server refused it
+    for its answer budget alone; None when the message says something else (or the prompt
+    leaves no useful room: a smaller image is the answer then)."""
+    m = _ANSWER_OVER_MODEL_LEN.search(message)
+    if m:
+        return int(m.group(2))
+    m = _ANSWER_OVER_CONTEXT.search(message)
+    if m:
+        room, asked = int(m.group(1)) - int(m.group(2)), int(m.group(3))
+        # Under half the budget asked for: the page's image takes the context, and a smaller
+        # image (the overflow path) keeps the answer whole.
+        return room if room >= max(MIN_ANSWER_ROOM, asked // 2) else None
+    return None
 
 
 @dataclass
@@ -486,11 +513,12 @@ class OpenAIClient:
                         # The key is wrong for every page alike: the run stops, not each page.
                         raise EndpointUnavailable(f"endpoint {self.base} refused the request (HTTP {status}): "
                                                   f"{message}")
-                    overflow = status == 400 and bool(_OVERFLOW.search(message))
-                    if not overflow:
+                    room = answer_room(message) if status == 400 else None
+                    overflow = room is None and status == 400 and bool(_OVERFLOW.search(message))
+                    if not overflow and room is None:
                         self._note_rejection(status, message)
                     raise RequestFailed(f"HTTP {status}: {message}", status=status, overflow=overflow,
-                                        requests=attempt + 1)
+                                        requests=attempt + 1, answer_room=room)
             self.stats.count(outcome)
             self.stats.in_flight -= 1
             if attempt < self.max_retries:

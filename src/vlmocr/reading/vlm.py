@@ -105,6 +105,7 @@ class VlmReader(PageReader):
         self.notes: list[str] = []
         self._say: Callable[[str], None] = lambda message: None
         self._fit_told = False
+        self._answer_cap_told = False
 
     # ------------------------------------------------------------------ settings
 
@@ -260,14 +261,33 @@ class VlmReader(PageReader):
                 return
             attempt += 1
 
-    def _request(self, profile: Profile, images: list[str], overrides: JsonObject | None) -> JsonObject:
+    def _request(self, profile: Profile, images: list[str], overrides: JsonObject | None,
+                 room: int | None = None) -> JsonObject:
         body = build_chat_request(profile, [(image, "") for image in images], self.server_kind, self.model_name,
                                   overrides)
+        self._fit_answer(body, room)
         if profile.logprobs and self.server_kind in ("vllm", "sglang"):
             # The token log-probabilities give the page's confidence (text/signal.py); a hosted
             # API may refuse them for a vision model, so only servers known to give them are asked.
             body.setdefault("logprobs", True)
         return body
+
+    def _fit_answer(self, body: JsonObject, room: int | None) -> None:
+        """Ask for no longer an answer than the server's context holds: a profile's max_tokens (or
+        the ladder's grown budget) over the server's max_model_len is refused by vLLM >= 0.32 for
+        every page alike (`max_tokens=8000 cannot be greater than max_model_len=4096`), and the
+        resubmit would fail the same way. `room`: what the server said this request may ask for."""
+        asked = body.get("max_tokens")
+        limits = [n for n in (self.max_model_len, room) if n]
+        if not isinstance(asked, int) or not limits or asked <= min(limits):
+            return
+        body["max_tokens"] = min(limits)
+        if not self._answer_cap_told and self.max_model_len and asked > self.max_model_len:
+            self._answer_cap_told = True
+            self.note(f"profile {self.profile.name} asks for answers of up to {asked} tokens, but the server's "
+                      f"context (max_model_len) is {self.max_model_len}: answers are asked for at most "
+                      f"{body['max_tokens']} tokens; start the server with a longer --max-model-len for the "
+                      "profile's full budget")
 
     async def ask(self, image: str, overrides: JsonObject | None, *, profile: Profile | None = None,
                   shrink: Callable[[float], Awaitable[str | None]] | None = None,
@@ -279,16 +299,25 @@ class VlmReader(PageReader):
         profile = profile or self.profile
         flags: list[str] = []
         shrunk = False
+        room: int | None = None
         async with self.requests:
             if should_stop is not None and should_stop():
                 return None
             while True:
-                body = self._request(profile, [image], overrides)
+                body = self._request(profile, [image], overrides, room)
                 try:
                     return Answer(await self.client.chat(body), None, flags, image)
                 except RequestFailed as exc:
                     if exc.kind == "connect":
                         raise EndpointUnavailable(f"endpoint {self.client.base} stopped answering: {exc}") from None
+                    if exc.answer_room is not None and room is None:
+                        # The server says how long an answer it takes (its context less this
+                        # page's prompt, or its max_model_len when /v1/models did not say it).
+                        room = exc.answer_room
+                        if self.max_model_len is None and "max_model_len" in str(exc):
+                            self.max_model_len = room
+                        flags.append("answer_fitted_to_context")
+                        continue
                     if exc.overflow and profile.retry.shrink_on_overflow and not shrunk and shrink is not None:
                         shrunk = True
                         smaller = await shrink(profile.retry.shrink_factor)

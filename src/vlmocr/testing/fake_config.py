@@ -140,6 +140,12 @@ class ServerConfig:
     # 400 to per-request mm_processor_kwargs / media_io_kwargs unless the server was started with
     # --trust-request-mm-kwargs. False: behave so (the released default); True: accept them.
     trust_request_mm_kwargs: bool = True
+    # How the context is enforced. "release": as vLLM 0.32 (vllm/renderers/params.py,
+    # entrypoints/serve/utils/api_utils.get_max_tokens): max_tokens over max_model_len is refused,
+    # a prompt alone over it is refused, and a prompt plus max_tokens over it is answered with
+    # max_tokens shortened to what is left. "sum": as earlier releases (and SGLang), which refuse
+    # a prompt plus max_tokens over the context, naming both counts.
+    context_rule: Literal["release", "sum"] = "release"
 
     def __post_init__(self) -> None:
         if self.answer not in ANSWER_MODES:

@@ -53,10 +53,11 @@ class LogEntry(TypedDict):
 # --------------------------------------------------------------------------------------------
 
 
-def error(status: int, message: str, error_type: str) -> web.Response:
-    """vLLM's ErrorResponse shape."""
+def error(status: int, message: str, error_type: str, param: str | None = None) -> web.Response:
+    """vLLM's ErrorResponse shape (0.32: the fields under "error"; a validation error names the
+    parameter, and its message ends with it, as VLLMValidationError's str does)."""
     return web.json_response(
-        {"object": "error", "message": message, "type": error_type, "param": None, "code": status},
+        {"error": {"message": message, "type": error_type, "param": param, "code": status}},
         status=status,
     )
 
@@ -336,15 +337,23 @@ class FakeVLLM:
             body = orjson.loads(await request.read())  # orjson: this stand-in's CPU is not the client's
         except (json.JSONDecodeError, UnicodeDecodeError):
             self.counts["bad_request"] += 1
-            return error(400, "The request body is not valid JSON.", "BadRequestError")
+            # FastAPI's request validation, as vLLM 0.32 words it (type "Bad Request").
+            return error(400, "1 validation error:\n  {'type': 'json_invalid', 'loc': 'body', 'msg': 'JSON decode "
+                              "error'}", "Bad Request", "body")
         if not isinstance(body, dict):
             self.counts["bad_request"] += 1
-            return error(400, "The request body must be a JSON object.", "BadRequestError")
+            return error(400, "1 validation error:\n  {'type': 'model_attributes_type', 'loc': 'body', 'msg': 'Input "
+                              "should be a valid dictionary or object to extract fields from'}", "Bad Request", "body")
+        if not isinstance(body.get("messages"), list):
+            self.counts["bad_request"] += 1
+            return error(400, "1 validation error:\n  {'type': 'missing', 'loc': 'body.messages', 'msg': 'Field "
+                              "required'}", "Bad Request", "body.messages")
 
         model = body.get("model") or cfg.model_names[0]
         if model not in cfg.model_names:
             self.counts["not_found"] += 1
-            return error(404, f"The model `{model}` does not exist.", "NotFoundError")
+            return error(404, f"The model `{model}` does not exist. Valid aliases: {', '.join(cfg.model_names)}.",
+                         "NotFoundError", "model")
 
         started = time.monotonic()
         self.seq += 1
@@ -389,9 +398,13 @@ class FakeVLLM:
         model: str,
         entry: LogEntry,
     ) -> web.StreamResponse:
-        def reject(message: str) -> web.Response:
+        def reject(message: str, param: str | None = None, value: object = None) -> web.Response:
             entry["outcome"], entry["status"] = "bad_request", 400
-            return error(400, message, "BadRequestError")
+            if param is not None and value is not None:
+                message = f"{message} (parameter={param}, value={value})"
+            elif param is not None:
+                message = f"{message} (parameter={param})"
+            return error(400, message, "BadRequestError", param)
 
         if body.get("stream"):
             return reject("The test server does not implement streaming.")
@@ -402,11 +415,16 @@ class FakeVLLM:
                 if body.get(key):
                     return reject(f"Per-request {key} are disabled by default because they can change {what} "
                                   "resource usage. Start the server with --trust-request-mm-kwargs only when "
-                                  "clients are trusted.")
+                                  "clients are trusted.", key)
         raw_max = body.get("max_completion_tokens", body.get("max_tokens"))
         max_tokens = cfg.default_max_tokens if raw_max is None else raw_max
-        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool):
             return reject(f"max_tokens must be a positive integer, got {raw_max!r}.")
+        if max_tokens < 1:
+            return reject(f"max_tokens must be at least 1, got {max_tokens}.", "max_tokens", max_tokens)
+        if cfg.context_rule == "release" and max_tokens > cfg.max_model_len:
+            return reject(f"max_tokens={max_tokens} cannot be greater than max_model_len={cfg.max_model_len}. "
+                          "Please request fewer output tokens.", "max_tokens", max_tokens)
         raw_temperature = body.get("temperature")
         if raw_temperature is not None and not isinstance(raw_temperature, (int, float)):
             return reject(f"temperature must be a number, got {raw_temperature!r}.")
@@ -428,7 +446,14 @@ class FakeVLLM:
         entry["prompt"] = prompt.text[:PROMPT_LOG_CHARS]
         entry["prompt_tokens"] = prompt.tokens
 
-        if prompt.tokens + max_tokens > cfg.max_model_len:
+        if cfg.context_rule == "release":
+            if prompt.tokens > cfg.max_model_len:
+                entry["outcome"], entry["status"] = "bad_request", 400
+                return error(400, f"Input length ({prompt.tokens}) exceeds model's maximum context length "
+                                  f"({cfg.max_model_len}).", "BadRequestError")
+            max_tokens = min(max_tokens, cfg.max_model_len - prompt.tokens)  # shortened, not refused
+            entry["max_tokens"] = max_tokens
+        elif prompt.tokens + max_tokens > cfg.max_model_len:
             return reject(
                 f"This model's maximum context length is {cfg.max_model_len} tokens. However, you "
                 f"requested {prompt.tokens + max_tokens} tokens ({prompt.tokens} in the messages, "

