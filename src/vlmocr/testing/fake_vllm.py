@@ -338,8 +338,8 @@ class FakeVLLM:
         except (json.JSONDecodeError, UnicodeDecodeError):
             self.counts["bad_request"] += 1
             # FastAPI's request validation, as vLLM 0.32 words it (type "Bad Request").
-            return error(400, "1 validation error:\n  {'type': 'json_invalid', 'loc': 'body', 'msg': 'JSON decode "
-                              "error'}", "Bad Request", "body")
+            return error(400, "1 validation error:\n  {'type': 'json_invalid', 'loc': 'body.0', 'msg': 'JSON decode "
+                              "error'}", "Bad Request", "body.0")
         if not isinstance(body, dict):
             self.counts["bad_request"] += 1
             return error(400, "1 validation error:\n  {'type': 'model_attributes_type', 'loc': 'body', 'msg': 'Input "
