@@ -116,25 +116,51 @@ def shape_output(model, tok, shape: str, end_id: int) -> str:
     return "" if shape == "empty" else (tok.decode(chain * 3) if shape == "repeat" else ANSWER)
 
 
-def build_qwen2_5_vl(out: Path, shape: str) -> dict:
+# Qwen3-VL's published template drops Qwen2-VL's default system turn.
+QWEN3_CHAT_TEMPLATE = QWEN_CHAT_TEMPLATE.replace(
+    "{% if loop.first and message['role'] != 'system' %}<|im_start|>system\n"
+    "You are a helpful assistant.<|im_end|>\n{% endif %}", "")
+
+
+def build_qwen(out: Path, shape: str, family: str) -> dict:
+    """Qwen2.5-VL (olmOCR 2, Nanonets-OCR2) or Qwen3-VL (Qwen3-VL, Chandra 2): the same tokenizer
+    and special tokens; their own vision towers, rope and image processors."""
     import torch
-    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+    import transformers
 
     tok = train_tokenizer(QWEN_SPECIALS)
     ids = {t: tok.token_to_id(t) for t in QWEN_SPECIALS}
     vocab = tok.get_vocab_size()
     text = dict(vocab_size=vocab, hidden_size=128, intermediate_size=256, num_hidden_layers=1,
                 num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=8192,
-                rope_parameters={"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [8, 12, 12]},
                 bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"])
-    vision = dict(depth=1, hidden_size=64, intermediate_size=128, num_heads=2, out_hidden_size=128,
-                  fullatt_block_indexes=[0], window_size=112, patch_size=14, spatial_merge_size=2,
-                  temporal_patch_size=2)
-    config = Qwen2_5_VLConfig(text_config=text, vision_config=vision, image_token_id=ids["<|image_pad|>"],
-                              video_token_id=ids["<|video_pad|>"], vision_start_token_id=ids["<|vision_start|>"],
-                              vision_end_token_id=ids["<|vision_end|>"], tie_word_embeddings=False)
+    if family == "qwen2_5_vl":
+        text["rope_parameters"] = {"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [8, 12, 12]}
+        vision = dict(depth=1, hidden_size=64, intermediate_size=128, num_heads=2, out_hidden_size=128,
+                      fullatt_block_indexes=[0], window_size=112, patch_size=14, spatial_merge_size=2,
+                      temporal_patch_size=2)
+        config_class, model_class = transformers.Qwen2_5_VLConfig, transformers.Qwen2_5_VLForConditionalGeneration
+        processor = {"min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14, "temporal_patch_size": 2,
+                     "merge_size": 2, "image_mean": CLIP_MEAN, "image_std": CLIP_STD,
+                     "image_processor_type": "Qwen2VLImageProcessor", "processor_class": "Qwen2_5_VLProcessor"}
+        template = QWEN_CHAT_TEMPLATE
+    else:
+        text.update(head_dim=64, rope_parameters={"rope_type": "default", "rope_theta": 5000000.0,
+                                                  "mrope_section": [12, 10, 10], "mrope_interleaved": True})
+        vision = dict(depth=1, hidden_size=64, intermediate_size=128, num_heads=2, out_hidden_size=128,
+                      patch_size=16, spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=2304,
+                      deepstack_visual_indexes=[0])
+        config_class, model_class = transformers.Qwen3VLConfig, transformers.Qwen3VLForConditionalGeneration
+        processor = {"size": {"longest_edge": 16777216, "shortest_edge": 65536}, "patch_size": 16,
+                     "temporal_patch_size": 2, "merge_size": 2, "image_mean": [0.5, 0.5, 0.5],
+                     "image_std": [0.5, 0.5, 0.5], "image_processor_type": "Qwen2VLImageProcessorFast",
+                     "processor_class": "Qwen3VLProcessor"}
+        template = QWEN3_CHAT_TEMPLATE
+    config = config_class(text_config=text, vision_config=vision, image_token_id=ids["<|image_pad|>"],
+                          video_token_id=ids["<|video_pad|>"], vision_start_token_id=ids["<|vision_start|>"],
+                          vision_end_token_id=ids["<|vision_end|>"], tie_word_embeddings=False)
     torch.manual_seed(0)
-    model = Qwen2_5_VLForConditionalGeneration(config).to(torch.bfloat16)
+    model = model_class(config).to(torch.bfloat16)
     writes = shape_output(model, tok, shape, ids["<|im_end|>"])
     model.save_pretrained(out, safe_serialization=True)
     save_tokenizer(tok, out, {
@@ -143,19 +169,19 @@ def build_qwen2_5_vl(out: Path, shape: str) -> dict:
         "clean_up_tokenization_spaces": False, "split_special_tokens": False,
         "added_tokens_decoder": {str(ids[t]): {"content": t, "special": True, "lstrip": False, "rstrip": False,
                                                "normalized": False, "single_word": False} for t in QWEN_SPECIALS},
-    }, QWEN_CHAT_TEMPLATE)
-    (out / "preprocessor_config.json").write_text(json.dumps({
-        "min_pixels": 3136, "max_pixels": 12845056, "patch_size": 14, "temporal_patch_size": 2, "merge_size": 2,
-        "image_mean": CLIP_MEAN, "image_std": CLIP_STD, "image_processor_type": "Qwen2VLImageProcessor",
-        "processor_class": "Qwen2_5_VLProcessor"}, indent=1))
+    }, template)
+    (out / "preprocessor_config.json").write_text(json.dumps(processor, indent=1))
     (out / "generation_config.json").write_text(json.dumps({
         "bos_token_id": ids["<|endoftext|>"], "eos_token_id": [ids["<|im_end|>"], ids["<|endoftext|>"]],
         "pad_token_id": ids["<|endoftext|>"], "do_sample": False}, indent=1))
-    return {"family": "qwen2_5_vl", "architecture": "Qwen2_5_VLForConditionalGeneration",
+    return {"family": family, "architecture": config.architectures[0] if config.architectures else model_class.__name__,
             "parameters": sum(p.numel() for p in model.parameters()), "writes": writes}
 
 
-FAMILIES = {"qwen2_5_vl": build_qwen2_5_vl}
+FAMILIES = {
+    "qwen2_5_vl": lambda out, shape: build_qwen(out, shape, "qwen2_5_vl"),
+    "qwen3_vl": lambda out, shape: build_qwen(out, shape, "qwen3_vl"),
+}
 
 
 def build(family: str, out: Path, shape: str = "text") -> dict:

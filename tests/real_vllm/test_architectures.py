@@ -1,0 +1,38 @@
+"""Every profile read through the released vLLM against a tiny model of its own architecture
+(testing/tiny_models.py): its processor, chat template and server flags, not Qwen2.5-VL's. Those
+whose architecture cannot be built here are listed with the reason in docs/servers.md
+("The real-server lane"); tests/real_vllm/test_profiles_real.py covers the Qwen2.5-VL ones."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from support.cli import run_cli
+from support.records import read_records
+from vlmocr.testing.pagecode import make_coded_pdf
+from vlmocr.testing.tiny_models import ANSWER
+
+# profile → the architecture family its model is (model cards and config.json architectures).
+READ_THROUGH = {
+    "qwen3-vl": "qwen3_vl",
+    "chandra": "qwen3_vl",
+}
+
+
+@pytest.mark.parametrize("profile", sorted(READ_THROUGH, key=lambda p: (READ_THROUGH[p], p)))
+def test_the_profile_reads_through_a_server_of_its_architecture(tmp_path, lane_servers, profile):
+    server = lane_servers.get(READ_THROUGH[profile])
+    doc = make_coded_pdf(tmp_path / "d.pdf", [1])
+    res = run_cli("run", str(doc), "--out", str(tmp_path / "r"), "--endpoint", server.url, "--model", server.model,
+                  "--profile", profile, "--workers", "2", "--engine", "openai",
+                  env={"VLMOCR_API_KEY": "", "OPENAI_API_KEY": ""}, timeout=600)
+    recs = read_records(tmp_path / "r")
+    first = recs[0]
+    assert first["status"] not in ("error", "bad_input"), (first.get("error"), res.stderr[-2000:])
+    assert first["tokens_in"] > 100 and first["server"] == "vllm 0.32.0"  # the image went through its processor
+    info = json.loads((tmp_path / "r" / "run.json").read_text())
+    assert info["current"]["reader"]["outcomes"].get("ok", 0) >= 1
+    if json.loads((server.model_dir / "tiny-model.json").read_text())["shape"] == "text":
+        assert ANSWER.split(".")[0] in first["text"] and first["finish_reason"] == "stop"
