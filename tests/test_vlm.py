@@ -162,6 +162,37 @@ def test_oversized_prompt_retries_once_smaller(tmp_path, rule, context):
     assert "shrunk_for_context" in rec["flags"] and rec["text"] == expected_text(1)
 
 
+def test_a_budget_over_the_servers_context_is_capped_not_an_error_on_every_page(tmp_path):
+    # vLLM 0.32 refuses max_tokens over max_model_len for every page alike (olmOCR 2's 8000 on a
+    # 4096 server ended every page `error`, and the resubmit the same): asked for what fits, said once.
+    pdf = make_coded_pdf(tmp_path / "c.pdf", [1, 2, 3])
+    prof = tmp_path / "long.toml"
+    prof.write_text('name = "long"\nprompt = "Read."\nmax_tokens = 8000\n[image]\ndpi = 72\n', encoding="utf-8")
+    with serve_in_process(ServerConfig(max_model_len=4096)) as srv:
+        res = vlm_run(pdf, tmp_path / "r", srv.url, "--profile", str(prof))
+        asked = {r["max_tokens"] for r in srv.requests()}
+    assert res.returncode == 0, res.stderr
+    assert asked == {4096} and all(r["status"] == "ok" for r in finals(tmp_path / "r").values())
+    assert res.stderr.count("max_model_len) is 4096") == 1
+    notes = json.loads((tmp_path / "r" / "run.json").read_text())["current"]["reader"]["notes"]
+    assert any("asks for answers of up to 8000 tokens" in n for n in notes)
+
+
+def test_a_budget_the_server_says_is_too_long_is_fitted_to_the_room_it_names(tmp_path):
+    # A server that refuses prompt + max_tokens over its context and names the prompt's tokens
+    # (vLLM before 0.32, SGLang): the page is asked once more with the room left; not a smaller image.
+    pdf = make_coded_pdf(tmp_path / "c.pdf", [1])
+    prof = tmp_path / "room.toml"
+    prof.write_text('name = "room"\nprompt = "Read."\nmax_tokens = 3500\n[image]\ndpi = 72\n', encoding="utf-8")
+    with serve_in_process(ServerConfig(max_model_len=4096, context_rule="sum")) as srv:
+        res = vlm_run(pdf, tmp_path / "r", srv.url, "--profile", str(prof))
+        log = srv.requests()
+    assert res.returncode == 0, res.stderr
+    (rec,) = finals(tmp_path / "r").values()
+    assert rec["status"] == "ok" and "answer_fitted_to_context" in rec["flags"] and "shrunk_for_context" not in rec["flags"]
+    assert [r["status"] for r in log] == [400, 200] and log[1]["max_tokens"] == 4096 - log[0]["prompt_tokens"]
+
+
 def test_api_key_is_sent_but_never_written(tmp_path, coded):
     secret = "sk-test-very-secret-123"
     with serve_in_process(ServerConfig(api_key=secret)) as srv:

@@ -451,8 +451,7 @@ class FakeVLLM:
                 entry["outcome"], entry["status"] = "bad_request", 400
                 return error(400, f"Input length ({prompt.tokens}) exceeds model's maximum context length "
                                   f"({cfg.max_model_len}).", "BadRequestError")
-            max_tokens = min(max_tokens, cfg.max_model_len - prompt.tokens)  # shortened, not refused
-            entry["max_tokens"] = max_tokens
+            max_tokens = min(max_tokens, cfg.max_model_len - prompt.tokens)  # shortened, not refused (the log keeps what was asked)
         elif prompt.tokens + max_tokens > cfg.max_model_len:
             return reject(
                 f"This model's maximum context length is {cfg.max_model_len} tokens. However, you "
