@@ -15,6 +15,7 @@ from support.real_vllm import model_dir, the_lane
 from support.records import finals
 from vlmocr.cluster.serve.plan import server_command
 from vlmocr.cluster.serve.version import probe_version
+from vlmocr.profiles import list_profiles, load_profile
 from vlmocr.testing.pagecode import make_coded_pdf
 from vlmocr.testing.real_vllm import server_environ
 
@@ -37,17 +38,19 @@ def test_the_cpu_builds_own_cli_cannot_run_so_serve_starts_the_api_server_module
     assert style == "api_server" and exe[-2:] == ["-m", "vllm.entrypoints.openai.api_server"]
 
 
-# One profile of each recipe shape, started by `run --serve` on the release: plain flags; an args file
-# of JSON-valued flags; a by-version part with an environment variable and a logits processor the
-# release loads at start-up (its per-request vllm_xargs then reach it); --trust-remote-code with a
-# string chat-template content format. The model is a tiny one of the architecture named (for
-# deepseek-ocr and dots-ocr not their own: the recipe's mechanics are what is started here).
-SHAPES = {
-    "olmocr-2": ("qwen2_5_vl", "allenai/olmOCR-2-7B-1025-FP8"),
-    "qwen3-vl": ("qwen3_vl", "Qwen/Qwen3-VL-8B-Instruct"),
-    "deepseek-ocr": ("qwen2_5_vl", "deepseek-ai/DeepSeek-OCR"),
-    "dots-ocr": ("qwen2_5_vl", "rednote-hilab/dots.ocr"),
-}
+# One profile of each recipe shape started by `run --serve` on the release, in every run of the suite:
+# a by-version part with an environment variable and a logits processor the release loads at
+# start-up (its per-request vllm_xargs then reach it); --trust-remote-code with a string
+# chat-template content format. Plain flags (olmocr-2) start inside a SLURM gate job
+# (tests/cluster/slurm/test_gate_real_vllm.py), an args file (qwen3-vl) for `describe --serve`
+# (test_describe_real.py). VLMOCR_LANE_FULL=1 starts every profile this way (the full sweep,
+# README "Development and tests"). The model is a tiny one of the profile's architecture where
+# the lane builds it, else Qwen2.5-VL's: the recipe's mechanics are what is started then.
+OWN_FAMILY = {"qwen3-vl": "qwen3_vl", "chandra": "qwen3_vl", "gemma-4": "gemma4", "granite-docling": "idefics3",
+              "lightonocr-2": "lightonocr"}
+SWEEP = sorted(p.name for p in list_profiles()) if os.environ.get("VLMOCR_LANE_FULL") == "1" else [
+    "deepseek-ocr", "dots-ocr"]
+SHAPES = {name: (OWN_FAMILY.get(name, "qwen2_5_vl"), load_profile(name).model or "tiny") for name in SWEEP}
 
 
 @pytest.mark.parametrize("profile", list(SHAPES))
@@ -58,8 +61,9 @@ def test_run_serve_starts_the_release_reads_and_stops_it_cleanly(tmp_path, profi
     env = {**server_environ(python), "VLMOCR_SERVE_MODEL_PATH": str(model_dir(family)),
            "VLMOCR_SERVE_ARGS": "--max-model-len 4096 --enforce-eager --max-num-seqs 16",
            "VLMOCR_API_KEY": "", "OPENAI_API_KEY": ""}
+    named = ("--model", served) if profile == "generic" else ()  # generic names no model of its own
     # The profile's own recipe (its --max-model-len overridden by the lane's smaller one).
-    res = run_cli("run", str(doc), "--out", str(tmp_path / "r"), "--serve", profile, "--workers", "2",
+    res = run_cli("run", str(doc), "--out", str(tmp_path / "r"), "--serve", profile, "--workers", "2", *named,
                   env=env, timeout=600)
     assert res.returncode in (0, 2), res.stderr[-3000:]
     recs = finals(tmp_path / "r")
@@ -76,7 +80,7 @@ def test_run_serve_starts_the_release_reads_and_stops_it_cleanly(tmp_path, profi
     assert "-m vllm.entrypoints.openai.api_server --model" in text
     if profile == "deepseek-ocr":
         assert "NGramPerReqLogitsProcessor" in text.splitlines()[0]  # loaded at start-up by the release
-    if profile == "qwen3-vl":
+    if load_profile(profile).serve["vllm"].json_args:
         assert "--config" in text.splitlines()[0]  # the args file of its JSON-valued flags
     # The API server stopped first, by its own handler, and it stopped its engine core — not our
     # SIGTERM to the group reaching the core beside it. (vLLM 0.32's default --shutdown-timeout 0

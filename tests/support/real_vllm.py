@@ -47,18 +47,24 @@ class LaneServers:
         self.tmp = tmp_factory
         self.open: dict[str, tuple[contextlib.ExitStack, LaneServer]] = {}
 
-    def get(self, family: str, shape: str = "text") -> LaneServer:
-        key = f"{family}-{shape}"
+    def get(self, family: str, recipe: str = "generic") -> LaneServer:
+        """The server of `family`'s tiny model, started with profile `recipe`'s serving recipe
+        (its flags, args file and environment; the lane's --max-model-len after them)."""
+        key = f"{family}:{recipe}"
         if key in self.open:
             return self.open[key][1]
-        for other in [k for k in self.open if k != f"{HOME}-text"]:
-            self.open.pop(other)[0].close()
+        self.close_others()
         stack = contextlib.ExitStack()
-        log = self.tmp.mktemp(f"vllm-{key}") / "server.log"
-        server = stack.enter_context(real_server(the_lane(), model_dir(family, shape), served_name=f"tiny-{key}",
-                                                 log=log))
+        log = self.tmp.mktemp(f"vllm-{family}") / "server.log"
+        server = stack.enter_context(real_server(the_lane(), model_dir(family), profile=recipe,
+                                                 served_name=f"tiny-{family}", log=log))
         self.open[key] = (stack, server)
         return server
+
+    def close_others(self) -> None:
+        """Stop every server but HOME's: an idle vLLM still spends CPU the other tests want."""
+        for other in [k for k in self.open if k != f"{HOME}:generic"]:
+            self.open.pop(other)[0].close()
 
     def close(self) -> None:
         for stack, _ in self.open.values():

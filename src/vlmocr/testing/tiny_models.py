@@ -100,7 +100,7 @@ def shape_output(model, tok, shape: str, end_id: int) -> str:
         for name, module in model.named_modules():
             if "visual" in name or "vision" in name:
                 continue
-            if name.endswith(("o_proj", "down_proj")) and hasattr(module, "weight"):
+            if name.endswith(("o_proj", "down_proj", "per_layer_projection")) and hasattr(module, "weight"):
                 module.weight.zero_()
                 if getattr(module, "bias", None) is not None:
                     module.bias.zero_()
@@ -178,9 +178,160 @@ def build_qwen(out: Path, shape: str, family: str) -> dict:
             "parameters": sum(p.numel() for p in model.parameters()), "writes": writes}
 
 
+GEMMA_SPECIALS = ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>", "<|image|>", "<|image>",
+                  "<image|>", "<|video|>", "<|audio|>", "<|audio>", "<audio|>"]
+# Gemma's turns; the image placeholder as vLLM's gemma4_mm.py says the Gemma 4 template writes it
+# ("\t<|image|>" per image), which the processor expands to boi + soft tokens + eoi.
+GEMMA4_CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}<start_of_turn>"
+    "{{ 'model' if message['role'] == 'assistant' else message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}{% for item in message['content'] %}"
+    "{% if item['type'] == 'image' or item['type'] == 'image_url' %}\t<|image|>"
+    "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}{% endfor %}{% endif %}<end_of_turn>\n"
+    "{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}")
+
+
+def build_gemma4(out: Path, shape: str) -> dict:
+    """Gemma 4 (the gemma-4 profile): its text model with per-layer inputs and the vision tower
+    whose processor takes `max_soft_tokens`; no audio tower. Untied input and output embeddings
+    (the released checkpoints tie them; vLLM's Gemma 4 reads tie_word_embeddings) so the answer
+    can be set. The processor is built from its parts and saved by transformers itself."""
+    import torch
+    import transformers.models.gemma4 as g4
+    from transformers import PreTrainedTokenizerFast
+
+    tok = train_tokenizer(GEMMA_SPECIALS)
+    ids = {t: tok.token_to_id(t) for t in GEMMA_SPECIALS}
+    vocab = tok.get_vocab_size()
+    text = dict(vocab_size=vocab, hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2,
+                num_key_value_heads=1, head_dim=64, global_head_dim=64, max_position_embeddings=8192,
+                sliding_window=64, layer_types=["sliding_attention", "full_attention"],
+                vocab_size_per_layer_input=vocab, hidden_size_per_layer_input=16, pad_token_id=ids["<pad>"],
+                eos_token_id=ids["<eos>"], bos_token_id=ids["<bos>"], final_logit_softcapping=30.0,
+                tie_word_embeddings=False)
+    vision = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=2,
+                  num_key_value_heads=2, head_dim=32, patch_size=16, pooling_kernel_size=3, position_embedding_size=1024)
+    config = g4.Gemma4Config(text_config=text, vision_config=vision, audio_config=None,
+                             boi_token_id=ids["<|image>"], eoi_token_id=ids["<image|>"],
+                             image_token_id=ids["<|image|>"], video_token_id=ids["<|video|>"],
+                             audio_token_id=ids["<|audio|>"], boa_token_id=ids["<|audio>"],
+                             eoa_token_index=ids["<audio|>"], tie_word_embeddings=False)
+    torch.manual_seed(0)
+    model = g4.Gemma4ForConditionalGeneration(config).to(torch.bfloat16)
+    writes = shape_output(model, tok, shape, ids["<end_of_turn>"])
+    model.save_pretrained(out, safe_serialization=True)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>", unk_token="<unk>",
+        extra_special_tokens={"image_token": "<|image|>", "boi_token": "<|image>", "eoi_token": "<image|>",
+                              "audio_token": "<|audio|>", "boa_token": "<|audio>", "eoa_token": "<audio|>"})
+    g4.Gemma4Processor(feature_extractor=g4.Gemma4AudioFeatureExtractor(), image_processor=g4.Gemma4ImageProcessorPil(),
+                       tokenizer=fast, video_processor=g4.Gemma4VideoProcessor(),
+                       chat_template=GEMMA4_CHAT_TEMPLATE).save_pretrained(out)
+    (out / "generation_config.json").write_text(json.dumps({
+        "bos_token_id": ids["<bos>"], "eos_token_id": [ids["<eos>"], ids["<end_of_turn>"]],
+        "pad_token_id": ids["<pad>"], "do_sample": False}, indent=1))
+    return {"family": "gemma4", "architecture": "Gemma4ForConditionalGeneration",
+            "parameters": sum(p.numel() for p in model.parameters()), "writes": writes}
+
+
+IDEFICS3_SPECIALS = (["<|end_of_text|>", "<|start_of_role|>", "<|end_of_role|>", "<fake_token_around_image>",
+                      "<image>", "<end_of_utterance>", "<global-img>"]
+                     + [f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7)])
+# Granite-style turns (granite-docling) with the image where the content names one.
+IDEFICS3_CHAT_TEMPLATE = (
+    "{% for message in messages %}<|start_of_role|>{{ message['role'] }}<|end_of_role|>"
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}{% for item in message['content'] %}"
+    "{% if item['type'] == 'image' or item['type'] == 'image_url' %}<image>"
+    "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}{% endfor %}{% endif %}<|end_of_text|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|start_of_role|>assistant<|end_of_role|>{% endif %}")
+
+
+def build_idefics3(out: Path, shape: str) -> dict:
+    """Idefics3 (granite-docling): a SigLIP-style vision tower, pixel-shuffle connector, Llama text
+    model, and the image splitting processor (tiles of 512 px plus a global image, each wrapped in
+    <fake_token_around_image> and its <row_i_col_j> tag) — granite-docling's sizes."""
+    import torch
+    from transformers import Idefics3Config, Idefics3ForConditionalGeneration, PreTrainedTokenizerFast
+    from transformers.models.idefics3 import Idefics3ImageProcessorPil, Idefics3Processor
+
+    tok = train_tokenizer(IDEFICS3_SPECIALS)
+    ids = {t: tok.token_to_id(t) for t in IDEFICS3_SPECIALS}
+    vocab = tok.get_vocab_size()
+    text = dict(model_type="llama", vocab_size=vocab, hidden_size=128, intermediate_size=256, num_hidden_layers=1,
+                num_attention_heads=2, num_key_value_heads=1, head_dim=64, max_position_embeddings=8192,
+                bos_token_id=ids["<|end_of_text|>"], eos_token_id=ids["<|end_of_text|>"],
+                pad_token_id=ids["<|end_of_text|>"], tie_word_embeddings=False)
+    vision = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=2, image_size=512,
+                  patch_size=16)
+    config = Idefics3Config(text_config=text, vision_config=vision, scale_factor=4, image_token_id=ids["<image>"],
+                            pad_token_id=ids["<|end_of_text|>"], tie_word_embeddings=False)
+    torch.manual_seed(0)
+    model = Idefics3ForConditionalGeneration(config).to(torch.bfloat16)
+    writes = shape_output(model, tok, shape, ids["<|end_of_text|>"])
+    model.save_pretrained(out, safe_serialization=True)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|end_of_text|>", eos_token="<|end_of_text|>",
+                                   pad_token="<|end_of_text|>", unk_token=None)
+    # (512 / 16)² patches, shuffled by 4 in each direction: 64 tokens a tile.
+    Idefics3Processor(image_processor=Idefics3ImageProcessorPil(size={"longest_edge": 2048},
+                                                                max_image_size={"longest_edge": 512}),
+                      tokenizer=fast, image_seq_len=64, chat_template=IDEFICS3_CHAT_TEMPLATE).save_pretrained(out)
+    (out / "generation_config.json").write_text(json.dumps({
+        "bos_token_id": ids["<|end_of_text|>"], "eos_token_id": ids["<|end_of_text|>"],
+        "pad_token_id": ids["<|end_of_text|>"], "do_sample": False}, indent=1))
+    return {"family": "idefics3", "architecture": "Idefics3ForConditionalGeneration",
+            "parameters": sum(p.numel() for p in model.parameters()), "writes": writes}
+
+
+LIGHTON_CHAT_TEMPLATE = QWEN3_CHAT_TEMPLATE.replace("<|vision_start|><|image_pad|><|vision_end|>", "<|image_pad|>")
+
+
+def build_lightonocr(out: Path, shape: str) -> dict:
+    """LightOnOCR (lightonocr-2): a Pixtral vision tower, Mistral 3's patch-merging projector and a
+    Qwen3 text model, as its checkpoints lay them out — config.json a Mistral3Config naming the
+    LightOnOCRForConditionalGeneration architecture (vLLM reads it as Mistral 3, PixtralProcessor
+    and all), weights under transformers' LightOnOcr names (model.vision_encoder …, which vLLM
+    maps) — and Qwen's tokens as Pixtral's image, row-break and end tokens."""
+    import torch
+    from transformers import Mistral3Config, PixtralImageProcessor, PixtralProcessor, PreTrainedTokenizerFast
+    from transformers.models.lighton_ocr import LightOnOcrConfig, LightOnOcrForConditionalGeneration
+
+    tok = train_tokenizer(QWEN_SPECIALS)
+    ids = {t: tok.token_to_id(t) for t in QWEN_SPECIALS}
+    vocab = tok.get_vocab_size()
+    text = dict(model_type="qwen3", vocab_size=vocab, hidden_size=128, intermediate_size=256, num_hidden_layers=1,
+                num_attention_heads=2, num_key_value_heads=1, head_dim=64, max_position_embeddings=8192,
+                bos_token_id=ids["<|endoftext|>"], eos_token_id=ids["<|im_end|>"], pad_token_id=ids["<|endoftext|>"],
+                tie_word_embeddings=False)
+    vision = dict(model_type="pixtral", hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                  num_attention_heads=2, head_dim=32, image_size=1540, patch_size=14, rope_theta=10000.0)
+    common = dict(text_config=text, vision_config=vision, spatial_merge_size=2, tie_word_embeddings=False)
+    torch.manual_seed(0)
+    model = LightOnOcrForConditionalGeneration(LightOnOcrConfig(image_token_id=ids["<|image_pad|>"], **common))
+    model = model.to(torch.bfloat16)
+    writes = shape_output(model, tok, shape, ids["<|im_end|>"])
+    model.save_pretrained(out, safe_serialization=True)
+    config = Mistral3Config(image_token_index=ids["<|image_pad|>"], projector_hidden_act="gelu",
+                            multimodal_projector_bias=False, **common)
+    config.architectures = ["LightOnOCRForConditionalGeneration"]
+    config.save_pretrained(out)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    PixtralProcessor(image_processor=PixtralImageProcessor(patch_size=14, size={"longest_edge": 1540}),
+                     tokenizer=fast, patch_size=14, spatial_merge_size=2, chat_template=LIGHTON_CHAT_TEMPLATE,
+                     image_token="<|image_pad|>", image_break_token="<|vision_pad|>",
+                     image_end_token="<|vision_end|>").save_pretrained(out)
+    (out / "generation_config.json").write_text(json.dumps({
+        "bos_token_id": ids["<|endoftext|>"], "eos_token_id": [ids["<|im_end|>"], ids["<|endoftext|>"]],
+        "pad_token_id": ids["<|endoftext|>"], "do_sample": False}, indent=1))
+    return {"family": "lightonocr", "architecture": "LightOnOCRForConditionalGeneration",
+            "parameters": sum(p.numel() for p in model.parameters()), "writes": writes}
+
+
 FAMILIES = {
     "qwen2_5_vl": lambda out, shape: build_qwen(out, shape, "qwen2_5_vl"),
     "qwen3_vl": lambda out, shape: build_qwen(out, shape, "qwen3_vl"),
+    "gemma4": build_gemma4,
+    "idefics3": build_idefics3,
+    "lightonocr": build_lightonocr,
 }
 
 

@@ -18,7 +18,7 @@ _SCHEMAS = {
     "nms": "nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
     "qnms": "qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
 }
-_keep = []
+_keep: list[object] = []  # the library fragment must outlive the import
 
 
 class _BeforeTorchvisionRegistrations(importlib.abc.MetaPathFinder):
