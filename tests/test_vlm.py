@@ -193,6 +193,21 @@ def test_a_budget_the_server_says_is_too_long_is_fitted_to_the_room_it_names(tmp
     assert [r["status"] for r in log] == [400, 200] and log[1]["max_tokens"] == 4096 - log[0]["prompt_tokens"]
 
 
+def test_a_lone_surrogate_escape_in_an_answer_is_replaced_and_the_page_kept(tmp_path):
+    # Valid JSON ("\\ud800" escaped), which orjson refuses: it was retried 7 times and recorded as
+    # `error: not JSON` (issue 46, point 7). Now U+FFFD stands in its place, the page is read, and
+    # the record says so.
+    pdf = make_coded_pdf(tmp_path / "c.pdf", [1])
+    answer = expected_text(1) + " \ud800 end"
+    with serve_in_process(ServerConfig(answer="script", script={1: answer})) as srv:
+        res = vlm_run(pdf, tmp_path / "r", srv.url, "--profile", "generic")
+        log = srv.requests()
+    assert res.returncode in (0, 2), res.stderr
+    (rec,) = finals(tmp_path / "r").values()
+    assert len(log) == 1 and rec["status"] in ("ok", "suspect")
+    assert rec["text"].endswith("\ufffd end") and "lone_surrogates_replaced" in rec["flags"]
+
+
 def test_api_key_is_sent_but_never_written(tmp_path, coded):
     secret = "sk-test-very-secret-123"
     with serve_in_process(ServerConfig(api_key=secret)) as srv:

@@ -12,6 +12,7 @@ endpoint, with the server's own message, instead of writing an `error` for every
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import os
 import random
@@ -116,14 +117,33 @@ def mean_logprob(choice: JsonObject) -> float | None:
     return sum(finite) / len(finite) if finite else None
 
 
-def parse_chat_answer(content: bytes) -> tuple[str, str | None, int | None, int | None, float | None]:
-    """(text, finish_reason, prompt tokens, completion tokens, mean token log-probability) of a
-    chat-completions answer, or _Malformed naming what is wrong: a field of the wrong type is as
-    unusable as broken JSON."""
+# A UTF-16 surrogate standing alone: valid as a JSON escape ("\ud800"), not a character.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+LONE_SURROGATES_FLAG = "lone_surrogates_replaced"
+
+
+def _loads_lenient(content: bytes) -> object:
+    """JSON as orjson reads it; else, for an answer whose only fault is a lone surrogate escape
+    (valid JSON, which orjson refuses: it is not UTF-8), as the standard library reads it."""
     try:
-        data = orjson.loads(content)
+        return orjson.loads(content)
     except orjson.JSONDecodeError:
-        raise _Malformed(f"not JSON: {content[:200]!r}") from None
+        try:
+            data = json.loads(content.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            raise _Malformed(f"not JSON: {content[:200]!r}") from None
+        if "\\ud" not in content.decode("utf-8").lower():
+            raise _Malformed(f"not JSON: {content[:200]!r}") from None
+        return data
+
+
+def parse_chat_answer(content: bytes) -> tuple[str, str | None, int | None, int | None, float | None, bool]:
+    """(text, finish_reason, prompt tokens, completion tokens, mean token log-probability, whether
+    lone surrogates were replaced) of a
+    chat-completions answer, or _Malformed naming what is wrong: a field of the wrong type is as
+    unusable as broken JSON. A lone surrogate in the text (a model's broken escape) becomes U+FFFD
+    and the page is kept (the caller flags it: `LONE_SURROGATES_FLAG`), not retried as not JSON."""
+    data = _loads_lenient(content)
     if not isinstance(data, dict):
         raise _Malformed(f"not a JSON object: {content[:200]!r}")
     choices = data.get("choices")
@@ -149,7 +169,8 @@ def parse_chat_answer(content: bytes) -> tuple[str, str | None, int | None, int 
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
             raise _Malformed(f"'usage.{name}' is not a count: {str(value)[:50]!r}")
         counts.append(value)
-    return text or "", finish, counts[0], counts[1], mean_logprob(choice)
+    text, replaced = _LONE_SURROGATE.subn("\ufffd", text or "")
+    return text, finish, counts[0], counts[1], mean_logprob(choice), bool(replaced)
 
 
 class ModelEntry(TypedDict, total=False):
@@ -185,6 +206,7 @@ class ChatResult:
     requests: int  # HTTP requests it took (1 + retries)
     seconds: float
     mean_logprob: float | None = None  # over the answer's tokens, when the server gave logprobs
+    repaired: bool = False  # lone surrogates in the answer were replaced by U+FFFD (LONE_SURROGATES_FLAG)
 
     @property
     def confidence(self) -> float | None:
@@ -489,7 +511,7 @@ class OpenAIClient:
             else:
                 if status == 200:
                     try:
-                        text, finish, tin, tout, logprob = parse_chat_answer(content)
+                        text, finish, tin, tout, logprob, repaired = parse_chat_answer(content)
                     except _Malformed as exc:
                         outcome, last = "malformed", f"malformed answer: {self.redact(str(exc))}"
                     else:
@@ -499,7 +521,7 @@ class OpenAIClient:
                         self.stats.tokens_in += tin or 0
                         self.stats.tokens_out += tout or 0
                         return ChatResult(self.redact(text), finish, tin, tout, attempt + 1, time.monotonic() - t0,
-                                          logprob)
+                                          logprob, repaired)
                 elif status == 429:
                     outcome, last = "429", "rate limited (429)"
                 elif status >= 500:

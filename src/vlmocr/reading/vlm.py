@@ -19,7 +19,8 @@ from ..positions.lines import block_positions
 from ..runfolder.record import LADDER, PageRecord, PageTask, Positions, Sizing, Status
 from ..text.postprocess import is_figure_block, postprocess, rotation_asked, split_pages
 from .base import PageReader
-from .client import ChatResult, ModelEntry, OpenAIClient, RequestFailed, parse_metrics, public_url, queue_depth
+from .client import (LONE_SURROGATES_FLAG, ChatResult, ModelEntry, OpenAIClient, RequestFailed, parse_metrics, public_url,
+                     queue_depth)
 from .limiter import Limiter, next_limit, render_ahead
 from .pool import WorkerPool
 from .pagefit import fit_note, page_cost
@@ -378,6 +379,8 @@ class VlmReader(PageReader):
             flags.append(f"ladder:{step}")
         if result.requests > 1:
             flags.append(f"http_tries:{result.requests}")
+        if result.repaired:
+            flags.append(LONE_SURROGATES_FLAG)
         support = await self._aligned(task, prep, text, flags)
         positions = support.positions if support is not None else None
         if support is not None and status is Status.ok and support.cpu_ok:

@@ -547,7 +547,7 @@ def logprobs(content: str, fault: str | None) -> JsonObject:
     """vLLM's `choices[0].logprobs` for `content`: one token per ~4 characters."""
     value = GARBLED_LOGPROB if fault == "garble" else GOOD_LOGPROB
     tokens = [content[i:i + CHARS_PER_TOKEN] for i in range(0, len(content), CHARS_PER_TOKEN)]
-    return {"content": [{"token": t, "logprob": value, "bytes": list(t.encode()), "top_logprobs": []}
+    return {"content": [{"token": t, "logprob": value, "bytes": list(t.encode("utf-8", "surrogatepass")), "top_logprobs": []}
                         for t in tokens]}
 
 
