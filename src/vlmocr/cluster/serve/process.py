@@ -282,9 +282,9 @@ class ServerProcess:
         pgid = self.pid
         deadline = time.monotonic() + grace
         # The API server first, alone: it stops its engine processes itself. SIGTERM to the whole
-        # group at once reaches the engine core together with it, and vLLM's log then ends with
-        # `EngineDeadError` tracebacks, which read as a crash to whoever opens it. The group
-        # gets it only once the server has exited, or half the grace has passed.
+        # group at once reaches the engine core together with it, killed beside its server rather
+        # than shut down by it (vLLM 0.32's own abort mode may still log `EngineDeadError`:
+        # docs/servers.md). The group gets it once the server has exited, or half the grace has passed.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pgid, signal.SIGTERM)
         leader_deadline = time.monotonic() + grace / 2

@@ -70,6 +70,25 @@ class RecipeChoice:
         return f"{told}: {which}; loops: {self.loop_guard}"
 
 
+# Asked of a Python: the first of the distributions named on its command line that is installed,
+# as "NAME VERSION"; exit 1 naming them all when none is.
+FIRST_INSTALLED = ("import importlib.metadata as m, sys\nfor n in sys.argv[1:]:\n    try:\n"
+                   "        print(n, m.version(n))\n        break\n    except m.PackageNotFoundError:\n        pass\n"
+                   "else:\n    sys.exit('no distribution ' + ' or '.join(sys.argv[1:]))\n")
+
+
+def installed_distribution(python: str, names: Sequence[str], timeout: float = 60.0) -> str | None:
+    """The first of ``names`` installed for ``python`` (FIRST_INSTALLED), None when none is or
+    it cannot be asked."""
+    try:
+        done = subprocess.run([python, "-c", FIRST_INSTALLED, *names], stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    name = done.stdout.split()[0] if done.returncode == 0 and done.stdout.split() else None
+    return name if name in names else None
+
+
 def parse_version(text: str) -> str | None:
     """The first version number in a program's output ("vllm 0.34.0" → "0.34.0")."""
     for line in text.splitlines():
@@ -79,7 +98,7 @@ def parse_version(text: str) -> str | None:
     return None
 
 
-def _python_module(exe: Sequence[str]) -> tuple[str, str] | None:
+def python_module(exe: Sequence[str]) -> tuple[str, str] | None:
     """(python, module) when the command line is ``PYTHON -m MODULE``."""
     if len(exe) >= 3 and exe[1] == "-m":
         return exe[0], exe[2]
@@ -98,13 +117,10 @@ def probe_version(server: str, exe: Sequence[str], environ: Mapping[str, str] | 
         if version is None:
             raise UsageError(f"environment variable {ENV_SERVE_VERSION}={told!r}: expected a version such as 0.34.0")
         return ServerVersion(version, ENV_SERVE_VERSION)
-    pm = _python_module(exe)
+    pm = python_module(exe)
     if pm is not None:
         dists = DISTRIBUTIONS.get(server, (server,))
-        code = ("import importlib.metadata as m, sys\nfor n in sys.argv[1:]:\n    try:\n        print(m.version(n))\n"
-                "        break\n    except m.PackageNotFoundError:\n        pass\nelse:\n"
-                "    sys.exit('no distribution ' + ' or '.join(sys.argv[1:]))\n")
-        argv = [pm[0], "-c", code, *dists]
+        argv = [pm[0], "-c", FIRST_INSTALLED, *dists]
         how = f"{os.path.basename(pm[0])}: importlib.metadata.version({' or '.join(map(repr, dists))})"
     else:
         argv = [*exe, "--version"]
