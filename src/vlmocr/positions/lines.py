@@ -64,9 +64,10 @@ def _spread_down(box: tuple[int, int, int, int], text: str, upwards: bool) -> li
 
 
 # The scale of each grounded format's boxes (text/postprocess.py): thousandths of the image sent
-# (grounding tags and Chandra emit 0–999, DocTags is rescaled to 0–1000), or None: pixels of the
-# image sent (dots.ocr's JSON carries no scale).
-BLOCK_SCALE: dict[str, float | None] = {"tags": 999.0, "chandra-html": 1000.0, "doctags": 1000.0, "dots-json": None}
+# (grounding tags emit 0–999; Chandra and LightOnOCR-3 0–1000; DocTags is rescaled to 0–1000), or
+# None: pixels of the image sent (dots.ocr's JSON carries no scale).
+BLOCK_SCALE: dict[str, float | None] = {"tags": 999.0, "chandra-html": 1000.0, "doctags": 1000.0,
+                                        "lightonocr": 1000.0, "dots-json": None}
 FIGURE_TYPES = frozenset({"image", "figure", "chart", "picture"})
 
 

@@ -206,7 +206,7 @@ class ServeSpec(_Strict):
         return out
 
 
-GroundingFormat = Literal["tags", "dots-json", "doctags", "chandra-html"]
+GroundingFormat = Literal["tags", "dots-json", "doctags", "chandra-html", "lightonocr"]
 
 
 class PostprocessSpec(_Strict):
@@ -214,7 +214,8 @@ class PostprocessSpec(_Strict):
 
     grounding_format: ``tags`` = DeepSeek-OCR / Unlimited-OCR ``<|ref|>…<|det|>[[…]]<|/det|>``,
     ``dots-json`` = dots.ocr's JSON list of {bbox, category, text}, ``doctags`` = Docling
-    DocTags, ``chandra-html`` = Chandra's ``<div data-bbox data-label>`` blocks."""
+    DocTags, ``chandra-html`` = Chandra's ``<div data-bbox data-label>`` blocks, ``lightonocr`` =
+    LightOnOCR-3's ``![label](x1,y1,x2,y2)`` before each block (0-1000)."""
 
     strip_tokens: list[str] = Field(default_factory=list)
     strip_fences: bool = True

@@ -116,6 +116,18 @@ def shape_output(model, tok, shape: str, end_id: int) -> str:
     return "" if shape == "empty" else (tok.decode(chain * 3) if shape == "repeat" else ANSWER)
 
 
+def save_shaped(model_class, config, tok, shape: str, end_id: int, out: Path):
+    """The model built from its config (seeded, bfloat16), its output shaped, saved as safetensors:
+    (the model, what it writes)."""
+    import torch
+
+    torch.manual_seed(0)
+    model = model_class(config).to(torch.bfloat16)
+    writes = shape_output(model, tok, shape, end_id)
+    model.save_pretrained(out, safe_serialization=True)
+    return model, writes
+
+
 # Qwen3-VL's published template drops Qwen2-VL's default system turn.
 QWEN3_CHAT_TEMPLATE = QWEN_CHAT_TEMPLATE.replace(
     "{% if loop.first and message['role'] != 'system' %}<|im_start|>system\n"
@@ -125,7 +137,6 @@ QWEN3_CHAT_TEMPLATE = QWEN_CHAT_TEMPLATE.replace(
 def build_qwen(out: Path, shape: str, family: str) -> dict:
     """Qwen2.5-VL (olmOCR 2, Nanonets-OCR2) or Qwen3-VL (Qwen3-VL, Chandra 2): the same tokenizer
     and special tokens; their own vision towers, rope and image processors."""
-    import torch
     import transformers
 
     tok = train_tokenizer(QWEN_SPECIALS)
@@ -159,10 +170,7 @@ def build_qwen(out: Path, shape: str, family: str) -> dict:
     config = config_class(text_config=text, vision_config=vision, image_token_id=ids["<|image_pad|>"],
                           video_token_id=ids["<|video_pad|>"], vision_start_token_id=ids["<|vision_start|>"],
                           vision_end_token_id=ids["<|vision_end|>"], tie_word_embeddings=False)
-    torch.manual_seed(0)
-    model = model_class(config).to(torch.bfloat16)
-    writes = shape_output(model, tok, shape, ids["<|im_end|>"])
-    model.save_pretrained(out, safe_serialization=True)
+    model, writes = save_shaped(model_class, config, tok, shape, ids["<|im_end|>"], out)
     save_tokenizer(tok, out, {
         "tokenizer_class": "Qwen2Tokenizer", "model_max_length": 8192, "eos_token": "<|im_end|>",
         "pad_token": "<|endoftext|>", "bos_token": None, "unk_token": None, "errors": "replace",
@@ -196,7 +204,6 @@ def build_gemma4(out: Path, shape: str) -> dict:
     whose processor takes `max_soft_tokens`; no audio tower. Untied input and output embeddings
     (the released checkpoints tie them; vLLM's Gemma 4 reads tie_word_embeddings) so the answer
     can be set. The processor is built from its parts and saved by transformers itself."""
-    import torch
     import transformers.models.gemma4 as g4
     from transformers import PreTrainedTokenizerFast
 
@@ -217,10 +224,7 @@ def build_gemma4(out: Path, shape: str) -> dict:
                              image_token_id=ids["<|image|>"], video_token_id=ids["<|video|>"],
                              audio_token_id=ids["<|audio|>"], boa_token_id=ids["<|audio>"],
                              eoa_token_index=ids["<audio|>"], tie_word_embeddings=False)
-    torch.manual_seed(0)
-    model = g4.Gemma4ForConditionalGeneration(config).to(torch.bfloat16)
-    writes = shape_output(model, tok, shape, ids["<end_of_turn>"])
-    model.save_pretrained(out, safe_serialization=True)
+    model, writes = save_shaped(g4.Gemma4ForConditionalGeneration, config, tok, shape, ids["<end_of_turn>"], out)
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, bos_token="<bos>", eos_token="<eos>", pad_token="<pad>", unk_token="<unk>",
         extra_special_tokens={"image_token": "<|image|>", "boi_token": "<|image>", "eoi_token": "<image|>",
@@ -251,7 +255,6 @@ def build_idefics3(out: Path, shape: str) -> dict:
     """Idefics3 (granite-docling): a SigLIP-style vision tower, pixel-shuffle connector, Llama text
     model, and the image splitting processor (tiles of 512 px plus a global image, each wrapped in
     <fake_token_around_image> and its <row_i_col_j> tag) — granite-docling's sizes."""
-    import torch
     from transformers import Idefics3Config, Idefics3ForConditionalGeneration, PreTrainedTokenizerFast
     from transformers.models.idefics3 import Idefics3ImageProcessorPil, Idefics3Processor
 
@@ -266,10 +269,7 @@ def build_idefics3(out: Path, shape: str) -> dict:
                   patch_size=16)
     config = Idefics3Config(text_config=text, vision_config=vision, scale_factor=4, image_token_id=ids["<image>"],
                             pad_token_id=ids["<|end_of_text|>"], tie_word_embeddings=False)
-    torch.manual_seed(0)
-    model = Idefics3ForConditionalGeneration(config).to(torch.bfloat16)
-    writes = shape_output(model, tok, shape, ids["<|end_of_text|>"])
-    model.save_pretrained(out, safe_serialization=True)
+    model, writes = save_shaped(Idefics3ForConditionalGeneration, config, tok, shape, ids["<|end_of_text|>"], out)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|end_of_text|>", eos_token="<|end_of_text|>",
                                    pad_token="<|end_of_text|>", unk_token=None)
     # (512 / 16)² patches, shuffled by 4 in each direction: 64 tokens a tile.
@@ -292,7 +292,6 @@ def build_lightonocr(out: Path, shape: str) -> dict:
     LightOnOCRForConditionalGeneration architecture (vLLM reads it as Mistral 3, PixtralProcessor
     and all), weights under transformers' LightOnOcr names (model.vision_encoder …, which vLLM
     maps) — and Qwen's tokens as Pixtral's image, row-break and end tokens."""
-    import torch
     from transformers import Mistral3Config, PixtralImageProcessor, PixtralProcessor, PreTrainedTokenizerFast
     from transformers.models.lighton_ocr import LightOnOcrConfig, LightOnOcrForConditionalGeneration
 
@@ -306,11 +305,9 @@ def build_lightonocr(out: Path, shape: str) -> dict:
     vision = dict(model_type="pixtral", hidden_size=64, intermediate_size=128, num_hidden_layers=1,
                   num_attention_heads=2, head_dim=32, image_size=1540, patch_size=14, rope_theta=10000.0)
     common = dict(text_config=text, vision_config=vision, spatial_merge_size=2, tie_word_embeddings=False)
-    torch.manual_seed(0)
-    model = LightOnOcrForConditionalGeneration(LightOnOcrConfig(image_token_id=ids["<|image_pad|>"], **common))
-    model = model.to(torch.bfloat16)
-    writes = shape_output(model, tok, shape, ids["<|im_end|>"])
-    model.save_pretrained(out, safe_serialization=True)
+    model, writes = save_shaped(LightOnOcrForConditionalGeneration, LightOnOcrConfig(image_token_id=ids["<|image_pad|>"],
+                                                                                     **common),
+                                tok, shape, ids["<|im_end|>"], out)
     config = Mistral3Config(image_token_index=ids["<|image_pad|>"], projector_hidden_act="gelu",
                             multimodal_projector_bias=False, **common)
     config.architectures = ["LightOnOCRForConditionalGeneration"]
@@ -326,6 +323,167 @@ def build_lightonocr(out: Path, shape: str) -> dict:
     return {"family": "lightonocr", "architecture": "LightOnOCRForConditionalGeneration",
             "parameters": sum(p.numel() for p in model.parameters()), "writes": writes}
 
+GLM_SPECIALS = ["<|endoftext|>", "[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>",
+                "<|begin_of_image|>", "<|end_of_image|>", "<|begin_of_video|>", "<|end_of_video|>", "<|image|>",
+                "<|video|>"]
+# GLM-4.1V's turns as GLM-OCR's template writes them: [gMASK]<sop>, <|user|>, an image as
+# <|begin_of_image|><|image|><|end_of_image|> (the processor expands <|image|>), <|assistant|>.
+GLM_CHAT_TEMPLATE = (
+    "[gMASK]<sop>{% for message in messages %}<|{{ message['role'] }}|>\n"
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}{% for item in message['content'] %}"
+    "{% if item['type'] == 'image' or item['type'] == 'image_url' or 'image' in item %}"
+    "<|begin_of_image|><|image|><|end_of_image|>"
+    "{% elif item['type'] == 'video' or 'video' in item %}<|begin_of_video|><|video|><|end_of_video|>"
+    "{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}{% endfor %}{% endif %}"
+    "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}")
+
+
+def _add_mtp_layer(weights: Path, layer: int, hidden: int) -> None:
+    """The multi-token-prediction layer GLM-OCR's checkpoints carry after the decoder layers
+    (model.language_model.layers.N, N = num_hidden_layers): a copy of the last decoder layer as its
+    block, norms of ones, and a projection that passes the token's embedding on, so the draft
+    proposes what the (shaped) model writes and speculative decoding accepts it."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(str(weights))
+    prefix, last = f"model.language_model.layers.{layer}.", f"model.language_model.layers.{layer - 1}."
+    for name in [n for n in tensors if n.startswith(last)]:
+        tensors[prefix + name[len(last):]] = tensors[name].clone()
+    dtype = tensors["lm_head.weight"].dtype
+    eh = torch.zeros(hidden, 2 * hidden, dtype=dtype)
+    eh[:, :hidden] = torch.eye(hidden, dtype=dtype)
+    tensors.update({prefix + "enorm.weight": torch.ones(hidden, dtype=dtype),
+                    prefix + "hnorm.weight": torch.ones(hidden, dtype=dtype),
+                    prefix + "eh_proj.weight": eh,
+                    prefix + "shared_head.norm.weight": torch.ones(hidden, dtype=dtype)})
+    save_file(tensors, str(weights), metadata={"format": "pt"})
+
+
+def build_glm_ocr(out: Path, shape: str) -> dict:
+    """GLM-OCR: a CogViT-style vision tower (GLM-4V's, with GLM-OCR's attention), GLM-4V's patch
+    merger and a GLM decoder with one multi-token-prediction layer (``num_nextn_predict_layers``: the
+    MTP weights vLLM's speculative decoding loads, as the recipe's --speculative-config asks), the
+    Glm4vProcessor and GLM-4.1V's chat template."""
+    from transformers import (Glm4vImageProcessor, Glm4vProcessor, Glm4vVideoProcessor, GlmOcrConfig,
+                              GlmOcrForConditionalGeneration, PreTrainedTokenizerFast)
+
+    tok = train_tokenizer(GLM_SPECIALS)
+    ids = {t: tok.token_to_id(t) for t in GLM_SPECIALS}
+    vocab = tok.get_vocab_size()
+    ends = [ids["<|endoftext|>"], ids["<|user|>"], ids["<|observation|>"]]
+    text = dict(vocab_size=vocab, hidden_size=128, intermediate_size=256, num_hidden_layers=1,
+                num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=8192,
+                eos_token_id=ends, pad_token_id=ids["<|endoftext|>"], num_nextn_predict_layers=1,
+                rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [4, 6, 6],
+                                 "partial_rotary_factor": 0.5})  # rotary on half the head: 2 x (4 + 6 + 6)
+    vision = dict(depth=1, hidden_size=64, intermediate_size=128, num_heads=2, out_hidden_size=128,
+                  patch_size=14, spatial_merge_size=2, temporal_patch_size=2, image_size=336)
+    config = GlmOcrConfig(text_config=text, vision_config=vision, image_token_id=ids["<|image|>"],
+                          video_token_id=ids["<|video|>"], image_start_token_id=ids["<|begin_of_image|>"],
+                          image_end_token_id=ids["<|end_of_image|>"], video_start_token_id=ids["<|begin_of_video|>"],
+                          video_end_token_id=ids["<|end_of_video|>"], tie_word_embeddings=False)
+    model, writes = save_shaped(GlmOcrForConditionalGeneration, config, tok, shape, ids["<|user|>"], out)
+    _add_mtp_layer(out / "model.safetensors", layer=1, hidden=128)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
+    Glm4vProcessor(image_processor=Glm4vImageProcessor(patch_size=14, temporal_patch_size=2, merge_size=2,
+                                                       size={"shortest_edge": 12544, "longest_edge": 9633792}),
+                   video_processor=Glm4vVideoProcessor(), tokenizer=fast,
+                   chat_template=GLM_CHAT_TEMPLATE).save_pretrained(out)
+    (out / "generation_config.json").write_text(json.dumps({
+        "eos_token_id": ends, "pad_token_id": ids["<|endoftext|>"], "do_sample": False}, indent=1))
+    return {"family": "glm_ocr", "architecture": "GlmOcrForConditionalGeneration",
+            "parameters": sum(p.numel() for p in model.parameters()), "writes": writes}
+
+
+PADDLE_SPECIALS = ["<unk>", "<s>", "</s>", "<pad>", "<|begin_of_sentence|>", "<|end_of_sentence|>",
+                   "<|IMAGE_START|>", "<|IMAGE_PLACEHOLDER|>", "<|IMAGE_END|>", "<|video_pad|>"]
+# ERNIE's turns as PaddleOCR-VL's template writes them: "User: " with the image between its start
+# and end tokens, the text after, then "Assistant: ".
+PADDLE_CHAT_TEMPLATE = (
+    "<|begin_of_sentence|>{% for message in messages %}{% if message['role'] == 'user' %}User: "
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}{% for item in message['content'] %}"
+    "{% if item['type'] == 'image' or item['type'] == 'image_url' or 'image' in item %}"
+    "<|IMAGE_START|><|IMAGE_PLACEHOLDER|><|IMAGE_END|>{% elif item['type'] == 'text' %}{{ item['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}\n{% elif message['role'] == 'assistant' %}Assistant: {{ message['content'] }}"
+    "<|end_of_sentence|>{% endif %}{% endfor %}{% if add_generation_prompt %}Assistant: {% endif %}")
+
+# PaddlePaddle's checkpoints carry their own image processor (remote code: a Qwen2-VL-style one whose
+# size is {min_pixels, max_pixels}, kept as attributes too), which vLLM reads under
+# --trust-remote-code. The hub cannot be reached here: this file stands in for it, the native
+# processor with the hub's attributes and size keys.
+PADDLE_REMOTE_PROCESSOR = '''from transformers import PaddleOCRVLImageProcessor
+
+
+class HubSize(dict):
+    def __getattr__(self, key):
+        try:
+            return self[key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+
+class HubPaddleOCRVLImageProcessor(PaddleOCRVLImageProcessor):
+    def __init__(self, min_pixels=112896, max_pixels=1003520, **kwargs):
+        kwargs.pop("size", None)
+        super().__init__(size={"shortest_edge": min_pixels, "longest_edge": max_pixels}, **kwargs)
+        self.min_pixels, self.max_pixels = min_pixels, max_pixels
+        self.size = HubSize(shortest_edge=min_pixels, longest_edge=max_pixels, min_pixels=min_pixels,
+                            max_pixels=max_pixels)
+'''
+
+# transformers' native PaddleOCR-VL names → the layout of PaddlePaddle's checkpoints, which vLLM loads.
+PADDLE_RENAME = (("model.visual.", "visual."), ("model.projector.", "mlp_AR."), ("model.language_model.", "model."))
+
+
+def build_paddleocr_vl(out: Path, shape: str) -> dict:
+    """PaddleOCR-VL: a SigLIP NaViT vision tower, its patch-merging projector (mlp_AR) and an
+    ERNIE-4.5 decoder, built with transformers' native classes and saved with the weight names of
+    PaddlePaddle's own checkpoints (visual., mlp_AR., model., lm_head.), the layout vLLM loads."""
+    from safetensors.torch import load_file, save_file
+    from transformers import (PaddleOCRVLConfig, PaddleOCRVLForConditionalGeneration, PaddleOCRVLImageProcessor,
+                              PaddleOCRVLProcessor, PreTrainedTokenizerFast)
+
+    tok = train_tokenizer(PADDLE_SPECIALS)
+    ids = {t: tok.token_to_id(t) for t in PADDLE_SPECIALS}
+    vocab = tok.get_vocab_size()
+    text = dict(vocab_size=vocab, hidden_size=128, intermediate_size=256, num_hidden_layers=1, num_attention_heads=2,
+                num_key_value_heads=1, head_dim=64, max_position_embeddings=8192, pad_token_id=ids["<pad>"],
+                bos_token_id=ids["<s>"], eos_token_id=ids["</s>"], tie_word_embeddings=False,
+                rope_parameters={"rope_type": "default", "rope_theta": 500000.0, "mrope_section": [8, 12, 12]})
+    vision = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=2, image_size=384,
+                  patch_size=14, spatial_merge_size=2)
+    config = PaddleOCRVLConfig(text_config=text, vision_config=vision, image_token_id=ids["<|IMAGE_PLACEHOLDER|>"],
+                               video_token_id=ids["<|video_pad|>"], vision_start_token_id=ids["<|IMAGE_START|>"],
+                               vision_end_token_id=ids["<|IMAGE_END|>"], tie_word_embeddings=False)
+    model, writes = save_shaped(PaddleOCRVLForConditionalGeneration, config, tok, shape, ids["</s>"], out)
+    weights = out / "model.safetensors"
+    tensors = {}
+    for name, tensor in load_file(str(weights)).items():
+        for old, new in PADDLE_RENAME:
+            if name.startswith(old):
+                name = new + name[len(old):]
+                break
+        tensors[name] = tensor
+    save_file(tensors, str(weights), metadata={"format": "pt"})
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+                                   unk_token="<unk>", extra_special_tokens={"image_token": "<|IMAGE_PLACEHOLDER|>"})
+    PaddleOCRVLProcessor(image_processor=PaddleOCRVLImageProcessor(patch_size=14, merge_size=2, temporal_patch_size=1,
+                                                                   size={"shortest_edge": 112896, "longest_edge": 1003520}),
+                         tokenizer=fast, chat_template=PADDLE_CHAT_TEMPLATE).save_pretrained(out)
+    (out / "image_processing_hub.py").write_text(PADDLE_REMOTE_PROCESSOR)
+    saved = json.loads((out / "processor_config.json").read_text())
+    saved["image_processor"].update({"image_processor_type": "HubPaddleOCRVLImageProcessor", "min_pixels": 112896,
+                                     "max_pixels": 1003520,
+                                     "auto_map": {"AutoImageProcessor": "image_processing_hub.HubPaddleOCRVLImageProcessor"}})
+    saved["image_processor"].pop("size", None)
+    (out / "processor_config.json").write_text(json.dumps(saved, indent=1))
+    (out / "generation_config.json").write_text(json.dumps({
+        "bos_token_id": ids["<s>"], "eos_token_id": ids["</s>"], "pad_token_id": ids["<pad>"], "do_sample": False},
+        indent=1))
+    return {"family": "paddleocr_vl", "architecture": "PaddleOCRVLForConditionalGeneration",
+            "parameters": sum(p.numel() for p in model.parameters()), "writes": writes}
+
 
 FAMILIES = {
     "qwen2_5_vl": lambda out, shape: build_qwen(out, shape, "qwen2_5_vl"),
@@ -333,6 +491,8 @@ FAMILIES = {
     "gemma4": build_gemma4,
     "idefics3": build_idefics3,
     "lightonocr": build_lightonocr,
+    "glm_ocr": build_glm_ocr,
+    "paddleocr_vl": build_paddleocr_vl,
 }
 
 

@@ -2,8 +2,8 @@
 
 Blocks are ``{"type", "bbox": [x1, y1, x2, y2] | None, "text"}`` in reading order. Their
 coordinates are as the model's format defines them: 0-999/1000 for grounding tags and
-Chandra, 0-1000 for DocTags (rescaled from its 0-500 grid), pixels of the image sent for
-dots.ocr (its JSON carries no scale).
+Chandra, 0-1000 for DocTags (rescaled from its 0-500 grid) and LightOnOCR-3's boxes, pixels of
+the image sent for dots.ocr (its JSON carries no scale).
 """
 
 from __future__ import annotations
@@ -381,11 +381,41 @@ def _parse_chandra_html(text: str) -> tuple[str, list[Block]] | None:
     return "\n\n".join(str(b["text"]) for b in parser.blocks if b["text"]), parser.blocks
 
 
+# --- LightOnOCR-3 grounding: ![label](x1,y1,x2,y2) before every block ------------------------
+
+# A box is four integers on 0-1000; a label ending in "+" continues the block before it (a
+# paragraph running into the next column). An "image" block holds the model's description of a
+# figure, not text on the page: kept in its block, left out of the page text (a chart's data,
+# given as a table, stays).
+_LIGHTON_MARK = re.compile(r"!\[(?P<label>[A-Za-z_][\w-]*?)(?P<cont>\+?)\]\(\s*(?P<box>\d+\s*,\s*\d+\s*,\s*\d+\s*,\s*\d+)\s*\)[ \t]*")
+
+
+def _parse_lightonocr(text: str) -> tuple[str, list[Block]] | None:
+    marks = list(_LIGHTON_MARK.finditer(text))
+    if not marks:
+        return None
+    pieces = [text[: marks[0].start()].strip()]
+    blocks: list[Block] = []
+    for i, mark in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
+        body = text[mark.end() : end].strip()
+        label = mark.group("label") + mark.group("cont")
+        blocks.append({"type": label, "bbox": _bbox([float(n) for n in _NUMBER.findall(mark.group("box"))]), "text": body})
+        if mark.group("label").lower() == "image":
+            pieces.append("")
+        elif mark.group("cont") and body and pieces[-1]:
+            pieces[-1] = f"{pieces[-1]} {body}"
+        else:
+            pieces.append(body)
+    return "\n\n".join(p for p in pieces if p), blocks
+
+
 _LAYOUT_PARSERS: dict[str, Callable[[str], tuple[str, list[Block]] | None]] = {
     "tags": parse_tags,
     "dots-json": _parse_dots_json,
     "doctags": _parse_doctags,
     "chandra-html": _parse_chandra_html,
+    "lightonocr": _parse_lightonocr,
 }
 
 __all__ = ["LAYOUT_LABELS", "is_layout_label", "parse_front_matter", "parse_tags", "postprocess", "split_pages",

@@ -127,6 +127,11 @@ def test_parse_and_choose():
     with pytest.raises(ServerVersionRefused, match="vllm>=0.31"):
         choose_recipe("d", "vllm", spec, ServerVersion("0.19.0", "x"))
     assert choose_recipe("q", "vllm", None, ServerVersion("0.19.0", "x")).loop_guard == CLIENT_LOOP_GUARD
+    # LightOnOCR-3 (lightonai/LightOnOCR pyproject.toml): "vLLM 0.27.1 makes the models loop; 0.30.0 is tested".
+    lighton = load_profile("lightonocr-3").serve["vllm"]
+    with pytest.raises(ServerVersionRefused, match="loops on earlier releases"):
+        choose_recipe("l", "vllm", lighton, ServerVersion("0.27.1", "x"))
+    assert choose_recipe("l", "vllm", lighton, ServerVersion("0.30.0", "x")).part.versions == ">=0.30"
 
 
 def test_a_python_dash_m_command_line_is_asked_through_its_own_python(tmp_path):
