@@ -195,3 +195,24 @@ def test_an_invalid_config_file_value_names_the_file_and_the_command_line_wins(w
     proc = run_cli("run", str(world["doc"]), "--out", str(tmp_path / "r"), "--engine", "textlayer", "--workers", "1",
                    env={"VLMOCR_WORKERS": "abc"})
     assert proc.returncode == ExitCode.ok, proc.stderr
+
+
+def test_a_bug_is_exit_7_with_its_traceback_never_exit_1(tmp_path, monkeypatch, capsys):
+    # Exit 1 tells a scheduler "pages missing: resubmit"; a bug resubmitted fails the same way.
+    import pytest
+
+    from vlmocr.cli import main
+    from vlmocr.exceptions import ExitCode
+    from vlmocr.library import export as export_module
+
+    def broken(*args, **kwargs):
+        raise ValueError("All strings must be XML compatible")  # what lxml said of a control character
+
+    monkeypatch.setattr(export_module, "export", broken)
+    run = tmp_path / "run"
+    run.mkdir()
+    with pytest.raises(SystemExit) as ended:
+        main(["export", str(run), "--format", "alto", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert ended.value.code == ExitCode.internal == 7
+    assert "Traceback" in err and "ValueError: All strings must be XML compatible" in err and "internal error" in err

@@ -6,17 +6,15 @@ A real typewritten page (tests/data/gt), real engines, the real CLI."""
 from __future__ import annotations
 
 import re
-import shutil
 
 import numpy as np
 import pytest
 from PIL import Image
 from support.cli import run_cli
-from support.components import GT, need
+from support.components import GT, need_tesseract_osd
 from support.documents import save_turned
 from support.records import finals
 
-from vlmocr.engines import languages
 from vlmocr.evaluation.score import cer
 from vlmocr.runfolder.record import Row
 
@@ -25,8 +23,7 @@ PAGE = GT / "ehri_en" / "EHRI-BF-19380509b_EN_02.jpg"
 
 @pytest.fixture(scope="module")
 def scans(tmp_path_factory):
-    need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
-    need("osd" in languages.installed_languages(), "tesseract OSD data", "tesseract-ocr-osd")
+    need_tesseract_osd()
     folder = tmp_path_factory.mktemp("scans")
     # The page's upper half (20 of its 40 lines): RapidOCR on one core reads a line a second here.
     with Image.open(PAGE) as im:

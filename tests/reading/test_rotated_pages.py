@@ -12,11 +12,10 @@ import shutil
 import pytest
 from PIL import Image
 from support.cli import run_cli
-from support.components import GT, need
+from support.components import GT, need_tesseract_osd
 from support.documents import save_turned
 from support.records import finals
 
-from vlmocr.engines import languages
 from vlmocr.evaluation.score import cer
 from vlmocr.positions.align import shared_words
 
@@ -27,8 +26,7 @@ TURNED = {"upright": None, "quarter": Image.Transpose.ROTATE_90, "upside_down": 
 
 @pytest.fixture(scope="module")
 def scans(tmp_path_factory):
-    need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
-    need("osd" in languages.installed_languages(), "tesseract OSD data", "tesseract-ocr-osd")
+    need_tesseract_osd()
     folder = tmp_path_factory.mktemp("turned")
     with Image.open(PAGE) as im:
         page = im.convert("L")
@@ -115,8 +113,7 @@ def test_a_page_is_on_its_side_when_osd_and_its_ink_both_say_so():
     of the page as it lay (words whose order it loses: BENCHMARKS.md, "Local thresholds")."""
     from vlmocr.reading.worker import on_its_side, turn_to_upright
 
-    need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
-    need("osd" in languages.installed_languages(), "tesseract OSD data", "tesseract-ocr-osd")
+    need_tesseract_osd()
     with Image.open(GT / "ehri_en" / "EHRI-BF-19380509b_EN_02.jpg") as im:
         page = im.convert("L")
     for how in (Image.Transpose.ROTATE_90, Image.Transpose.ROTATE_270, Image.Transpose.ROTATE_180, None):

@@ -44,3 +44,13 @@ def need(condition: bool, what: str, packages: tuple[str, ...] | str = ()) -> No
         if STRICT:
             pytest.fail(f"missing component in strict mode: {what}{install}")
         pytest.skip(f"missing: {what}{install}")
+
+
+def need_tesseract_osd() -> None:
+    """Tesseract and its orientation data (OSD): what turning a page upright asks."""
+    import shutil
+
+    from vlmocr.engines import languages
+
+    need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
+    need("osd" in languages.installed_languages(), "tesseract OSD data", "tesseract-ocr-osd")

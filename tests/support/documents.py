@@ -11,8 +11,8 @@ WORDS = ("archive letter river council harvest railway winter printer harbour vi
          "teacher garden engine lantern orchard mill chapel ledger").split()
 
 
-def make_text_pdf(path: Path, pages: list[list[str]]) -> Path:
-    """A born-digital PDF with a real text layer; returns the path."""
+def make_text_pdf(path: Path, pages: list[list[str]], font: str = "Helvetica") -> Path:
+    """A born-digital PDF with a real text layer (in `font`, a name reportlab knows); returns the path."""
     from reportlab.lib.pagesizes import A4
     from reportlab.pdfgen import canvas
 
@@ -20,11 +20,36 @@ def make_text_pdf(path: Path, pages: list[list[str]]) -> Path:
     for lines in pages:
         y = 780
         for line in lines:
-            c.setFont("Helvetica", 12)
+            c.setFont(font, 12)
             c.drawString(72, y, line)
             y -= 18
         c.showPage()
     c.save()
+    return path
+
+
+def make_hostile_text_pdf(path: Path, pages: list[list[str]], hostile: dict[str, str]) -> Path:
+    """A born-digital PDF whose text layer says other characters than its glyphs show, as broken
+    and hostile PDFs do: the embedded font's ToUnicode map sends each glyph of `hostile`'s keys
+    (letters) to its value (one UTF-16 code unit: a control character, a bidi override …), so
+    PDFium's text layer holds those characters where the letters are printed."""
+    import pikepdf
+    from reportlab.pdfbase import pdfmetrics
+    from reportlab.pdfbase.ttfonts import TTFont
+
+    if "VlmocrDejaVu" not in pdfmetrics.getRegisteredFontNames():  # embedded, with a ToUnicode map
+        pdfmetrics.registerFont(TTFont("VlmocrDejaVu", "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"))
+    make_text_pdf(path, pages, font="VlmocrDejaVu")
+    with pikepdf.open(path, allow_overwriting_input=True) as pdf:
+        for page in pdf.pages:
+            for _, f in page.Resources.Font.items():
+                if "/ToUnicode" not in f:
+                    continue
+                cmap = f.ToUnicode.read_bytes().decode("latin-1")
+                for letter, char in hostile.items():
+                    cmap = cmap.replace(f"<{ord(letter):02X}> <{ord(letter):04X}>", f"<{ord(letter):02X}> <{ord(char):04X}>")
+                f.ToUnicode.write(cmap.encode("latin-1"))
+        pdf.save(path)
     return path
 
 

@@ -138,6 +138,15 @@ def check_working_folder() -> None:
                          "cd to a folder that exists and run the command again") from None
 
 
+def _internal_error() -> ExitCode:
+    """The exception being handled is a bug: its traceback on stderr, one line saying so, exit 7."""
+    import traceback
+
+    traceback.print_exc(file=sys.stderr)
+    console.print("[red]internal error:[/red] a bug in vlmocr: please report it with the traceback above (exit 7)")
+    return ExitCode.internal
+
+
 def main(argv: list[str] | None = None) -> int:
     args = argv if argv is not None else sys.argv[1:]
     if args[:1] == ["run"]:
@@ -153,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         check_working_folder()
         check_environment()  # a broken VLMOCR_* value: one line naming it, before any work
         rv = command.main(args=args, prog_name="vlmocr", standalone_mode=False)
-    except click_exceptions.UsageError as exc:
+    except click_exceptions.ClickException as exc:  # a usage error, a file click could not open
         exc.show(file=sys.stderr)
         code = ExitCode.usage
     except typer.Abort:
@@ -168,9 +177,12 @@ def main(argv: list[str] | None = None) -> int:
         code = ExitCode.interrupted
     except OSError as exc:
         if exc.filename is None:
-            raise  # no path a user could fix: a bug, with its traceback
-        console.print(f"[red]error:[/red] {escape(path_error(exc))}")
-        code = ExitCode.storage if exc.errno in (errno.ENOSPC, errno.EDQUOT) else ExitCode.usage
+            code = _internal_error()  # no path a user could fix: a bug, with its traceback
+        else:
+            console.print(f"[red]error:[/red] {escape(path_error(exc))}")
+            code = ExitCode.storage if exc.errno in (errno.ENOSPC, errno.EDQUOT) else ExitCode.usage
+    except Exception:  # a bug: said so with its traceback, exit 7 — never 1, which tells a scheduler "resubmit"
+        code = _internal_error()
     else:
         code = rv if isinstance(rv, int) else ExitCode.ok
     finally:

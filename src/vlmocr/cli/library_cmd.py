@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from ..exceptions import ExitCode, UsageError
 from ..progress import console
+from ..runfolder.safe import json_shown, shown
 from . import app, say_reading
 
 
@@ -20,7 +21,8 @@ def _note(message: str) -> None:
 
 
 def _dump(data: object) -> None:
-    print(json.dumps(data, ensure_ascii=False, default=str), flush=True)
+    # Pages' text and names reach the terminal: controls and bidi controls as JSON escapes (runfolder/safe.py).
+    print(json_shown(json.dumps(data, ensure_ascii=False, default=str)), flush=True)
 
 
 @app.command("dedup")
@@ -121,7 +123,8 @@ def search_command(
         for h in hits:
             box = h.region.get("box") if h.region else None
             where = "\t@" + ",".join(str(v) for v in box) if isinstance(box, list) else ""
-            print(f"{h.doc_id}\tp.{h.page}\t{' '.join(h.snippet.split())}{where}", flush=True)
+            # A document's text on a terminal: its controls shown, never obeyed (runfolder/safe.py).
+            print(shown(f"{h.doc_id}\tp.{h.page}\t{' '.join(h.snippet.split())}{where}"), flush=True)
         console.print(f"{len(hits)} hit(s)")
     return int(ExitCode.ok)
 

@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Any, List, Optional, Sequence
 
 import typer
+from rich.markup import escape
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
 from ..exceptions import ExitCode, UsageError
 from ..progress import console
+from ..runfolder import safe
 from . import app, say_reading
 from ..runfolder.record import JsonObject
 
@@ -65,7 +67,8 @@ def _ci(ci: tuple[float, float] | None) -> str:
 
 
 def _dump(data: Any) -> None:
-    print(json.dumps(data, ensure_ascii=False, indent=2, default=str), flush=True)
+    # Pages' text and names reach the terminal: controls and bidi controls as JSON escapes (runfolder/safe.py).
+    print(safe.json_shown(json.dumps(data, ensure_ascii=False, indent=2, default=str)), flush=True)
 
 
 # --- evaluate ------------------------------------------------------------------------------
@@ -226,8 +229,8 @@ def compare_command(
                        "rates in % (A vs B: CER of B against A)", ("doc", "page", "A", "B") + num[1:] + ("reason",),
                        numeric=num)
             for d in flagged[:limit]:
-                t.add_row(d.doc_id, str(d.page), d.status_a or "—", d.status_b or "—", _pct(d.cer_ab),
-                          _pct(d.cer_a), _pct(d.cer_b), d.reason)
+                t.add_row(escape(safe.shown(d.doc_id)), str(d.page), d.status_a or "—", d.status_b or "—", _pct(d.cer_ab),
+                          _pct(d.cer_a), _pct(d.cer_b), escape(safe.shown(d.reason)))
             out.print(t)
             if len(flagged) > limit:
                 out.print(f"… and {len(flagged) - limit} more (--json lists them all)")
@@ -346,10 +349,10 @@ def _suspicious(run: Path, *, clean: bool = False, rules: Optional[Path] = None,
             for q in shown[:limit]:
                 signal = signals.get((q.doc_id, q.page)) or {}
                 score = f"{signal['score']:.2f}" if isinstance(signal.get("score"), (int, float)) else "—"
-                t.add_row(q.doc_id, str(q.page), q.status, score, f"{q.language or '?'} ({q.language_from})",
+                t.add_row(escape(safe.shown(q.doc_id)), str(q.page), q.status, score, f"{q.language or '?'} ({q.language_from})",
                           str(q.words),
-                          _pct(q.known_share), _pct(q.implausible_share), q.implausible_sample,
-                          "; ".join(q.reasons))
+                          _pct(q.known_share), _pct(q.implausible_share), escape(safe.shown(q.implausible_sample)),
+                          escape(safe.shown("; ".join(q.reasons))))
             out.print(t)
             if len(shown) > limit:
                 out.print(f"… and {len(shown) - limit} more (--json lists them all)")

@@ -31,6 +31,13 @@ class EngineOptions(TypedDict, total=False):
 # on its side, whatever its text's quality signal says. The worker asks OSD for such a page as for
 # one that failed its signal (reading/worker.py).
 LINES_RUN_DOWN = "lines_run_down"
+# A reading's flag, `small_letters:H`: the engine saw the page's line boxes H pixels high or less
+# after its own scaling (RapidOCR shrinks a page to its max_side_len; its boxes stand ~1.5 times
+# the letters' height) — letters of 7 px or so, too small to read however sure its recogniser is of
+# the result. Such a reading never passes as `ok` (reading/worker.read_judged). The pages of
+# ../shared/gt are seen with boxes of 45 px and more.
+SMALL_LETTERS = "small_letters"
+SMALL_LETTERS_PX = 12
 
 
 @dataclass

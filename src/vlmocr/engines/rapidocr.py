@@ -8,15 +8,18 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .base import LINES_RUN_DOWN, CpuEngine, EngineOptions, PageInput, Reading, weighted_mean
+from .base import LINES_RUN_DOWN, SMALL_LETTERS, SMALL_LETTERS_PX, CpuEngine, EngineOptions, PageInput, Reading, weighted_mean
 from ..positions.order import column_gutter, column_keys
 from ..runfolder.record import JsonObject, Line, Positions, WordBox
+
+# The long side RapidOCR shrinks a page to before reading it (its Global.max_side_len).
+MAX_SIDE = 2000
 
 # RapidOCR's own defaults (config.yaml of rapidocr 3.x) for the settings that decide what it
 # finds on a page, written out so that a reading's tag names them without importing RapidOCR.
 DEFAULTS: JsonObject = {
     "Global.use_cls": True,  # the 180° line classifier
-    "Global.max_side_len": 2000,  # a larger page is shrunk to this before detection
+    "Global.max_side_len": MAX_SIDE,  # a larger page is shrunk to this before detection
     "Global.text_score": 0.5,  # a line recognised with a lower score is dropped
     "Det.limit_side_len": 736,
     "Det.limit_type": "min",  # "min": enlarge a page whose short side is below limit_side_len
@@ -208,13 +211,22 @@ class RapidOcrEngine:
         import numpy as np  # here, not at the top: the settings key imports this module in the main process
 
         assert page.image is not None
-        arr = np.asarray(page.image.convert("RGB"))
+        image, back = strip_stacked(page.image)
         # Word boxes come from the recogniser's own character positions: the same texts, no
         # second pass (tests/engines/test_positions.py).
-        out: Any = self._ocr(arr, return_word_box=True)  # a RapidOCROutput: the whole pipeline ran
-        return self.reading(list(out.boxes if out.boxes is not None else []), list(out.txts or ()),
-                            [float(s) for s in (out.scores or ())], list(out.word_results or ()) or None,
-                            size=page.image.size)
+        out: Any = self._ocr(np.asarray(image.convert("RGB")), return_word_box=True)  # the whole pipeline ran
+        boxes = list(out.boxes if out.boxes is not None else [])
+        words = list(out.word_results or ()) or None
+        if back is not None:  # a strip read stacked: every box back where it lies on the page
+            boxes = [back(np.asarray(b, dtype=np.float32)) for b in boxes]
+            words = [[(w[0], w[1], back(np.asarray(w[2], dtype=np.float32)).tolist()) for w in line]
+                     for line in words] if words else None
+        reading = self.reading(boxes, list(out.txts or ()), [float(s) for s in (out.scores or ())], words,
+                               size=page.image.size)
+        seen = line_height_seen(boxes, image.size)
+        if seen is not None and seen <= SMALL_LETTERS_PX:
+            reading.flags = [*reading.flags, f"{SMALL_LETTERS}:{seen:.0f}"]
+        return reading
 
     def reading(self, boxes: list, texts: list[str], scores: list[float], words: list | None = None,
                 size: tuple[int, int] | None = None) -> Reading:
@@ -230,6 +242,88 @@ class RapidOcrEngine:
                        line_confidences=line_scores,
                        flags=[LINES_RUN_DOWN] if lines_run_down(boxes, texts) else [],
                        positions=_positions(grouped, *size) if size and words else None)
+
+
+# A page far longer than it is wide (a strip of one line, a ticker tape, a spine) would be shrunk
+# by RapidOCR until its long side fits Global.max_side_len, and its letters with it: a 95:1 strip
+# 9500 px long reads at a fifth of its size, letters ~6 px high — gibberish that can pass for a
+# reading. Such a page is cut along its length into pieces no longer than max_side_len (where a
+# column of it holds the least ink: between words), the pieces laid one under the other with a
+# margin between (so nothing is shrunk, and the detector is not made to enlarge a thin strip to
+# its 736-px side many times over), read once, and every box put back where it lies on the page.
+STRIP_ASPECT = 10
+
+
+def strip_cuts(length: int, ink: Any, longest: int) -> list[int]:
+    """Where to cut a strip `length` long into pieces of at most `longest`: near each even cut, in
+    the middle of the widest run of columns holding the least ink — the space between two words,
+    not the narrower one between two letters (a cut there would split the word)."""
+    n = math.ceil(length / (0.9 * longest))
+    cuts = [0]
+    for k in range(1, n):
+        ideal = round(k * length / n)
+        lo, hi = max(cuts[-1] + 1, ideal - longest // 10), min(length - 1, ideal + longest // 10)
+        if hi <= lo:
+            cuts.append(ideal)
+            continue
+        window = ink[lo:hi]
+        floor = float(window.min()) + 0.02 * (float(window.max()) - float(window.min()))
+        runs = _clear_runs(window <= floor)
+        start, end = max(runs, key=lambda r: r[1] - r[0])
+        cuts.append(lo + (start + end) // 2)
+    return [*cuts, length]
+
+
+def _clear_runs(clear: Any) -> list[tuple[int, int]]:
+    """[start, end) of each run of True in a 1-D boolean array (at least one: a window has a minimum)."""
+    import numpy as np
+
+    edges = np.diff(np.concatenate(([0], clear.astype(np.int8), [0])))
+    return list(zip(np.nonzero(edges == 1)[0].tolist(), np.nonzero(edges == -1)[0].tolist()))
+
+
+def strip_stacked(image: Any) -> tuple[Any, Any]:
+    """(the image to read, a function taking boxes on it (N × 2 points) back to the page): the page
+    and None, or a strip's pieces stacked and the way back."""
+    import numpy as np
+    from PIL import Image
+
+    w, h = image.size
+    longest = MAX_SIDE
+    if max(w, h) <= longest or max(w, h) < STRIP_ASPECT * min(w, h):
+        return image, None
+    across = w >= h  # the pieces follow the long side
+    g = np.asarray(image.convert("L"), dtype=np.float32)
+    cuts = strip_cuts(w if across else h, (255.0 - g).sum(axis=0 if across else 1), longest)
+    pieces = list(zip(cuts, cuts[1:]))
+    thick = h if across else w
+    step = thick + max(8, thick // 2)  # each piece's band, a white margin after it
+    size = (max(b - a for a, b in pieces), step * len(pieces)) if across else \
+        (step * len(pieces), max(b - a for a, b in pieces))
+    stacked = Image.new(image.mode, size, "white" if image.mode in ("L", "RGB") else 255)
+    for i, (a, b) in enumerate(pieces):
+        piece = image.crop((a, 0, b, h) if across else (0, a, w, b))
+        stacked.paste(piece, (0, i * step) if across else (i * step, 0))
+
+    def back(points: Any) -> Any:
+        centre = points.mean(axis=0)
+        i = min(len(pieces) - 1, max(0, int((centre[1] if across else centre[0]) // step)))
+        shift = np.array([pieces[i][0], -i * step] if across else [-i * step, pieces[i][0]], dtype=np.float32)
+        return points + shift
+
+    return stacked, back
+
+
+def line_height_seen(boxes: list, size: tuple[int, int]) -> float | None:
+    """The median height of the lines found, in the pixels the recogniser saw them at: RapidOCR
+    shrinks an image whose long side exceeds max_side_len before reading it (None: no line)."""
+    import numpy as np
+
+    if not boxes:
+        return None
+    heights = [float(np.ptp(np.asarray(b, dtype=np.float32)[:, 1])) for b in boxes]
+    shrink = min(1.0, MAX_SIDE / max(size))
+    return float(np.median(heights)) * shrink
 
 
 def _build(options: EngineOptions) -> RapidOcrEngine:

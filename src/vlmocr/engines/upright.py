@@ -161,6 +161,29 @@ def second_opinion(image: Any, proposed: int) -> tuple[int, str | None]:
     return other, f"osd_overruled:{proposed}>{other}:{score:.2f}"
 
 
+def one_line(image: Any) -> bool:
+    """Is the page's ink one line of text, lying across it or down it? Its rows of ink (or its
+    columns) form one run, far wider than high: a single line has no spacing between lines to say
+    which axis it runs on, and turned a quarter its letters stacked down the page still look like
+    short lines to the classifier — so one line never decides a turn (`lines_turn`)."""
+    import numpy as np
+
+    g = image if image.mode == "L" else image.convert("L")
+    factor = max(1, int(max(g.size) / LOOK_SIDE))
+    small = g.reduce(factor) if factor > 1 else g
+    a = np.asarray(small, dtype=np.float32)
+    ink = a < min(160.0, float(a.mean()) - float(a.std()))
+    if not ink.any():
+        return False
+    for profile, across in ((ink.any(axis=1), ink.any(axis=0)), (ink.any(axis=0), ink.any(axis=1))):
+        runs = [(s, e) for s, e in _runs(profile) if e - s >= 2]  # a speck of dust is no line
+        if len(runs) == 1:
+            inked = np.nonzero(across)[0]
+            if (runs[0][1] - runs[0][0]) * 2 <= inked[-1] - inked[0] + 1:
+                return True
+    return False
+
+
 def lines_turn(image: Any, sideways: bool) -> tuple[int, float]:
     """For a page OSD cannot say how it lies: (degrees counter-clockwise that make its lines read
     upright, the classifier's score for it), or (0, score) to leave it. Both views are asked — the
@@ -169,9 +192,12 @@ def lines_turn(image: Any, sideways: bool) -> tuple[int, float]:
     it reads clearly one way up (beyond ±QUARTER_ABOVE) and more clearly than as it lies; a page
     that reads clearly upside down as it lies (below −OVERRULE_BELOW: on the 100 pages of
     ../shared/gt no upright page scored below −0.22) is turned over. A strip of a few lines can
-    look sideways to the ink; as it lies its lines then read more clearly than turned."""
+    look sideways to the ink; as it lies its lines then read more clearly than turned. A page of
+    one line is left as it lies (`one_line`): the readings decide."""
     from PIL import Image
 
+    if one_line(image):
+        return 0, 0.0
     here, n_here = upright_score(image)
     quarter, n_quarter = upright_score(image.transpose(Image.Transpose.ROTATE_90))
     if sideways and n_quarter >= MIN_PIECES and abs(quarter) > QUARTER_ABOVE and abs(quarter) > abs(here):

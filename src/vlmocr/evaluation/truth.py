@@ -32,6 +32,7 @@ from typing import Iterable, Mapping
 
 from ..exceptions import UsageError
 from ..inputs.sources import SUPPORTED_EXTS, derive_doc_id
+from ..settings.envvars import TRUTH_OUTSIDE, env_flag
 
 _PAGE_SUFFIX = re.compile(r"^(.*)\.p(\d+)$")
 _PAGE_FILE = re.compile(r"^p?(\d{1,6})$")  # DOC/p0001.txt, DOC/0001.txt: page files in a document's folder
@@ -103,6 +104,9 @@ def _truth_from_dir(root: Path) -> list[TruthPage]:
 
     files = sorted(p for p in root.rglob("*")
                    if not any(part.startswith(".") for part in p.relative_to(root).parts) and p.is_file())
+    for f in files:
+        if f.suffix.lower() in (".txt", ".xml"):  # read (and shown in reports): a link out is refused
+            _inside(f, root, str(root))
     # (folder, name) → the document or page image `name.<ext>` there: what a `.txt` is the truth of.
     beside: dict[tuple[Path, str], Path] = {}
     for f in files:
@@ -154,8 +158,23 @@ def _whose(f: Path, rel: Path, stem: str, beside: dict[tuple[Path, str], Path],
     return rel.with_name(stem).as_posix(), None, None, LAYOUTS[0]
 
 
+def _inside(path: Path, root: Path, where: str) -> Path:
+    """`path`, when it lies inside the truth's own folder `root` once links are followed; else a
+    usage error naming it (VLMOCR_TRUTH_OUTSIDE=1 allows it). A truth set comes from others and
+    what it names is read into reports that are shared: `../../etc/passwd`, an absolute path or a
+    link out of the folder is not followed on its word."""
+    if env_flag(TRUTH_OUTSIDE):
+        return path
+    real, top = os.path.realpath(path), os.path.realpath(root)
+    if real != top and not real.startswith(top.rstrip(os.sep) + os.sep):
+        raise UsageError(f"{where}: {path} lies outside the truth's folder {root} (it resolves to {real}); "
+                         f"a truth set only names files in its own folder — {TRUTH_OUTSIDE}=1 allows others")
+    return path
+
+
 def _row_text(row: dict[str, str | None], base: Path, where: str) -> tuple[str, str]:
-    """(text, origin) of one CSV row: a file named by truth_path or truth, else inline text."""
+    """(text, origin) of one CSV row: a file named by truth_path or truth (in the CSV's folder),
+    else inline text."""
     named = (row.get("truth_path") or "").strip()
     ref = named or (row.get("truth") or "").strip()
     if not ref:
@@ -164,7 +183,7 @@ def _row_text(row: dict[str, str | None], base: Path, where: str) -> tuple[str, 
         return "", where  # an empty truth cell: the truth of a blank page
     tpath = Path(ref) if Path(ref).is_absolute() else base / ref
     if tpath.is_file():
-        return _read(tpath, where), str(tpath)
+        return _read(_inside(tpath, base, where), where), str(tpath)
     if named or ref.lower().endswith(".txt"):
         raise UsageError(f"{where}: truth file not found: {tpath}")
     return ref, where  # the `truth` cell holds the text itself

@@ -9,6 +9,7 @@ from datetime import datetime, timezone
 from lxml import etree
 
 from .. import __version__
+from ..runfolder.safe import safe_str
 from .layout import LaidPage, union
 
 ALTO_NS = "http://www.loc.gov/standards/alto/ns-v4#"
@@ -26,6 +27,7 @@ def _geometry(box: tuple[int, int, int, int]) -> dict[str, str]:
 def alto(pages: list[LaidPage], source: str) -> bytes:
     """One ALTO file of a document: a Page a page, pixels as the unit, word confidences (WC)
     where the engine gave them; a page without positions has its strings without coordinates."""
+    source = safe_str(source)  # a file name may hold what XML cannot (the texts were made safe in their records)
     A = f"{{{ALTO_NS}}}"
     root = etree.Element(A + "alto", nsmap={None: ALTO_NS, "xsi": XSI}, SCHEMAVERSION="4.2")
     root.set(f"{{{XSI}}}schemaLocation", f"{ALTO_NS} {ALTO_SCHEMA}")
@@ -77,6 +79,7 @@ def _bbox(box: tuple[int, int, int, int]) -> str:
 def hocr(pages: list[LaidPage], source: str, language: str | None = None) -> bytes:
     """One hOCR file of a document: an ocr_page a page (image, bbox, ppageno, scan_res), its
     blocks (ocr_carea), lines and words (x_wconf 0–100)."""
+    source = safe_str(source)
     H = "{http://www.w3.org/1999/xhtml}"
     html = etree.Element(H + "html", nsmap={None: "http://www.w3.org/1999/xhtml"})
     if language:
@@ -128,6 +131,7 @@ def pagexml(page: LaidPage, image: str) -> bytes:
     """PAGE-XML (2019-07-15) of one page: a TextRegion a block in the reading order, its lines
     and words with their boxes and text (TextEquiv at every level, word confidences where given);
     a page without positions is one region over the page holding its text."""
+    image = safe_str(image)
     P = f"{{{PAGE_NS}}}"
     root = etree.Element(P + "PcGts", nsmap={None: PAGE_NS, "xsi": XSI})
     root.set(f"{{{XSI}}}schemaLocation", f"{PAGE_NS} {PAGE_SCHEMA}")

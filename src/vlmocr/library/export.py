@@ -23,6 +23,7 @@ adds the rest); from a library, every document it holds, in the layer it was pub
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from ..figures.placement import add_figures
 from ..runfolder.assemble import assemble_markdown
 from ..runfolder.store import OutputBuild, kill_point
 from ..runfolder.writable import check_output_path
+from ..runfolder.safe import made_safe_count, needs_making_safe, record_made_safe
 from .catalog import DOCS, Catalog, is_library
 from ..formats import FORMATS as LIBRARY_FORMATS
 from ..formats import write_document
@@ -158,8 +160,29 @@ def export_documents(source: list[Path], layer: str | None = None, include_incom
     if libs:
         if len(source) != 1:
             raise UsageError("export one library, or one or more runs — not both")
-        return _from_library(Path(source[0]), layer, clean_rules, notes)
-    return _from_runs([Path(p) for p in source], layer or "raw", include_incomplete, source_roots, clean_rules, notes)
+        return _made_safe(_from_library(Path(source[0]), layer, clean_rules, notes), notes)
+    return _made_safe(_from_runs([Path(p) for p in source], layer or "raw", include_incomplete, source_roots,
+                                 clean_rules, notes), notes)
+
+
+def _made_safe(docs: Iterator[ExportDoc], notes: list[str]) -> Iterator[ExportDoc]:
+    """The documents with every page's text as its record makes it safe (runfolder/safe.py): records
+    written before that rule are made safe here, so that one control character in one page cannot
+    stop an export; the pages it touched are counted in a note."""
+    pages = 0
+    for doc in docs:
+        records = []
+        for row in doc.records:
+            if needs_making_safe(row.data):
+                row = Row.of(record_made_safe(copy.deepcopy(dict(row.data))))
+            pages += made_safe_count(row.flags) > 0
+            records.append(row)
+        doc.records = records
+        yield doc
+    if pages:
+        notes.append(f"{pages} page(s) held characters XML and a terminal cannot take (control characters, "
+                     "U+FFFE/U+FFFF, lone surrogates): a form feed made a line break, other controls left out, "
+                     "the rest U+FFFD (their records' flag chars_made_safe)")
 
 
 # ------------------------------------------------------------------------------ rows

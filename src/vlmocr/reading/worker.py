@@ -18,7 +18,7 @@ from typing import NamedTuple, Any
 
 from PIL import Image
 
-from ..engines.base import LINES_RUN_DOWN, Engine, EngineOptions, PageInput, Reading
+from ..engines.base import LINES_RUN_DOWN, SMALL_LETTERS, Engine, EngineOptions, PageInput, Reading
 from ..engines.pick import Candidate, pick
 from ..engines.languages import script_of_lang
 from ..exceptions import BadInput
@@ -178,6 +178,8 @@ def read_judged(name: str, page: PageInput, blank_page: bool, ink: float | None,
     reading: Reading = eng.read(page, local_thresholds=True) if local_thresholds else eng.read(page)
     status, qflags = classify(reading.text, reading.finish_reason, blank_image=blank_page and not reading.text.strip())
     status, quality = judge_reading(status, reading, name, ink=ink, page_lang=page_lang, suggested=suggested)
+    if status is Status.ok and any(f.startswith(SMALL_LETTERS + ":") for f in reading.flags):
+        status = Status.suspect  # read from letters too small to read, however sure the recogniser was
     return Judged(name, reading, status, quality, qflags + ([SIDE_NOTES] if SIDE_NOTES in quality else []),
                   round(time.perf_counter() - t0, 4))
 
@@ -333,6 +335,26 @@ def _with_local_thresholds(judged: Judged, page: PageInput, blank_page: bool, in
                                seconds=round(judged.seconds + after.seconds, 4))
 
 
+def _reads_better(a: Judged, b: Judged) -> bool:
+    """Does reading `a` of a page read better than `b` of the same page otherwise turned: `ok`
+    where `b` is not, or the higher signal score at the same standing. (Not `pick`, which prefers
+    lines read in order: a page read upside down has no side notes to misplace.)"""
+    def rank(j: Judged) -> tuple[bool, float]:
+        score = j.quality.get("score") if isinstance(j.quality, dict) else None
+        return j.status is Status.ok, float(score) if isinstance(score, (int, float)) else 0.0
+
+    return rank(a) > rank(b)
+
+
+def _straight_and_clean(img: Image.Image, steps: list[Step]) -> tuple[Image.Image, float | None, list[str]]:
+    """The page straightened (its skew added to `steps`) and cleaned: (image, skew, cleaning flags)."""
+    img, skew = straight_page(img)
+    if skew is not None:
+        steps.append(Step("skew", skew, *img.size))
+    img, cleaned = cleaned_page(img)
+    return img, skew, cleaned
+
+
 def read_page(task: PageTask) -> PageRecord:
     """Read one page with a CPU engine; always returns a record (never raises for bad input)."""
     t0 = time.perf_counter()
@@ -352,6 +374,8 @@ def read_page(task: PageTask) -> PageRecord:
         rotate = _engine_options.get("rotate_pages", "auto")
         rotation_fields: JsonObject = {}
         steps: list[Step] = []  # what was done to the page before it was read: positions go back through them
+        up = None
+        turn_tried = False  # a turn already read and not kept: not asked again
         if rotate == "always":
             # Every page asked of OSD before it is read (a blank page: OSD is never sure, no turn).
             up = turn_to_upright(grey_if_neutral(img))
@@ -361,19 +385,30 @@ def read_page(task: PageTask) -> PageRecord:
                 img = img.transpose(ROTATIONS[up.turn])
                 flags += [f"rotated:{up.turn}", f"osd_confidence:{up.confidence:.1f}"]
                 rotation_fields = {"rotation": up.turn, "rotation_from": up.how}
-        img, skew = straight_page(img)
-        if skew is not None:
-            steps.append(Step("skew", skew, *img.size))
-        img, cleaned = cleaned_page(img)
+        img, skew, cleaned = _straight_and_clean(img, steps)
         flags += cleaned
         # Turned, straightened or cleaned, it is not the file's pixels any more: no engine may
         # read the file instead.
         same = (str(rendered.same_as_file) if rendered.same_as_file and skew is None and not cleaned
                 and not rotation_fields else None)
         readings, best, why, blank_page = _read_image(task, reader, img, layer, rendered.dpi, flags, same)
+        if up is not None and up.turn and not on_its_side(up, grey_if_neutral(rendered.image)):
+            # Turned before it was read: the page as it lay is read too, and the turn kept only when
+            # its reading is the better (the user guide's rule, `--rotate-pages always` included).
+            lay_steps: list[Step] = []
+            lay_img, lay_skew, lay_cleaned = _straight_and_clean(rendered.image, lay_steps)
+            lay_flags = [f for f in flags if not f.startswith(("rotated:", "osd_confidence:")) and f not in cleaned]
+            lay_flags += lay_cleaned
+            lay = _read_image(task, reader, lay_img, layer, rendered.dpi, lay_flags, None)
+            if _reads_better(lay[0][lay[1]], readings[best]):
+                readings, best, why, blank_page = lay
+                img, skew, steps = lay_img, lay_skew, lay_steps
+                flags = [*lay_flags, f"turn_not_kept:{up.turn}"]
+                rotation_fields = {}
+                turn_tried = True
         cascade = _is_cascade(reader)
         turned = None
-        if (rotate != "off" and not rotation_fields and not blank_page
+        if (rotate != "off" and not rotation_fields and not turn_tried and not blank_page
                 and ((readings[best].status in TURN_WHEN and not out_of_order_only(readings[best]))
                      or LINES_RUN_DOWN in readings[best].reading.flags)):
             # The reading failed its signal, or its lines ran down the page: is the page on its

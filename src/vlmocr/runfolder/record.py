@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .safe import record_made_safe
+
 SCHEMA = 1
 
 # What goes into a JSON file or line: a summary's, a report's, run.json's sections. A producer
@@ -277,7 +279,9 @@ class PageRecord(BaseModel):
                          "rotation", "rotation_from", "skew", "positions"):
             if data.get(optional) is None:
                 data.pop(optional, None)
-        return data
+        # Written as text XML and a terminal can take: every record becomes a line here, so the
+        # run, docs/, txt, search and the exports read the same (runfolder/safe.py).
+        return record_made_safe(data)
 
 
 def tier_went_on(entry: Mapping[str, Any]) -> str:
@@ -432,7 +436,7 @@ class FigureRecord(BaseModel):
     finished_at: str = Field(default_factory=lambda: now_iso())
 
     def to_json_dict(self) -> JsonObject:
-        return self.model_dump(mode="json", by_alias=True)
+        return record_made_safe(self.model_dump(mode="json", by_alias=True))
 
 
 DEFAULT_DPI = 200.0

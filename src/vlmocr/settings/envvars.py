@@ -30,6 +30,9 @@ HF_JOBS_TIMEOUT_ENV = "VLMOCR_HF_JOBS_TIMEOUT"
 HF_JOBS_ENDPOINT = "VLMOCR_HF_JOBS_ENDPOINT"
 HF_JOBS_ENDPOINT_DEFAULT = "https://{job_id}--{port}.hf.jobs/v1"
 PROGRESS_EVERY = "VLMOCR_PROGRESS_EVERY"  # seconds between progress lines when stderr is no terminal
+# A truth set (a CSV, a folder) may name files outside its own folder: off by default, since
+# truth sets come from others and what they name ends up in reports that are shared.
+TRUTH_OUTSIDE = "VLMOCR_TRUTH_OUTSIDE"
 # For tests: a file in /proc/meminfo's format read instead of /proc/meminfo and the cgroup limits,
 # as the memory the default --workers is sized by (reading/memory.py). A path: read where used.
 MEMINFO = "VLMOCR_MEMINFO"
@@ -112,6 +115,7 @@ def check_environment(environ: Mapping[str, str] | None = None) -> None:
     env_int(MAX_DOC_PAGES, 1, minimum=1, environ=environ)
     env_float(SERVE_HEALTH_TIMEOUT, 0.0, minimum=0.0, environ=environ)
     env_flag(SERVE_NO_P2P, environ)
+    env_flag(TRUTH_OUTSIDE, environ)
     env_float(PROGRESS_EVERY, 10.0, minimum=0.0, environ=environ)
     for name in (SERVE_ARGS, VLLM_BIN, SGLANG_BIN):
         env_args(name, environ)
