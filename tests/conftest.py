@@ -41,6 +41,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             group = "real_vllm:architectures" if item.nodeid.split("::")[0].endswith("test_architectures.py") else "real_vllm"
             item.add_marker(pytest.mark.xdist_group(group))
             item.add_marker(pytest.mark.real_vllm)
+    # The long groups first, one to a worker (longest first: a worker that takes a group late
+    # keeps the whole run waiting on it): the lane's two, then the SLURM tests, then the rest, each
+    # in its own order. Workers hand out groups in the order the tests are collected.
+    first = {"real_vllm:architectures": 0, "real_vllm": 1, "slurm": 2}
+
+    def rank(item: pytest.Item) -> int:
+        mark = item.get_closest_marker("xdist_group")
+        return first.get(mark.args[0], 3) if mark and mark.args else 3
+
+    items.sort(key=rank)
 
 
 class LaneTime:
