@@ -158,3 +158,28 @@ def test_no_tesseract_means_no_language(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))  # no tesseract on it
     monkeypatch.setenv("TESSDATA_PREFIX", str(tmp_path / "elsewhere"))  # a cache entry of its own
     assert not tesseract_has_language("eng") and installed_languages() == frozenset()
+
+
+def test_a_language_no_tesseract_reads_by_is_refused_before_any_page(tmp_path):
+    # Issue 47, point 3: `--lang german` was taken, 25 pages read for 2.5 minutes and 15 marked suspect.
+    import time
+
+    from support.cli import run_cli
+    from support.documents import make_text_pdf
+
+    from vlmocr.engines.languages import did_you_mean, unknown_names
+    from vlmocr.exceptions import ExitCode
+
+    doc = make_text_pdf(tmp_path / "letter.pdf", [["Sehr geehrter Herr"]])
+    for lang, guess in (("german", "deu"), ("Deu", "deu"), ("deuu", "deu"), ("deu+english", "eng")):
+        started = time.monotonic()
+        res = run_cli("run", str(doc), "--out", str(tmp_path / "run"), "--lang", lang)
+        assert res.returncode == ExitCode.usage, res.stderr
+        assert time.monotonic() - started < 30 and not (tmp_path / "run").exists()
+        assert f"did you mean {guess}?" in res.stderr and "traineddata" not in res.stderr, res.stderr
+    # The same check for a manifest's language column, naming the row, before the first page.
+    manifest = tmp_path / "m.csv"
+    manifest.write_text(f"doc_id,path,language\nletter,{doc},deu\nother,{doc},danish\n", encoding="utf-8")
+    res = run_cli("run", "--manifest", str(manifest), "--out", str(tmp_path / "run"))
+    assert res.returncode == ExitCode.usage and f"{manifest}:3" in res.stderr and "did you mean dan?" in res.stderr
+    assert unknown_names("deu+frk+grc+script/Fraktur") is None and did_you_mean("klingon") is None

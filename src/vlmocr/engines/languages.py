@@ -85,6 +85,20 @@ ALIASES: dict[str, str] = {
     "fraktur": "frk",
 }
 
+# Names a person may type for a language (`--lang german`): not aliases — Tesseract names its data
+# by code, and a run given a name it cannot read by would read every page and judge it by a guess —
+# but what "did you mean" suggests when such a name is refused (`unknown_names`).
+ENGLISH_NAMES: dict[str, str] = {
+    "german": "deu", "english": "eng", "french": "fra", "danish": "dan", "czech": "ces", "dutch": "nld",
+    "italian": "ita", "spanish": "spa", "portuguese": "por", "polish": "pol", "swedish": "swe", "norwegian": "nor",
+    "finnish": "fin", "hungarian": "hun", "latin": "lat", "greek": "ell", "polytonic": "grc", "russian": "rus",
+    "ukrainian": "ukr", "hebrew": "heb", "yiddish": "yid", "arabic": "ara", "turkish": "tur", "slovak": "slk",
+    "slovenian": "slv", "croatian": "hrv", "serbian": "srp", "romanian": "ron", "bulgarian": "bul",
+    "chinese": "chi_sim", "japanese": "jpn", "korean": "kor", "estonian": "est", "latvian": "lav",
+    "lithuanian": "lit", "icelandic": "isl", "irish": "gle", "welsh": "cym", "catalan": "cat", "basque": "eus",
+    "deutsch": "deu", "francais": "fra", "dansk": "dan", "cesky": "ces", "czech-fraktur": "frk",
+}
+
 # What each name reads (ISO 15924). Names not listed read Latin.
 _SCRIPT_OF: dict[str, str] = {
     **{n: "Latf" for n in ("frk", "deu_latf", "Fraktur")},
@@ -150,6 +164,34 @@ def known_name(name: str) -> bool:
     """A name this module knows (packaged by Debian, or by Tesseract's own repositories)."""
     name = canonical_name(name)
     return name in DEBIAN_LANGUAGES or script_name(name) in DEBIAN_SCRIPTS or name in NOT_PACKAGED
+
+
+def did_you_mean(name: str) -> str | None:
+    """The Tesseract name a mistyped or English language name likely means ('german' → 'deu',
+    'Deu' → 'deu', 'deuu' → 'deu'), None without a likely one."""
+    import difflib
+
+    low = name.strip().lower()
+    if low in ENGLISH_NAMES:
+        return ENGLISH_NAMES[low]
+    if known_name(low):
+        return canonical_name(low)
+    names = sorted(DEBIAN_LANGUAGES | set(ENGLISH_NAMES))
+    close = difflib.get_close_matches(low, names, n=1, cutoff=0.75)
+    return (ENGLISH_NAMES.get(close[0], close[0])) if close else None
+
+
+def unknown_names(spec: str, installed: frozenset[str] | None = None) -> str | None:
+    """Why a language list (canonical: `canonical_lang`) names something no Tesseract reads by —
+    one line with what each unknown part likely means — or None when every part is a language
+    Debian or tessdata ships, or data installed here."""
+    installed = installed_languages() if installed is None else installed
+    unknown = [p for p in split_lang(spec) if not known_name(p) and resolve_name(p, installed) is None]
+    if not unknown:
+        return None
+    hints = [f"{p!r}" + (f" (did you mean {guess}?)" if (guess := did_you_mean(p)) else "") for p in unknown]
+    return (f"{', '.join(hints)}: no Tesseract language (a code like deu, eng, frk, grc or script/Fraktur, "
+            "or an ISO 639-1 code like de; `tesseract --list-langs` lists the installed ones)")
 
 
 def script_of_lang(spec: str | None) -> str | None:

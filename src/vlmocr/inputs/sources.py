@@ -314,21 +314,15 @@ def manifest_language(value: object, where: str) -> str | None:
     if value is None or str(value).strip() == "":
         return None
     # Imported here: sources sits low in the import floors (evaluation and report build on it).
-    from ..engines.languages import (
-        canonical_lang,
-        installed_languages,
-        known_name,
-        split_lang,
-    )
+    from ..engines.languages import canonical_lang, unknown_names
 
     try:
         lang = canonical_lang(str(value).strip())
     except ValueError as exc:
         raise UsageError(f"{where}: language {exc}") from None
-    unknown = [p for p in split_lang(lang) if not known_name(p) and p not in installed_languages()]
-    if unknown:
-        raise UsageError(f"{where}: language {'+'.join(unknown)!r} is no Tesseract language "
-                         "(a name like deu, frk, grc, ell, or an ISO 639-1 code like de)")
+    why = unknown_names(lang)
+    if why:
+        raise UsageError(f"{where}: language {why}")
     return lang
 
 

@@ -17,7 +17,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from ..engines.choice import AUTO, DocumentReading, EngineChoice, choose_ocr_engine, for_document, data_languages
-from ..engines.languages import canonical_lang
+from ..engines.languages import canonical_lang, unknown_names
 from ..engines.registry import CPU_ENGINES, ENGINE_CHOICES, HTTP_ENGINE, OCR_ENGINES, engine_key_material, reads_language
 from ..exceptions import UsageError
 from ..reading.memory import available_cores
@@ -177,7 +177,12 @@ class RunConfig(VlmSettings):
     def _lang(cls, v: str) -> str:
         # Aliases to Tesseract's names (de → deu, fraktur → frk: engines/languages.py), so the
         # settings key and the records name the data that reads. Installed? The pre-run check.
-        return canonical_lang(v)
+        # A name no Tesseract reads by (`german`) is refused here, before any page is read.
+        lang = canonical_lang(v)
+        why = unknown_names(lang)
+        if why:
+            raise ValueError(why)
+        return lang
 
     @field_validator("dpi")
     @classmethod
