@@ -13,13 +13,14 @@ found by search, not highlighted in place); the export's notes count them."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 from ..exceptions import UsageError
 from .layout import LaidPage, by_block, union
@@ -121,6 +122,54 @@ def _fonts() -> "MultiFontManager":
     return Fonts(Path(ocrmypdf.__file__).parent / "data")
 
 
+@contextlib.contextmanager
+def _font_warnings() -> Iterator[list[str]]:
+    """OCRmyPDF's warnings that a word has characters no font of its draws, kept from the log
+    (they name no document or page, and point at a web download): the caller says it better."""
+    import logging
+
+    warned: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            warned.append(record.getMessage())
+
+    # OCRmyPDF's font choice, and fpdf2's "Font … is missing the following glyphs" as it writes.
+    loggers = [logging.getLogger(n) for n in ("ocrmypdf.font.multi_font_manager", "fpdf.output")]
+    handler, propagate = Keep(logging.WARNING), [lg.propagate for lg in loggers]
+    for lg in loggers:
+        lg.addHandler(handler)
+        lg.propagate = False
+    try:
+        yield warned
+    finally:
+        for lg, was in zip(loggers, propagate):
+            lg.removeHandler(handler)
+            lg.propagate = was
+
+
+def _undrawable_note(name: str, pages: list[LaidPage]) -> str:
+    """The export's note on characters no font here draws: which, and on which pages."""
+    fonts = _fonts()
+    names = list(fonts.get_all_fonts())
+
+    @functools.lru_cache(maxsize=None)
+    def drawn(ch: str) -> bool:
+        return ch.isascii() or any(fonts.has_all_glyphs(n, ch) for n in names)
+
+    found: dict[int, set[str]] = {}
+    for laid in pages:
+        for line in laid.lines:
+            for word in line.words:
+                missing = {ch for ch in word[5] if not ch.isspace() and not drawn(ch)}
+                if missing:
+                    found.setdefault(laid.page, set()).update(missing)
+    chars = "".join(sorted(set().union(*found.values()))) if found else "?"
+    where = ", ".join(str(p) for p in sorted(found)) or "?"
+    return (f"{name}: page(s) {where} hold characters no installed font draws ({chars!r}): written as invisible "
+            "text, searchable and copyable, blank when highlighted")
+
+
 @dataclass(frozen=True)
 class PdfWritten:
     unplaced: int  # pages without positions: their lines spread, not placed
@@ -159,7 +208,10 @@ def searchable_pdf(pages: list[LaidPage], source: Path, out: Path, notes: list[s
             targets.append(target)
         if data:
             layer = Path(tmp) / "text.pdf"
-            Fpdf2MultiPageRenderer(data, _fonts(), invisible_text=True).render(layer)
+            with _font_warnings() as warned:
+                Fpdf2MultiPageRenderer(data, _fonts(), invisible_text=True).render(layer)
+            if warned and notes is not None:
+                notes.append(_undrawable_note(out.name, pages))
             with pikepdf.open(layer) as text:
                 for target, text_page in zip(targets, text.pages):
                     target.add_overlay(text_page, None)  # None: over the page's trim/crop/media box

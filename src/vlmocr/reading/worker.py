@@ -176,12 +176,35 @@ def read_judged(name: str, page: PageInput, blank_page: bool, ink: float | None,
     t0 = time.perf_counter()
     eng = engine(name, ocr_lang)
     reading: Reading = eng.read(page, local_thresholds=True) if local_thresholds else eng.read(page)
+    if script_of_lang(ocr_lang or page_lang) not in CJK_SCRIPTS:
+        reading = _cjk_punctuation_folded(reading)
     status, qflags = classify(reading.text, reading.finish_reason, blank_image=blank_page and not reading.text.strip())
     status, quality = judge_reading(status, reading, name, ink=ink, page_lang=page_lang, suggested=suggested)
     if status is Status.ok and any(f.startswith(SMALL_LETTERS + ":") for f in reading.flags):
         status = Status.suspect  # read from letters too small to read, however sure the recogniser was
     return Judged(name, reading, status, quality, qflags + ([SIDE_NOTES] if SIDE_NOTES in quality else []),
                   round(time.perf_counter() - t0, 4))
+
+
+# The scripts (ISO 15924) whose pages may hold CJK punctuation as it is.
+CJK_SCRIPTS = frozenset({"Hans", "Hant", "Jpan", "Kore"})
+
+
+def _cjk_punctuation_folded(reading: Reading) -> Reading:
+    """A reading of a page in another script with its CJK punctuation (RapidOCR's `。` for a full
+    stop) folded to the marks the page holds, its words too, and the flag saying how many."""
+    from ..text.cjk_punctuation import fold
+
+    text, n = fold(reading.text)
+    if not n:
+        return reading
+    positions = reading.positions
+    if positions is not None:
+        lines = [line.model_copy(update={"words": [(*w[:5], fold(w[5])[0]) for w in line.words]})
+                 for line in positions.lines]
+        positions = positions.model_copy(update={"lines": lines})
+    return dataclasses.replace(reading, text=text, positions=positions,
+                               flags=[*reading.flags, f"cjk_punctuation_folded:{n}"])
 
 
 def out_of_order_only(judged: Judged) -> bool:

@@ -29,6 +29,7 @@ from functools import lru_cache
 from typing import Any, Iterable
 
 from ..runfolder.record import Row
+from .cjk_punctuation import is_cjk_punctuation
 from ..runfolder.record import JsonObject
 
 # A page needs this many word tokens before its known-word share means anything: a caption or a
@@ -91,6 +92,7 @@ _SCRIPTS: dict[str, frozenset[str]] = {
     "bg": frozenset({"CYRILLIC", "LATIN"}),
 }
 _DEFAULT_SCRIPTS = frozenset({"LATIN"})
+_CJK_SCRIPTS = frozenset({"CJK", "HIRAGANA", "KATAKANA", "HANGUL"})
 _SCRIPT_NAMES = ("LATIN", "GREEK", "CYRILLIC", "ARMENIAN", "HEBREW", "ARABIC", "DEVANAGARI", "THAI", "GEORGIAN",
                  "HANGUL", "HIRAGANA", "KATAKANA", "CJK", "ETHIOPIC", "TIBETAN", "COPTIC", "RUNIC")
 
@@ -268,6 +270,8 @@ def implausible_chars(text: str, lang: str | None) -> list[str]:
         cat = unicodedata.category(ch)
         if ch == "\ufffd" or cat in ("Cc", "Co", "Cn", "Cs"):
             bad.append(ch)
+        elif not allowed & _CJK_SCRIPTS and is_cjk_punctuation(ch):
+            bad.append(ch)  # RapidOCR's `。` for a full stop on a Latin page (text/cjk_punctuation.py)
         elif cat.startswith("L") and not ch.isascii():
             script = _script(ch)
             if script is not None and script not in allowed:
