@@ -109,6 +109,22 @@ def test_sigterm_stops_cleanly_with_130_and_resumes(tmp_path):
     check_complete(run, {(f"doc{d}", p) for d in range(2) for p in range(1, 9)})
 
 
+def test_the_done_line_of_a_run_stopped_early_says_the_runs_own_size(tmp_path):
+    # Issue 47, point 5: after Ctrl-C, `Done:` said "7 pages … missing=4" of a 25-page run — the
+    # documents not yet opened counted one page each. It says the run's pages now.
+    c = corpus(tmp_path, docs=5, pages=5)
+    run = tmp_path / "run"
+    proc = start(c, run)
+    wait_for(run, 2, proc)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    done = next(line for line in out.splitlines() if line.startswith("Done:"))
+    read = lines(run)
+    assert done.startswith("Done: 25 pages in 5 docs") and f"missing={25 - read}" in done, (done, read)
+    assert json.loads((run / "run.json").read_text())["summary"]["pages"] == 25
+
+
 def catches_sigterm(pid: int) -> bool:
     """Has process `pid` a handler for SIGTERM yet (bit 15 of SigCgt in /proc)?"""
     try:

@@ -81,21 +81,26 @@ def test_folds_are_diagnostics():
 #   a/1  "abcdefghij"  read "abcdefghiX"   1 edit / 10 chars, 1 / 1 words
 #   a/2  "hello world" read "hello world"  0 / 11, 0 / 2   (an earlier, worse record is superseded)
 #   b/1  "one two three four" read ""  (status error)  18 / 18, 4 / 4
-#   c/1  "xyz" — no record: missing
+#   c/1  "xyz" — no record: missing (the run has document c: its page 2 failed)
+#   d/1  truth of a document the run never had: not missing, not scored (issue 47, point 5)
 HAND_RUN = [
     ("a", 2, "ok", "hullo wurld"),  # superseded by the later record of a/2
     ("a", 1, "ok", "abcdefghiX"),
     ("a", 2, "ok", "hello world"),
     ("b", 1, "error", ""),
     ("z", 1, "ok", "a page nobody transcribed"),
+    ("c", 2, "error", ""),
 ]
 HAND_TRUTH = [("a", 1, "s1", "abcdefghij"), ("a", 2, "s1", "hello world"), ("b", 1, "s2", "one two three four"),
-              ("c", 1, "s2", "xyz")]
+              ("c", 1, "s2", "xyz"), ("d", 1, "s2", "a letter another run read")]
 
 
 @pytest.fixture
 def hand(tmp_path) -> tuple[Path, Path]:
-    return write_run(tmp_path / "run", HAND_RUN), write_truth_csv(tmp_path / "truth.csv", HAND_TRUTH)
+    run = write_run(tmp_path / "run", HAND_RUN)
+    # The run's own tally: it finished, every document it was given read (a, b, c, z).
+    (run / "summary.json").write_text(json.dumps({"schema": 1, "state": "finished", "docs": 4, "missing": 0}))
+    return run, write_truth_csv(tmp_path / "truth.csv", HAND_TRUTH)
 
 
 def test_micro_macro_missing_by_hand(hand):
@@ -112,7 +117,8 @@ def test_micro_macro_missing_by_hand(hand):
     assert c.cer_with_missing == pytest.approx((19 + 3) / (39 + 3))
     assert c.wer_with_missing == pytest.approx((5 + 1) / (7 + 1))
     assert [(p.doc_id, p.page) for p in ev.missing] == [("c", 1)]
-    assert ev.unscored_records == 1  # z/1 has no truth
+    assert ev.unscored_records == 2  # z/1 and c/2 have no truth
+    assert ev.elsewhere == ["d"] and "d" not in ev.docs
     s1, s2 = ev.sets["s1"], ev.sets["s2"]
     assert s1.cer == pytest.approx(1 / 21) and s1.missing == 0
     assert s2.cer == pytest.approx(1.0) and s2.missing == 1 and s2.cer_with_missing == pytest.approx(1.0)
@@ -132,6 +138,7 @@ def test_evaluate_cli_json_and_gates(hand):
     assert data["missing"] == [{"doc_id": "c", "page": 1, "set": "s2"}]
     assert {p["doc_id"] for p in data["pages"]} == {"a", "b", "c"}
     assert "1 of 4 truth pages have no record" in res.stderr
+    assert data["truth_documents_not_in_run"] == ["d"] and "truth for 1 document(s) not in this run, not counted: d" in res.stderr
 
     # a failing gate: exit 4 (from the real process) and a line naming the gate and by how much
     # (A terminal wide enough for the line: under pytest-xdist the workers inherit a COLUMNS.)
@@ -208,9 +215,9 @@ def test_real_tesseract_run_against_pages_csv(real_run, gt):
                   "--allow-missing")
     assert res.returncode == 0, res.stdout + res.stderr
     data = json.loads(res.stdout)
-    missing = GT_PAGE_COUNT - 2
-    assert data["corpus"]["scored"] == 2 and data["corpus"]["missing"] == missing
-    assert len(data["missing"]) == missing and data["sets"]["zonaras"]["cer_with_missing"] == 1.0
+    # The truth's other documents are no pages this run should have read: not missing, said apart.
+    assert data["corpus"]["scored"] == 2 and data["corpus"]["missing"] == 0 and data["missing"] == []
+    assert len(data["truth_documents_not_in_run"]) == GT_PAGE_COUNT - 2 and "zonaras" not in data["sets"]
     recs = final_records(real_run / "pages.jsonl")
     for page in (p for p in data["pages"] if not p["missing"]):
         rec = recs[(page["doc_id"], 1)]
@@ -219,9 +226,11 @@ def test_real_tesseract_run_against_pages_csv(real_run, gt):
         assert 0 < page["cer"] < 0.08
     lo, hi = data["corpus"]["cer_ci"]
     assert lo <= data["corpus"]["cer"] <= hi
-    # without --allow-missing the gate refuses a partial run
+    # The run read all it was given: the truth of other documents does not make it partial (a gate
+    # without --allow-missing passes), and is said apart.
     res = cli("evaluate", str(real_run), "--truth", str(gt / "pages.csv"), "--gate", "cer<=0.5")
-    assert res.returncode == 4 and f"{missing} of {GT_PAGE_COUNT} truth pages in corpus have no record" in res.stdout
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"truth for {GT_PAGE_COUNT - 2} document(s) not in this run, not counted" in res.stderr
 
 
 def test_aggregate_of_nothing():

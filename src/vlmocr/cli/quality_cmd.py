@@ -88,7 +88,7 @@ def evaluate_command(
                                              "list: also with --no-truth) (repeatable)."),
     allow_missing: bool = typer.Option(False, "--allow-missing", help="Let a gate pass although truth pages have no record."),
     worst: int = typer.Option(10, "--worst", help="List this many worst pages."),
-    docs: bool = typer.Option(False, "--docs", help="Also print the per-document table."),
+    docs: bool = typer.Option(False, "--docs", help="Also print the per-document table (printed anyway for 10 documents or fewer)."),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for the 95 % intervals (0: none)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
     lang: Optional[str] = typer.Option(None, "--lang", help="With --no-truth: language of pages whose record names none."),
@@ -122,6 +122,10 @@ def evaluate_command(
         console.print(note, style="yellow", markup=False, highlight=False)
     if ev.missing:
         console.print(f"[yellow]{len(ev.missing)} of {len(ev.pages)} truth pages have no record in {run}[/yellow]")
+    if ev.elsewhere:
+        named = ", ".join(ev.elsewhere[:5]) + (f" … ({len(ev.elsewhere) - 5} more)" if len(ev.elsewhere) > 5 else "")
+        console.print(f"truth for {len(ev.elsewhere)} document(s) not in this run, not counted: {escape(named)}",
+                      highlight=False)
     if json_out:
         data = ev.as_dict(worst)
         data["gates"] = [r.as_dict() for r in results]
@@ -131,11 +135,15 @@ def evaluate_command(
             if not r.passed:
                 console.print(f"[red]{r.message}")
     else:
-        _print_evaluation(ev, worst, docs)
+        # A few documents: their rows by default (a person evaluating one letter wants its line).
+        _print_evaluation(ev, worst, docs or len(ev.docs) <= FEW_DOCUMENTS)
         out = _stdout()
         for r in results:
             out.print(("PASS " if r.passed else "FAIL ") + r.message, style=None if r.passed else "bold red")
     return int(ExitCode.gate_failed if any(not r.passed for r in results) else ExitCode.ok)
+
+
+FEW_DOCUMENTS = 10
 
 
 def _print_evaluation(ev: Any, worst: int, docs: bool) -> None:

@@ -254,6 +254,9 @@ class Evaluation:
     # gate asks for it (`spelling`): a wordfreq pass over every page costs, and most runs never ask.
     records: Mapping[tuple[str, int], Row] = field(default_factory=dict, repr=False)
     _spelling: dict[str, Any] | None = field(default=None, repr=False)
+    # Truth documents the run holds no page of (a truth set shared by several runs): neither scored
+    # nor missing — the run never had them.
+    elsewhere: list[str] = field(default_factory=list)
 
     @property
     def spelling(self) -> dict[str, Any]:
@@ -295,6 +298,7 @@ class Evaluation:
             "docs": {k: v.as_dict() for k, v in self.docs.items()},
             "worst": [p.as_dict() for p in self.worst(worst)],
             "missing": [{"doc_id": p.doc_id, "page": p.page, "set": p.set} for p in self.missing],
+            "truth_documents_not_in_run": self.elsewhere,
             "unscored_records": self.unscored_records,
             "notes": self.notes,
             "spelling": self._spelling["corpus"].as_dict() if self._spelling else None,  # when a gate asked
@@ -303,15 +307,24 @@ class Evaluation:
 
 
 def score(records: Mapping[tuple[str, int], Row], truth: list[TruthPage], folds: Iterable[str] = (),
-          resamples: int = BOOTSTRAP, seed: int = SEED) -> Evaluation:
-    """Score final records {(doc_id, page): record} against truth pages."""
+          resamples: int = BOOTSTRAP, seed: int = SEED, complete: bool = False) -> Evaluation:
+    """Score final records {(doc_id, page): record} against truth pages. A truth document the
+    records hold no page of is another run's (`Evaluation.elsewhere`) when the run is `complete`
+    (every document it was given has its records: `run_complete`); otherwise — a gate's or a
+    grid's truth, every document of which is to be read, or a run cut short — it is missing, as
+    its pages would be."""
     folds = canonical_folds(folds)  # validates them
-    doc_map = match_truth(truth, {d for d, _ in records})
+    run_docs = {d for d, _ in records}
+    doc_map = match_truth(truth, run_docs)
     used: set[tuple[str, int]] = set()
     pages: list[PageScore] = []
     notes: list[str] = []
+    elsewhere: set[str] = set()  # truth documents this run holds no page of: another run's, not missing here
     for t in truth:
         run_doc = doc_map.get(t.doc_id, t.doc_id)
+        if run_doc not in run_docs and complete:
+            elsewhere.add(t.doc_id)
+            continue
         rec = records.get((run_doc, t.page))
         if rec is None:
             _, rc, _, rw = distances("", t.text, folds)
@@ -346,6 +359,7 @@ def score(records: Mapping[tuple[str, int], Row], truth: list[TruthPage], folds:
         unscored_records=sum(1 for k in records if k not in used and k[1] > 0),
         folds=folds,
         notes=notes,
+        elsewhere=sorted(elsewhere),
         records=records,
     )
 
@@ -365,6 +379,19 @@ def run_records(run_dir: Path, clean: bool = False, rules: Any = None) -> tuple[
         recs, where = cleaned_records(run_dir, rules)
         return recs, f"clean ({where})"
     return RunDir(run_dir).reading(), "raw"
+
+
+def run_complete(run_dir: Path, records: Mapping[tuple[str, int], Row]) -> bool:
+    """Did the run read every document it was given (its summary: no page missing, and as many
+    documents as hold records)? A folder of files (an export) is complete as it is."""
+    from ..runfolder.rundir import RunDir
+
+    if not RunDir(run_dir).pages.is_file():
+        return True
+    summary = RunDir(run_dir).summary()
+    if summary is None:
+        return False
+    return summary.get("missing") == 0 and summary.get("docs") == len({d for d, _ in records})
 
 
 def files_reading(folder: Path) -> Mapping[tuple[str, int], Row]:
@@ -389,11 +416,11 @@ def evaluate_run(run_dir: Path, truth_path: Path, *, clean: bool = False, rules:
 
     records, layer = run_records(run_dir, clean, rules)
     truth = load_truth(truth_path)
-    ev = score(records, truth, folds, resamples, seed)
+    ev = score(records, truth, folds, resamples, seed, complete=run_complete(run_dir, records))
     ev.layer = layer
     ev.meta = {"run": str(run_dir), "truth": str(truth_path), "bootstrap": {"resamples": resamples, "seed": seed},
                "truth_layouts": dict(Counter(t.layout for t in truth))}
-    if truth and len(ev.missing) == len(ev.pages):
+    if truth and len(ev.missing) == len(ev.pages):  # none matched (or only other runs' documents)
         from .truth import LAYOUTS
 
         said = ", ".join(f"{n} as {layout}" for layout, n in ev.meta["truth_layouts"].items())

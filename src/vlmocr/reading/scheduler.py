@@ -38,6 +38,7 @@ from ..runfolder.rundir import RunDir, RunInfo, git_commit, reading_said, versio
 from ..runfolder.record import PageRecord, PageTask, Row, Status, now_iso
 from ..inputs.skipped import SkippedCounts, SkippedFiles
 from ..inputs.skipped import phrase as skipped_phrase
+from ..inputs.render import count_pages
 from ..inputs.sources import Document, discover, parse_shard, shard_of
 from ..runfolder.store import DocState, RecordWriter, ResumeIndex, RunLock, write_json_atomic
 from ..runfolder.record import JsonObject
@@ -49,6 +50,17 @@ SUMMARY_EVERY = 30.0
 
 # Documents → (those to read, a note on what was left out and why, or "").
 DocumentFilter = Callable[[list[Document]], tuple[list[Document], str]]
+
+
+def _pages_unopened(doc: Document) -> int:
+    """The pages of a document the run has not opened, as it would select them: its manifest's
+    selection, else its page count (1 when it cannot be counted: its bad_input record is one)."""
+    if doc.pages is not None:
+        return len(doc.pages)
+    try:
+        return count_pages(doc.path)
+    except Exception:  # unreadable: reading it will say why, in a record for its page 0
+        return 1
 
 
 @dataclass
@@ -520,17 +532,23 @@ class Scheduler(TaskRunner):
             rebuild_documents(self.run_dir, wanted)
 
     def _tally(self, docs: list[Document], keys: dict[str, str], into: Summary | None = None) -> None:
+        """The run's totals into `into` (a periodic summary.json: a document not opened yet counts
+        as one page) or into the run's own summary (its Done line: such a document's pages counted,
+        so a run stopped early says its own size, not the pages it had queued)."""
         s = self.summary if into is None else into
         s.docs = len(docs)
         counts: dict[str, int] = {}
         for doc in docs:
             state = self.index.get(keys[doc.doc_id], doc.doc_id)
             if state is None or state.doc_pages is None:
-                s.pages += 1
                 st = state.status(0) if state else None
                 if st is None:
-                    s.missing += 1
+                    # Not opened yet (a run stopped before it): its pages are the run's all the same.
+                    n = _pages_unopened(doc) if into is None else 1
+                    s.pages += n
+                    s.missing += n
                 else:
+                    s.pages += 1
                     counts[st.value] = counts.get(st.value, 0) + 1
                 continue
             selected = select_pages(doc, state.doc_pages)
