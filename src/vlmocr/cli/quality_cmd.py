@@ -18,6 +18,7 @@ from rich.table import Table
 
 from ..exceptions import ExitCode, UsageError
 from ..progress import console
+from .output import TRUTH_HELP
 from ..runfolder import safe
 from . import app, say_reading
 from ..runfolder.record import JsonObject
@@ -77,7 +78,7 @@ def _dump(data: Any) -> None:
 @app.command("evaluate")
 def evaluate_command(
     run: Path = typer.Argument(..., help="Run directory."),
-    truth: Optional[Path] = typer.Option(None, "--truth", help="Truth folder (name.png + name.txt) or CSV (like pages.csv)."),
+    truth: Optional[Path] = typer.Option(None, "--truth", help=TRUTH_HELP),
     no_truth: bool = typer.Option(False, "--no-truth", help="No ground truth: list suspicious pages (as `vlmocr suspicious`)."),
     clean: bool = typer.Option(False, "--clean", help="Score the cleaned layer (RUN/clean, or cleaned now in memory)."),
     rules: Optional[Path] = typer.Option(None, "--rules", help="Cleaning rules (TOML) for --clean."),

@@ -9,6 +9,7 @@ from typing import List, Optional
 import typer
 
 from ..progress import console
+from .output import TRUTH_HELP
 from ..report.build import build_report
 from ..report.gather import ReportOptions
 from . import app, say_reading
@@ -18,7 +19,7 @@ from . import app, say_reading
 def report_command(
     run_dir: Path = typer.Argument(..., help="Run directory (has pages.jsonl)."),
     out: Path = typer.Option(..., "--out", "-o", help="Folder for the report (index.html and its files)."),
-    truth: Optional[Path] = typer.Option(None, "--truth", help="Ground truth: a folder of name.txt (+ image) or a CSV."),
+    truth: Optional[Path] = typer.Option(None, "--truth", help=TRUTH_HELP),
     thumb_size: int = typer.Option(800, "--thumb-size", help="Longest side of the page thumbnails, px."),
     max_thumbs: int = typer.Option(2000, "--max-thumbs", help="Render at most this many thumbnails (flagged pages only)."),
     cer_threshold: float = typer.Option(0.10, "--cer-threshold", help="Flag pages whose CER is above this (with --truth)."),
