@@ -162,6 +162,24 @@ def test_oversized_prompt_retries_once_smaller(tmp_path, rule, context):
     assert "shrunk_for_context" in rec["flags"] and rec["text"] == expected_text(1)
 
 
+def test_a_page_far_over_the_context_is_shrunk_by_what_the_server_says_once(tmp_path):
+    # Found by the lane's full sweep: unlimited-ocr's 300-dpi pages on a 4096-token server were
+    # shrunk once by the profile's 0.75 (still 6053 tokens) and ended `error`, page after page and
+    # resubmit after resubmit. The refusal says the prompt's size and the context: one retry, sized
+    # to fit. 100 dpi ≈ 1240 image tokens; a context of 500: 0.75 leaves ~700, the fitted size ~400.
+    pdf = make_coded_pdf(tmp_path / "c.pdf", [1])
+    prof = tmp_path / "big.toml"
+    prof.write_text('name = "big"\nprompt = "Read."\nmax_tokens = 60\n[image]\ndpi = 100\n'
+                    '[retry]\nshrink_on_overflow = true\nshrink_factor = 0.75\n', encoding="utf-8")
+    with serve_in_process(ServerConfig(max_model_len=500)) as srv:
+        res = vlm_run(pdf, tmp_path / "r", srv.url, "--profile", str(prof))
+        log = srv.requests()
+    assert res.returncode in (0, 2), res.stderr
+    (rec,) = finals(tmp_path / "r").values()
+    assert rec["status"] != "error" and "shrunk_for_context" in rec["flags"], rec
+    assert [r["status"] for r in log] == [400, 200]  # one retry, and it fitted
+
+
 def test_a_budget_over_the_servers_context_is_capped_not_an_error_on_every_page(tmp_path):
     # vLLM 0.32 refuses max_tokens over max_model_len for every page alike (olmOCR 2's 8000 on a
     # 4096 server ended every page `error`, and the resubmit the same): asked for what fits, said once.

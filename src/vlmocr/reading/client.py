@@ -230,8 +230,10 @@ class RequestFailed(Exception):
     """A request that failed for good. `overflow` marks a prompt over the context length."""
 
     def __init__(self, message: str, *, status: int | None = None, overflow: bool = False, requests: int = 1,
-                 kind: str = "http", answer_room: int | None = None, model_len: int | None = None) -> None:
+                 kind: str = "http", answer_room: int | None = None, model_len: int | None = None,
+                 prompt_over: tuple[int, int] | None = None) -> None:
         super().__init__(message)
+        self.prompt_over = prompt_over  # (prompt tokens, context) when a prompt alone was too long
         self.status = status
         self.overflow = overflow
         self.requests = requests
@@ -251,6 +253,21 @@ _ANSWER_OVER_CONTEXT = re.compile(r"maximum context length is (\d+) tokens.*?\((
                                   r"completion\)", re.S)
 # An answer room below this (or below half the budget asked) is the prompt's fault: a page too large.
 MIN_ANSWER_ROOM = 16
+# A prompt alone over the context, with its size: vLLM >= 0.32 ("Input length (6053) exceeds model's
+# maximum context length (4096)") and the OpenAI-style wording of earlier releases and SGLang
+# ("maximum context length is 4096 tokens. However, you requested 6100 tokens (6053 in the messages").
+_PROMPT_OVER = re.compile(r"Input length \((\d+)\) exceeds model's maximum context length \((\d+)\)")
+_PROMPT_OVER_OPENAI = re.compile(r"maximum context length is (\d+) tokens.*?\((\d+) in the messages", re.S)
+
+
+def prompt_over(message: str) -> tuple[int, int] | None:
+    """(the prompt's tokens, the server's context) of a refusal for a prompt over the context,
+    when the message says both: how much smaller the page's image must be."""
+    if m := _PROMPT_OVER.search(message):
+        return int(m.group(1)), int(m.group(2))
+    if m := _PROMPT_OVER_OPENAI.search(message):
+        return int(m.group(2)), int(m.group(1))
+    return None
 
 
 def answer_room(message: str) -> tuple[int, int | None] | None:
@@ -544,7 +561,8 @@ class OpenAIClient:
                         self._note_rejection(status, message)
                     raise RequestFailed(f"HTTP {status}: {message}", status=status, overflow=overflow,
                                         requests=attempt + 1, answer_room=fits[0] if fits else None,
-                                        model_len=fits[1] if fits else None)
+                                        model_len=fits[1] if fits else None,
+                                        prompt_over=prompt_over(message) if overflow else None)
             self.stats.count(outcome)
             self.stats.in_flight -= 1
             if attempt < self.max_retries:

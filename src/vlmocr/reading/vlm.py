@@ -6,6 +6,8 @@ keep a GPU server full; the loop only moves bytes and bookkeeping."""
 
 from __future__ import annotations
 
+import math
+
 import asyncio
 import time
 from dataclasses import dataclass
@@ -30,6 +32,22 @@ from ..engines.base import Reading
 from .worker import (TURN_WHEN, CpuSupport, Prepared, aligned_positions, classify, inspect_doc, inspect_docs, judge_reading,
                      Upright, orientation_of_page, prepare_for_http, read_page)
 from ..runfolder.record import JsonObject
+
+
+# A page's image is most of its prompt: shrunk by a side factor f, its tokens fall by about f².
+# Room left for the text of the prompt and the answer's first tokens.
+FIT_MARGIN = 0.8
+
+
+def shrink_to_fit(factor: float, prompt_over: tuple[int, int] | None) -> float:
+    """The side factor to shrink a page's image by after its prompt was over the context: the
+    profile's, or smaller when the server said by how much (prompt tokens, context) — one retry
+    that fits, not one that is still too long (a 300-dpi page on a 4096-token context ended
+    `error` page after page, resubmit after resubmit)."""
+    if not prompt_over or prompt_over[0] <= 0:
+        return factor
+    tokens, context = prompt_over
+    return max(0.05, min(factor, math.sqrt(FIT_MARGIN * context / tokens)))
 
 
 @dataclass
@@ -320,7 +338,7 @@ class VlmReader(PageReader):
                         continue
                     if exc.overflow and profile.retry.shrink_on_overflow and not shrunk and shrink is not None:
                         shrunk = True
-                        smaller = await shrink(profile.retry.shrink_factor)
+                        smaller = await shrink(shrink_to_fit(profile.retry.shrink_factor, exc.prompt_over))
                         if smaller is not None:
                             image = smaller
                             flags.append("shrunk_for_context")
