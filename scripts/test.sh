@@ -52,10 +52,12 @@ export SLURM_CONF  # the tests, vlmocr and its jobs talk to the private cluster 
 export VLMOCR_TEST_STRICT=1
 # The suite mostly waits (on worker pools, servers, SLURM), so it is spread over the cores with
 # pytest-xdist; the SLURM tests keep to one worker (tests/conftest.py). `-n 0` (or any -n given)
-# overrides; VLMOCR_TEST_WORKERS sets the number.
+# overrides; VLMOCR_TEST_WORKERS sets the number. --no-loadscope-reorder: the groups are handed out in
+# the order tests/conftest.py collects them (the lane's two first, one to each worker), not by size
+# (which gave one worker both halves of the lane, one after the other).
 xdist=()
 if [[ " $* " != *" -n "* && " $* " != *" -n="* ]] && python -c "import xdist" 2>/dev/null; then
-  xdist=(-n "${VLMOCR_TEST_WORKERS:-$(nproc)}" --dist loadgroup)
+  xdist=(-n "${VLMOCR_TEST_WORKERS:-$(nproc)}" --dist loadgroup --no-loadscope-reorder)
 fi
 status=0
 python -m pytest "${xdist[@]}" "$@" || status=$?

@@ -43,7 +43,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.real_vllm)
     # The long groups first, one to a worker (longest first: a worker that takes a group late
     # keeps the whole run waiting on it): the lane's two, then the SLURM tests, then the rest, each
-    # in its own order. Workers hand out groups in the order the tests are collected.
+    # in its own order. Workers are handed groups in the order the tests are collected
+    # (scripts/test.sh: --no-loadscope-reorder; xdist would otherwise order them by their size).
     first = {"real_vllm:architectures": 0, "real_vllm": 1, "slurm": 2}
 
     def rank(item: pytest.Item) -> int:
