@@ -86,8 +86,12 @@ def test_tesseract_reads_a_real_typewritten_page(tmp_path, gt, tesseract):
 
 def test_missing_tesseract_language_is_a_usage_error(tmp_path, tesseract):
     pdf = make_scan_pdf(tmp_path / "s.pdf", [page_lines(1, 1)])
+    # A language Tesseract has data for, not installed here: the package to install is named.
+    res = run_cli("run", str(pdf), "--out", str(tmp_path / "r"), "--engine", "tesseract", "--lang", "kor")
+    assert res.returncode == 3 and "no language data for kor" in res.stderr and "tesseract-ocr-kor" in res.stderr
+    # A name that is no language at all: refused as such (issue 47, point 3).
     res = run_cli("run", str(pdf), "--out", str(tmp_path / "r"), "--engine", "tesseract", "--lang", "xxx")
-    assert res.returncode == 3 and "no language data for xxx" in res.stderr
+    assert res.returncode == 3 and "'xxx'" in res.stderr and "no Tesseract language" in res.stderr
 
 
 def test_resume_rereads_on_changed_dpi_not_on_changed_workers(tmp_path):
