@@ -128,11 +128,16 @@ def test_the_two_columns_are_two_blocks_read_left_then_right(exported):
 def test_hocr_is_read_by_ocrmypdfs_parser(exported):
     from ocrmypdf.hocrtransform import HocrParser
 
-    _, rows, outs = exported
+    inputs, rows, outs = exported
     for doc in DOCS:
         page = HocrParser(outs["hocr"] / f"{doc}.hocr").parse()
         pos = rows[doc].word_positions()
-        assert (page.bbox.right, page.bbox.bottom) == (pos.width, pos.height)
+        # The page is the input's own image, as stored: a PDF's embedded scan (on its side in
+        # rotated.pdf, whose /Rotate shows it upright), an image file's pixels.
+        with Image.open(EN if doc == "scan" else EN2 if doc in ("typescript", "rotated")
+                        else inputs / f"{doc}.png") as im:
+            own = im.size[::-1] if doc == "rotated" else im.size
+        assert (page.bbox.right, page.bbox.bottom) == own, doc
         words = [w for line in page.lines for w in line.children]
         # (the parser folds compatibility forms: NFKC, ſ → s)
         assert [w.text for w in words] == [unicodedata.normalize("NFKC", w[5]) for w in pos.words()]

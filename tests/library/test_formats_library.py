@@ -33,7 +33,8 @@ def test_a_library_keeps_positions_for_export_and_search(tmp_path):
     assert res.returncode == 0, res.stderr
     hit = json.loads(res.stdout)[0]
     word = next(w for w in pos.words() if w[5] == "approached")
-    assert hit["region"] == {"box": list(word[:4]), "width": pos.width, "height": pos.height, "words": ["approached"]}
+    assert hit["region"] == {"box": list(word[:4]), "width": pos.width, "height": pos.height, "words": ["approached"],
+                             "image": "image file"}
     with Image.open(scans / "letter.png") as im:
         x0, y0, x1, y1 = hit["region"]["box"]
         assert (np.asarray(im)[y0:y1, x0:x1] < 128).mean() > 0.05  # the word's ink

@@ -118,3 +118,38 @@ def save_tier_scans(gt: Path, folder: Path) -> Path:
             folder / "english.png")
     Image.new("L", (1000, 1400), 250).save(folder / "blank.png")
     return folder
+
+
+def make_placed_scan_pdf(path: Path, pages: list[dict]) -> Path:
+    """A scan PDF as scanning software writes them in all their variety: each page one greyscale
+    image (`image`, a PIL image) shown at `dpi`, on a sheet `margin` pt larger all round, the page
+    turned by `rotate` (/Rotate, clockwise) and the image drawn through a Form XObject when `form`
+    — so the page rendered at any dpi is never the image's own pixels. Returns the path."""
+    import zlib
+
+    import pikepdf
+
+    pdf = pikepdf.new()
+    for spec in pages:
+        grey = spec["image"].convert("L")
+        dpi, margin = spec["dpi"], spec.get("margin", 0.0)
+        w_pt, h_pt = grey.width * 72 / dpi, grey.height * 72 / dpi
+        image = pikepdf.Stream(pdf, zlib.compress(grey.tobytes()), Type=pikepdf.Name.XObject,
+                               Subtype=pikepdf.Name.Image, Width=grey.width, Height=grey.height,
+                               ColorSpace=pikepdf.Name.DeviceGray, BitsPerComponent=8,
+                               Filter=pikepdf.Name.FlateDecode)
+        draw = f"q {w_pt:.4f} 0 0 {h_pt:.4f} {margin:.4f} {margin:.4f} cm /Im0 Do Q".encode()
+        resources = pikepdf.Dictionary(XObject=pikepdf.Dictionary(Im0=image))
+        sheet = [0, 0, w_pt + 2 * margin, h_pt + 2 * margin]
+        if spec.get("form"):
+            form = pikepdf.Stream(pdf, draw, Type=pikepdf.Name.XObject, Subtype=pikepdf.Name.Form, BBox=sheet,
+                                  Resources=resources)
+            resources = pikepdf.Dictionary(XObject=pikepdf.Dictionary(Fm0=form))
+            draw = b"q 1 0 0 1 0 0 cm /Fm0 Do Q"
+        page = pikepdf.Dictionary(Type=pikepdf.Name.Page, MediaBox=sheet, Resources=resources,
+                                  Contents=pikepdf.Stream(pdf, draw))
+        if spec.get("rotate"):
+            page.Rotate = spec["rotate"]
+        pdf.pages.append(pikepdf.Page(page))
+    pdf.save(path)
+    return path

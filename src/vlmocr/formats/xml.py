@@ -1,6 +1,10 @@
 """ALTO 4.2, hOCR 1.2 and PAGE-XML 2019 of a document's laid pages, built with lxml. Checked
 against the official schemas (ALTO, PAGE) in tests/library/test_formats.py; hOCR is read back by
-OCRmyPDF's parser. Identifiers are the page number, block, line and word (p3_b1_l4_w2)."""
+OCRmyPDF's parser. Identifiers are the page number, block, line and word (p3_b1_l4_w2).
+
+Coordinates are pixels of each page's master image (inputs/master.py: a scan PDF page's embedded
+image, an image file's page at its own size), else of the page as rendered; each file says which
+and at what resolution (ALTO: processingStepSettings; hOCR: scan_res; PAGE: imageXResolution)."""
 
 from __future__ import annotations
 
@@ -39,6 +43,9 @@ def alto(pages: list[LaidPage], source: str) -> bytes:
     etree.SubElement(step, A + "processingDateTime").text = datetime.now(timezone.utc).isoformat(timespec="seconds")
     engines = sorted({p.source or p.engine for p in pages if p.source or p.engine})
     etree.SubElement(step, A + "processingStepDescription").text = "read by " + (", ".join(engines) or "nothing")
+    # ALTO has no element for an image's resolution: which image each Page's pixels are, said here.
+    etree.SubElement(step, A + "processingStepSettings").text = "coordinates in pixels of\n" + "\n".join(
+        f"page {p.page}: {p.frame_said()}" for p in pages)
     software = etree.SubElement(step, A + "processingSoftware")
     etree.SubElement(software, A + "softwareName").text = "vlmocr"
     etree.SubElement(software, A + "softwareVersion").text = __version__
@@ -46,27 +53,28 @@ def alto(pages: list[LaidPage], source: str) -> bytes:
     for page in pages:
         pid = f"p{page.page}"
         el = etree.SubElement(layout, A + "Page", ID=pid, PHYSICAL_IMG_NR=str(page.page))
-        if page.width and page.height:
-            el.set("WIDTH", str(page.width))
-            el.set("HEIGHT", str(page.height))
+        width, height = page.frame_size()
+        if width and height:
+            el.set("WIDTH", str(width))
+            el.set("HEIGHT", str(height))
         space = etree.SubElement(el, A + "PrintSpace")
-        if page.width and page.height:
-            space.attrib.update(_geometry((0, 0, page.width, page.height)))
+        if width and height:
+            space.attrib.update(_geometry((0, 0, width, height)))
         for b, (_, lines) in enumerate(page.blocks(), 1):
             block = etree.SubElement(space, A + "TextBlock", ID=f"{pid}_b{b}")
             if page.positioned:
-                block.attrib.update(_geometry(union([ln.box for ln in lines])))
+                block.attrib.update(_geometry(page.placed(union([ln.box for ln in lines]))))
             for n, line in enumerate(lines, 1):
                 lid = f"{pid}_b{b}_l{n}"
                 tl = etree.SubElement(block, A + "TextLine", ID=lid)
                 if page.positioned:
-                    tl.attrib.update(_geometry(line.box))
+                    tl.attrib.update(_geometry(page.placed(line.box)))
                 for k, (x0, y0, x1, y1, conf, text) in enumerate(line.words, 1):
                     if k > 1:
                         etree.SubElement(tl, A + "SP")
                     s = etree.SubElement(tl, A + "String", ID=f"{lid}_w{k}", CONTENT=text)
                     if page.positioned:
-                        s.attrib.update(_geometry((x0, y0, x1, y1)))
+                        s.attrib.update(_geometry(page.placed((x0, y0, x1, y1))))
                     if conf is not None:
                         s.set("WC", f"{conf:.3f}")
     return etree.tostring(root, xml_declaration=True, encoding="UTF-8", pretty_print=True)
@@ -92,25 +100,26 @@ def hocr(pages: list[LaidPage], source: str, language: str | None = None) -> byt
     body = etree.SubElement(html, H + "body")
     for page in pages:
         pid = f"page_{page.page}"
-        title = f'image "{source}"; ' + _bbox((0, 0, page.width, page.height)) + f"; ppageno {page.page - 1}"
-        if page.dpi:
-            title += f"; scan_res {round(page.dpi)} {round(page.dpi)}"
+        title = f'image "{source}"; ' + _bbox((0, 0, *page.frame_size())) + f"; ppageno {page.page - 1}"
+        dpi = page.frame_dpi()
+        if dpi:
+            title += f"; scan_res {round(dpi[0])} {round(dpi[1])}"
         div = etree.SubElement(body, H + "div", attrib={"class": "ocr_page", "id": pid, "title": title})
         for b, (_, lines) in enumerate(page.blocks(), 1):
             area = etree.SubElement(div, H + "div", attrib={"class": "ocr_carea", "id": f"{pid}_b{b}"})
             par = etree.SubElement(area, H + "p", attrib={"class": "ocr_par", "id": f"{pid}_b{b}_p"})
             if page.positioned:
-                box = _bbox(union([ln.box for ln in lines]))
+                box = _bbox(page.placed(union([ln.box for ln in lines])))
                 area.set("title", box)
                 par.set("title", box)
             for n, line in enumerate(lines, 1):
                 lid = f"{pid}_b{b}_l{n}"
                 span = etree.SubElement(par, H + "span", attrib={"class": "ocr_line", "id": lid})
                 if page.positioned:
-                    span.set("title", _bbox(line.box))
+                    span.set("title", _bbox(page.placed(line.box)))
                 for k, (x0, y0, x1, y1, conf, text) in enumerate(line.words, 1):
                     word = etree.SubElement(span, H + "span", attrib={"class": "ocrx_word", "id": f"{lid}_w{k}"})
-                    parts = [_bbox((x0, y0, x1, y1))] if page.positioned else []
+                    parts = [_bbox(page.placed((x0, y0, x1, y1)))] if page.positioned else []
                     if conf is not None:
                         parts.append(f"x_wconf {round(conf * 100)}")
                     if parts:
@@ -140,15 +149,20 @@ def pagexml(page: LaidPage, image: str) -> bytes:
     etree.SubElement(meta, P + "Creator").text = f"vlmocr {__version__}"
     etree.SubElement(meta, P + "Created").text = now
     etree.SubElement(meta, P + "LastChange").text = now
-    el = etree.SubElement(root, P + "Page", imageFilename=image, imageWidth=str(page.width),
-                          imageHeight=str(page.height))
+    width, height = page.frame_size()
+    el = etree.SubElement(root, P + "Page", imageFilename=image, imageWidth=str(width), imageHeight=str(height))
+    dpi = page.frame_dpi()
+    if dpi:
+        el.set("imageXResolution", f"{dpi[0]:g}")
+        el.set("imageYResolution", f"{dpi[1]:g}")
+        el.set("imageResolutionUnit", "PPI")
     blocks = page.blocks() if page.positioned else [(0, page.lines)]
     order = etree.SubElement(etree.SubElement(el, P + "ReadingOrder"), P + "OrderedGroup", id="ro")
     for b in range(len(blocks)):
         etree.SubElement(order, P + "RegionRefIndexed", index=str(b), regionRef=f"r{b}")
     for b, (_, lines) in enumerate(blocks):
         region = etree.SubElement(el, P + "TextRegion", id=f"r{b}", type="paragraph")
-        box = union([ln.box for ln in lines]) if page.positioned else (0, 0, page.width, page.height)
+        box = page.placed(union([ln.box for ln in lines])) if page.positioned else (0, 0, width, height)
         etree.SubElement(region, P + "Coords", points=_points(box))
         texts = []
         for n, line in enumerate(lines):
@@ -157,10 +171,10 @@ def pagexml(page: LaidPage, image: str) -> bytes:
             if not page.positioned:
                 continue
             tl = etree.SubElement(region, P + "TextLine", id=f"r{b}_l{n}")
-            etree.SubElement(tl, P + "Coords", points=_points(line.box))
+            etree.SubElement(tl, P + "Coords", points=_points(page.placed(line.box)))
             for k, (x0, y0, x1, y1, conf, word) in enumerate(line.words):
                 w = etree.SubElement(tl, P + "Word", id=f"r{b}_l{n}_w{k}")
-                etree.SubElement(w, P + "Coords", points=_points((x0, y0, x1, y1)))
+                etree.SubElement(w, P + "Coords", points=_points(page.placed((x0, y0, x1, y1))))
                 equiv = etree.SubElement(w, P + "TextEquiv")
                 if conf is not None:
                     equiv.set("conf", f"{conf:.3f}")

@@ -26,6 +26,7 @@ from ..settings.envvars import MAX_DOC_PAGES, env_int
 from ..exceptions import BadInput
 from .pixels import dark_on_light, engine_mode
 from ..runfolder.record import DEFAULT_DPI, DEFAULT_MAX_PIXELS, Sizing  # noqa: F401  (the renderer's settings)
+from .master import Master, image_file_master, pdf_page_master
 from .sources import DJVU_EXTS, IMAGE_EXTS, PDF_EXTS, printable
 
 HARD_MAX_IMAGE_PIXELS = 400_000_000  # larger image frames are refused instead of decoded
@@ -64,6 +65,9 @@ class Rendered:
     # The file itself shows exactly this image (a single-frame image file, not resized or
     # turned): an engine with its own decoder may read the file instead of a re-encoded copy.
     same_as_file: Path | None = None
+    # The image a repository keeps for the page, and how this rendering maps onto it (master.py):
+    # the coordinates ALTO, hOCR and PAGE-XML give are in its pixels.
+    master: Master | None = None
 
 
 # ---------------------------------------------------------------- opening documents
@@ -292,7 +296,8 @@ def render_page(path: Path, page: int, sizing: Sizing) -> Rendered:
     image, flags = dark_on_light(rendered.image)
     if not flags:
         return rendered
-    return Rendered(image, rendered.dpi, rendered.flags + flags)  # no longer the file's own pixels
+    # no longer the file's own pixels (same_as_file), on the same master
+    return Rendered(image, rendered.dpi, rendered.flags + flags, master=rendered.master)
 
 
 def _render(path: Path, page: int, sizing: Sizing) -> Rendered:
@@ -313,7 +318,11 @@ def _render(path: Path, page: int, sizing: Sizing) -> Rendered:
                     img = img.convert("RGB")
             except pdfium.PdfiumError as exc:
                 raise BadInput(f"cannot render page {page} ({exc}): {shown(path)}") from None
-        return Rendered(img, round(scale * 72.0, 2), flags)
+            try:
+                master = pdf_page_master(pg)
+            except pdfium.PdfiumError:
+                master = None  # coordinates stay those of the page as rendered
+        return Rendered(img, round(scale * 72.0, 2), flags, master=master)
     if kind == "image":
         return _render_djvu(path, page, sizing) if is_djvu(path) else _render_image(path, page, sizing)
     raise BadInput(f"unsupported file type {printable(path.suffix) or '(none)'!r}: {shown(path)}")
@@ -335,7 +344,11 @@ def _render_djvu(path: Path, page: int, sizing: Sizing) -> Rendered:
         img = djvu.render(path, page, size)
     src_dpi = image_dpi(img) or (info.dpi * target if info.dpi else None)
     frame, changed = _shrink(img, img.size)
-    return Rendered(frame, round(src_dpi, 2) if src_dpi else None, flags + changed)
+    # ddjvu draws the page as its INFO turns it: the master is the page at full size, so turned.
+    across, down = (info.width, info.height) if (img.width >= img.height) == (info.width >= info.height) else (
+        info.height, info.width)
+    return Rendered(frame, round(src_dpi, 2) if src_dpi else None, flags + changed,
+                    master=image_file_master(across, down, info.dpi or None))
 
 
 def _render_image(path: Path, page: int, sizing: Sizing) -> Rendered:
@@ -443,7 +456,9 @@ def _render_frame(img: Image.Image, path: Path, page: int, sizing: Sizing) -> Re
     dpi = round(src_dpi * target, 2) if src_dpi else None
     untouched = (not getattr(img, "is_animated", False) and size == (w, h) and not turned and not changed
                  and img.format in ENGINE_READABLE_FORMATS)
-    return Rendered(frame, dpi, flags + changed, same_as_file=path if untouched else None)
+    across, down = (h, w) if orientation in (5, 6, 7, 8) else (w, h)  # as a viewer shows it (EXIF)
+    return Rendered(frame, dpi, flags + changed, same_as_file=path if untouched else None,
+                    master=image_file_master(across, down, src_dpi))
 
 
 def _jp2_reduce(img: Image.Image, w: int, h: int, page: int, path: Path, target: float) -> int:

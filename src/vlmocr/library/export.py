@@ -421,17 +421,23 @@ def _write(docs: Iterable[ExportDoc], fmt: str, folder: Path, file_name: str | N
         listed = list(docs)
         _unique_names(listed)
         files = []
-        unplaced = 0
+        unplaced = rendered_only = 0
         for d in listed:
-            pages = laid_pages(d.records, d.layer)
+            file = d.info.get("file")
+            pages = laid_pages(d.records, d.layer, file if fmt != "pdf" else None)
             unplaced += sum(1 for p in pages if not p.positioned)
+            rendered_only += sum(1 for p in pages if p.positioned and p.master is None)
             source_name = str(d.info.get("original_name") or d.info.get("source") or d.doc_id)
-            files += write_document(fmt, d.name, pages, source_name, d.info.get("file"), folder, result.notes)
+            files += write_document(fmt, d.name, pages, source_name, file, folder, result.notes)
             result.documents += 1
             result.pages += len(pages)
         if unplaced:
             result.notes.append(f"{unplaced} page(s) had no word positions (a VLM's answer, a text layer): "
                                 "their text is written without coordinates")
+        if rendered_only and fmt != "pdf":
+            result.notes.append(f"{rendered_only} page(s) have no one image of their own (a born-digital or "
+                                "composite PDF page) or their input was not found here: their coordinates are "
+                                "in the pixels of the page as rendered, at the resolution each page states")
         return files
     if fmt in ("md", "txt"):
         listed = list(docs)

@@ -484,7 +484,7 @@ class VlmReader(PageReader):
     def _record(self, task: PageTask, status: Status, t0: float, *, prep: Prepared | None = None,
                 flags: list[str] | None = None, **fields: Any) -> PageRecord:
         seen = {} if prep is None else dict(dpi=prep.dpi, image_sha256=prep.sha256, width=prep.width,
-                                             height=prep.height, skew=prep.skew)
+                                             height=prep.height, skew=prep.skew, master=prep.master)
         if task.rotate:
             fields.setdefault("rotation", task.rotate)
             fields.setdefault("rotation_from", task.rotate_from)

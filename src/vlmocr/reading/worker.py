@@ -27,6 +27,7 @@ from ..inputs.sources import printable
 from ..positions.geometry import Step, steps_before, to_page
 from ..positions.lines import text_layer_positions
 from ..positions.order import SIDE_NOTES, side_notes
+from ..inputs.master import pdf_master
 from ..inputs.render import (blank_and_ink, count_pages, encode, grey_if_neutral, kind_of, render_page, text_layer,
                              text_layer_lines, usable_text_layer)
 from ..text.signal import judge
@@ -470,6 +471,7 @@ def read_page(task: PageTask) -> PageRecord:
             flags=flags + chosen.flags + chosen.reading.flags, skew=skew, **rotation_fields,
             positions=(to_page(chosen.reading.positions, steps, *rendered.image.size)
                        if chosen.reading.positions is not None else None),
+            master=rendered.master.to_json() if rendered.master is not None else None,
         )
     except BadInput as exc:
         return task.record(Status.bad_input, engine=mode, error=exc.reason, seconds=round(time.perf_counter() - t0, 4))
@@ -501,10 +503,12 @@ def from_text_layer(task: PageTask, mode: str, t0: float) -> tuple[PageRecord | 
         size, rotation, rects = text_layer_lines(Path(task.path), task.page)
         positions = text_layer_positions(size, rotation, rects, (task.sizing.dpi or DEFAULT_DPI) / 72.0,
                                          reading.text)
+    # A scan whose text layer serves (an earlier OCR's): its coordinates go onto the scan's image too.
+    master = pdf_master(Path(task.path), task.page) if positions is not None else None
     return task.record(
         status, text=reading.text, quality=quality, engine="textlayer", finish_reason=reading.finish_reason,
         seconds=round(time.perf_counter() - t0, 4), flags=qflags + (["textlayer"] if usable else []),
-        positions=positions,
+        positions=positions, master=master.to_json() if master is not None else None,
     ), layer, []
 
 
@@ -525,6 +529,7 @@ class Prepared:
     rotation: int = 0
     rotation_from: str = ""  # who found the turn: osd, or lines (OSD unsure, the line classifier)
     skew: float | None = None  # degrees it lay askew, straightened before it was sent (straight_page)
+    master: JsonObject | None = None  # the page's master image (render.Rendered.master), as a record keeps it
 
     def with_flag(self, flag: str) -> "Prepared":
         return dataclasses.replace(self, flags=(*self.flags, flag))
@@ -716,7 +721,7 @@ def prepare_for_http(task: PageTask) -> Prepared | PageRecord:
         return Prepared(image=f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}",
                         sha256=image_digest(img), width=img.width, height=img.height, dpi=rendered.dpi,
                         flags=tuple(flags), blank=blank, ink=ink, rotation=turned, rotation_from=turned_by,
-                        skew=skew)
+                        skew=skew, master=rendered.master.to_json() if rendered.master is not None else None)
     except BadInput as exc:
         return task.record(Status.bad_input, engine=task.engine, error=exc.reason,
                            seconds=round(time.perf_counter() - t0, 4))

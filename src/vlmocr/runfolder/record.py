@@ -260,6 +260,11 @@ class PageRecord(BaseModel):
     fields: JsonObject | None = None  # structured output, e.g. olmOCR front matter
     # Where the words lie on the page (Positions); absent when the engine knows no positions.
     positions: Positions | None = None
+    # The image a repository keeps for the page — a PDF page's one embedded image, an image file's
+    # frame — and how the page as rendered maps onto it (inputs/master.py): {width, height, dpi,
+    # of, map}. ALTO, hOCR and PAGE-XML give their coordinates in its pixels; absent: the page has
+    # none (vector PDF, several images), and coordinates stay those of the page as rendered.
+    master: JsonObject | None = None
     finished_at: str = Field(default_factory=lambda: now_iso())
 
     @model_validator(mode="after")
@@ -276,7 +281,7 @@ class PageRecord(BaseModel):
         # optional structures appear only when an engine produced them.
         data = self.model_dump(mode="json", by_alias=True)
         for optional in ("quality", "engine_choice", "tiers", "server", "blocks", "fields", "language", "language_from",
-                         "rotation", "rotation_from", "skew", "positions"):
+                         "rotation", "rotation_from", "skew", "positions", "master"):
             if data.get(optional) is None:
                 data.pop(optional, None)
         # Written as text XML and a terminal can take: every record becomes a line here, so the
@@ -337,6 +342,7 @@ class Row:
     # As stored, parsed only when asked for (`word_positions`): a page holds hundreds of words,
     # and most readers of a run (evaluate, report, merge) never look at them.
     positions: Mapping[str, Any] | None
+    master: Mapping[str, Any] | None
     finished_at: str
     data: Mapping[str, Any]
 
@@ -363,6 +369,7 @@ class Row:
             blocks=tuple(Block.model_validate(b) for b in blocks) if isinstance(blocks, list) else None,
             fields=fields if isinstance(fields, Mapping) else None,
             positions=positions if isinstance(positions := d.get("positions"), Mapping) else None,
+            master=master if isinstance(master := d.get("master"), Mapping) else None,
             finished_at=str(d.get("finished_at") or ""), data=d)
 
     @property
