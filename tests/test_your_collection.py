@@ -56,10 +56,10 @@ def test_the_quick_start_commands_are_the_ones_tested():
     # (the figure tests/test_run.py measures), with the output to expect.
     assert "git clone" in tried and "python3 -m venv" in tried
     assert "vlmocr run samples/ --out runs/first" in tried and "vlmocr evaluate runs/first --truth samples/" in tried
-    assert "#   Done: 7 pages in 4 docs" in tried and re.search(r"#   CER \d+\.\d\d % ", tried)
+    assert "#   Done: 7 pages in 4 docs" in tried and re.search(r"#    all    7    0   \d+\.\d\d  ", tried)
     # Develop it: exactly what CI runs (.ci/run execs scripts/test.sh).
     assert developed.strip() == "bash scripts/test.sh"
     assert "scripts/test.sh" in (REPO / ".ci" / "run").read_text(encoding="utf-8")
     # The figure shown is the one the samples give (tests/test_run.py checks the prose's).
-    figure = re.search(r"#   CER (\d+\.\d\d) %", tried).group(1)
+    figure = re.search(r"#    all    7    0   (\d+\.\d\d)  ", tried).group(1)
     assert f"({figure} % CER, micro)" in quick.replace("\n", " ")

@@ -156,3 +156,20 @@ def test_search_gives_the_rarest_words_box_as_alto_places_it(exported, tmp_path)
     assert hit["region"]["words"] == [words[k]] and hit["region"]["image"] == "pdf image"
     assert hit["region"]["box"] == [x, y, x + int(s.get("WIDTH")), y + int(s.get("HEIGHT"))]
     assert (hit["region"]["width"], hit["region"]["height"]) == (int(page.get("WIDTH")), int(page.get("HEIGHT")))
+
+
+def test_a_record_from_before_masters_is_placed_from_its_input_when_found(tmp_path):
+    from vlmocr.formats.layout import laid_page
+    from vlmocr.runfolder.record import Row
+
+    with Image.open(TYPESCRIPT) as im:
+        pdf = make_placed_scan_pdf(tmp_path / "old.pdf", [{"image": im.convert("L"), "dpi": 300, "margin": 24}])
+    # as vlmocr read it at 200 dpi: (344.9 + 48) x (576 + 48) pt → 1092 x 1734 px; one word's box
+    line = {"box": [100, 200, 300, 240], "words": [[100, 200, 300, 240, 0.9, "word"]], "block": 0}
+    old = Row.of({"doc_id": "old", "page": 1, "status": "ok", "text": "word", "dpi": 200.0,
+                  "positions": {"width": 1092, "height": 1734, "source": "tesseract", "lines": [line]}})
+    assert laid_page(old).master is None and laid_page(old).placed((100, 200, 300, 240)) == (100, 200, 300, 240)
+    page = laid_page(old, pdf)
+    assert page.frame_size() == (1437, 2400) and page.frame_dpi() == pytest.approx((300, 300))
+    # 200 → 300 dpi, less the 24 pt margin (100 px at 300 dpi)
+    assert page.placed((100, 200, 300, 240)) == pytest.approx((50, 200, 350, 260), abs=2)
