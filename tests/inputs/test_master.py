@@ -11,8 +11,8 @@ import pytest
 from PIL import Image, ImageDraw
 from support.documents import make_placed_scan_pdf, make_text_pdf
 
-from vlmocr.inputs.master import Master, file_master, pdf_master
-from vlmocr.inputs.render import Sizing, render_page
+from vlmocr.inputs.master import Master
+from vlmocr.inputs.render import Sizing, file_master, pdf_master, render_page
 
 MARK = (300, 520, 380, 610)  # a black square at these pixels of the master (x0, y0, x1, y1)
 

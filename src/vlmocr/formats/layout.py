@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..exceptions import UsageError
-from ..inputs.master import Master, file_master
+from ..inputs.master import Master
+from ..inputs.render import file_master
 from ..runfolder.record import Line, Row
 
 

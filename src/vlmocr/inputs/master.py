@@ -22,7 +22,6 @@ from __future__ import annotations
 import ctypes
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pypdfium2 as pdfium
@@ -179,43 +178,3 @@ def pdf_page_master(page: pdfium.PdfPage) -> Master | None:
     affine = _then(_then(_page_from_fraction(page), inverse), to_pixels)
     dpi = (pw * 72 / math.hypot(m[0], m[1]), ph * 72 / math.hypot(m[2], m[3]))
     return Master(int(pw), int(ph), dpi, "pdf image", affine)
-
-
-def pdf_master(path: Path, page: int) -> Master | None:
-    """The master of 1-based `page` of the PDF at `path` (None: none, or the PDF cannot say)."""
-    from ..exceptions import BadInput
-    from .render import open_pdf, pdfium_lock
-
-    with pdfium_lock:
-        try:
-            pg = open_pdf(path)[page - 1]
-        except (BadInput, pdfium.PdfiumError, IndexError):
-            return None
-        try:
-            return pdf_page_master(pg)
-        except pdfium.PdfiumError:
-            return None
-        finally:
-            pg.close()
-
-
-def file_master(path: Path, page: int) -> Master | None:
-    """The master of 1-based `page` of an input file, read from the file (headers only for an
-    image file): for a record written before vlmocr kept one. None: none, or not readable."""
-    from PIL import ExifTags, Image, UnidentifiedImageError
-
-    from .render import image_dpi, is_djvu, kind_of
-
-    kind = kind_of(path)
-    if kind == "pdf":
-        return pdf_master(path, page)
-    if kind != "image" or is_djvu(path):
-        return None
-    try:
-        with Image.open(path) as img:
-            img.seek(page - 1)
-            w, h = img.size
-            turned = img.getexif().get(ExifTags.Base.Orientation, 1) in (5, 6, 7, 8)
-            return image_file_master(h if turned else w, w if turned else h, image_dpi(img))
-    except (OSError, EOFError, ValueError, UnidentifiedImageError):
-        return None

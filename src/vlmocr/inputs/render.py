@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pypdfium2 as pdfium
-from PIL import ExifTags, Image, ImageOps
+from PIL import ExifTags, Image, ImageOps, UnidentifiedImageError
 
 from ..settings.envvars import MAX_DOC_PAGES, env_int
 from ..exceptions import BadInput
@@ -636,3 +636,38 @@ def encode(img: Image.Image, fmt: str = "png", quality: int = 90) -> bytes:
     else:
         img.save(buf, format="PNG", compress_level=1)
     return buf.getvalue()
+
+
+# ---------------------------------------------------------------- a page's master image (master.py)
+
+def pdf_master(path: Path, page: int) -> Master | None:
+    """The master of 1-based `page` of the PDF at `path` (None: none, or the PDF cannot say)."""
+    with pdfium_lock:
+        try:
+            pg = open_pdf(path)[page - 1]
+        except (BadInput, pdfium.PdfiumError, IndexError):
+            return None
+        try:
+            return pdf_page_master(pg)
+        except pdfium.PdfiumError:
+            return None
+        finally:
+            pg.close()
+
+
+def file_master(path: Path, page: int) -> Master | None:
+    """The master of 1-based `page` of an input file, read from the file (headers only for an
+    image file): for a record written before vlmocr kept one. None: none, or not readable."""
+    kind = kind_of(path)
+    if kind == "pdf":
+        return pdf_master(path, page)
+    if kind != "image" or is_djvu(path):
+        return None
+    try:
+        with Image.open(path) as img:
+            img.seek(page - 1)
+            w, h = img.size
+            turned = img.getexif().get(ExifTags.Base.Orientation, 1) in (5, 6, 7, 8)
+            return image_file_master(h if turned else w, w if turned else h, image_dpi(img))
+    except (OSError, EOFError, ValueError, UnidentifiedImageError):
+        return None

@@ -27,9 +27,8 @@ from ..inputs.sources import printable
 from ..positions.geometry import Step, steps_before, to_page
 from ..positions.lines import text_layer_positions
 from ..positions.order import SIDE_NOTES, side_notes
-from ..inputs.master import pdf_master
-from ..inputs.render import (blank_and_ink, count_pages, encode, grey_if_neutral, kind_of, render_page, text_layer,
-                             text_layer_lines, usable_text_layer)
+from ..inputs.render import (blank_and_ink, count_pages, encode, grey_if_neutral, kind_of, pdf_master, render_page,
+                             text_layer, text_layer_lines, usable_text_layer)
 from ..text.signal import judge
 
 _engines: dict[str, Engine] = {}  # one per name:lang in each worker process
