@@ -16,7 +16,7 @@ from collections.abc import Callable
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
-from .settings import envvars
+from . import envvars
 
 console = Console(stderr=True, highlight=False, soft_wrap=True)
 

@@ -426,7 +426,7 @@ def test_large_run_opens_fast(large_report, page) -> None:
 
 
 def test_settings_show_the_workers_the_run_started_not_the_setting():
-    """run.json's `workers` block (reading/memory.py) is what ran: memory may hold fewer than
+    """run.json's `workers` block (machine.py) is what ran: memory may hold fewer than
     the cores the setting names."""
     from vlmocr.report.html_pages import _settings_table
 

@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover
     import click.exceptions as click_exceptions  # type: ignore[no-redef]
 from typer.core import TyperGroup
 
-from ..settings.envvars import check_environment
+from ..envvars import check_environment
 from ..exceptions import ExitCode, UsageError, VlmocrError
 from rich.markup import escape
 

@@ -12,7 +12,7 @@ from ..settings.config import RunConfig, load_config
 from ..engines.choice import AUTO_RULE
 from ..engines.registry import ENGINE_CHOICES, ocr_engine_names
 from ..exceptions import UsageError
-from ..inputs.preflight import check_run
+from ..settings.preflight import check_run
 from ..progress import RunProgress, console
 from ..reading.scheduler import DocumentFilter, run as run_pages
 from . import app

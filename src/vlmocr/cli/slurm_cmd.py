@@ -20,7 +20,7 @@ from ..cluster.slurm.script import default_stop_grace
 from ..cluster.slurm.status import format_status, status
 from ..cluster.slurm.submit import compress_ranges, submit, submit_grid
 from ..exceptions import ExitCode, UsageError
-from ..inputs.preflight import check_inputs
+from ..settings.preflight import check_inputs
 from ..progress import console
 from ..runfolder.rundir import SHARDS
 from ..runfolder.writable import check_output_path

@@ -98,7 +98,7 @@ def plan_command(
     --pilot, each tier's share of the pages, hours and cost."""
     from ..corpus.plan import Plan, load_corpus, make_cpu_plan, make_plan, measure as measure_rate, parse_gpus, render_plan
     from ..engines.registry import HTTP_ENGINE
-    from ..reading.memory import available_cores
+    from ..machine import available_cores
 
     profiles = list(profile or [])
     if split_out is not None:

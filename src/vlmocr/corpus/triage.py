@@ -75,7 +75,7 @@ import pypdfium2 as pdfium
 from ..exceptions import BadInput, UsageError
 from ..inputs.render import MIN_TEXT_CHARS, count_pages, kind_of, shown
 from ..engines.languages import install_hint, suggest_lang, tesseract_has_language
-from ..reading.memory import available_cores
+from ..machine import available_cores
 from ..runfolder.record import Sizing
 from .facts import (LANG_SAMPLE_CHARS, PageFacts, greek_language, image_facts, mark_shapes, pages_to_check,
                     pdf_facts, text_language, text_script)

@@ -111,7 +111,7 @@ class CpuEngine:
     cascade: bool = False
     # The resident memory a worker reading with it reaches (MB; None: light), measured on 2000 px
     # pages (BENCHMARKS.md, "Engines on ../shared/gt"): the default --workers is what memory
-    # holds of these (reading/memory.py), lest a laptop's 8 workers meet the OOM killer.
+    # holds of these (machine.py), lest a laptop's 8 workers meet the OOM killer.
     peak_worker_mb: int | None = None
     # Reads with language data (`--lang`, a document's language): the language is its share of
     # the settings key, and a worker keeps one instance per language.

@@ -37,7 +37,7 @@ from typing import Any
 
 from ..settings.config import settings_key
 from ..exceptions import BadInput, ExitCode, UsageError, outcome
-from ..reading.memory import available_cores
+from ..machine import available_cores
 from ..reading.tasks import TaskRunner
 from ..runfolder.record import LADDER, FigureRecord, JsonObject, Status
 from ..inputs.render import DEFAULT_MAX_PIXELS, Sizing, page_pixel_size

@@ -22,7 +22,7 @@ from typing import Iterator
 import pypdfium2 as pdfium
 from PIL import ExifTags, Image, ImageOps, UnidentifiedImageError
 
-from ..settings.envvars import MAX_DOC_PAGES, env_int
+from ..envvars import MAX_DOC_PAGES, env_int
 from ..exceptions import BadInput
 from .pixels import dark_on_light, engine_mode
 from ..runfolder.record import DEFAULT_DPI, DEFAULT_MAX_PIXELS, Sizing  # noqa: F401  (the renderer's settings)

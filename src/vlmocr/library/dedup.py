@@ -36,7 +36,7 @@ from ..inputs.sources import Document, discover
 from ..runfolder.store import write_text_atomic
 from .catalog import Catalog, is_library
 from ..runfolder.store import file_sha256
-from ..reading.memory import available_cores
+from ..machine import available_cores
 from ..runfolder.record import JsonObject
 
 MIN_USABLE_SHARE = 0.8  # share of pages with a usable text layer for a document to get a text digest

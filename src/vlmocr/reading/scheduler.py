@@ -25,7 +25,7 @@ from ..engines.registry import CPU_ENGINES, HTTP_ENGINE, OCR_ENGINES, peak_worke
 from ..exceptions import EndpointUnavailable, ExitCode, StoreFailed, UsageError, outcome
 from ..runfolder.assemble import add_figures, rebuild_documents, write_document
 from .limiter import Limiter
-from .memory import WorkerCount, available_cores, choose_workers, system_memory
+from ..machine import WorkerCount, available_cores, choose_workers, system_memory
 from .bad_inputs import write_bad_inputs
 from .owed import PageCounter, first_reads, reopen, select_pages
 from ..progress import RunProgress
@@ -76,7 +76,7 @@ class Summary:
     missing: int = 0
     read_now: int = 0
     seconds: float = 0.0
-    workers: int = 0  # the worker processes the run started (reading/memory.py chose how many)
+    workers: int = 0  # the worker processes the run started (machine.py chose how many)
     interrupted: bool = False
     unavailable: bool = False  # the endpoint stopped answering: resubmit when it is back
     attempts: dict[int, int] = field(default_factory=dict)  # pages by attempts of their final record
@@ -317,7 +317,7 @@ class Scheduler(TaskRunner):
 
     def _choose_workers(self, docs: list[Document]) -> None:
         """The pool's size: --workers when given, else the cores or what memory holds of the
-        engines' workers (reading/memory.py), said once when memory decides or is exceeded. A
+        engines' workers (machine.py), said once when memory decides or is exceeded. A
         VLM run's workers only render: not limited."""
         cfg = self.cfg
         engines: tuple[str, ...] = ()

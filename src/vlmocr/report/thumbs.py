@@ -14,7 +14,7 @@ from pathlib import Path
 from ..runfolder.rundir import SourceFinder
 from ..runfolder.store import atomic_file
 from .gather import Doc, Page, ReportOptions
-from ..reading.memory import available_cores
+from ..machine import available_cores
 from ..runfolder.record import JsonObject
 
 THUMB_DIR = "thumbs"

@@ -183,7 +183,7 @@ class RunInfo(BaseModel):
     versions: dict[str, str | None] = Field(default_factory=dict)
     git_commit: str | None = None
     server: JsonObject | None = None  # what served a VLM's pages (reading/served.py)
-    workers: JsonObject | None = None  # the pool started, and why (reading/memory.py)
+    workers: JsonObject | None = None  # the pool started, and why (machine.py)
     host: str | None = None
     documents: int | None = None
     skipped: JsonObject = Field(default_factory=dict)  # files of a folder that are no documents

@@ -20,7 +20,7 @@ from ..engines.choice import AUTO, DocumentReading, EngineChoice, choose_ocr_eng
 from ..engines.languages import canonical_lang, unknown_names
 from ..engines.registry import CPU_ENGINES, ENGINE_CHOICES, HTTP_ENGINE, OCR_ENGINES, engine_key_material, reads_language
 from ..exceptions import UsageError
-from ..reading.memory import available_cores
+from ..machine import available_cores
 from ..redact import public_url
 from ..runfolder.record import DEFAULT_DPI, DEFAULT_MAX_PIXELS, JsonObject, Sizing
 
@@ -130,7 +130,7 @@ class RunConfig(VlmSettings):
     max_pixels: int = Field(default=DEFAULT_MAX_PIXELS, ge=4096)
     # Each worker holds an engine (RapidOCR ~1.5 GB) and a page image: beyond a few hundred the
     # machine, not the setting, decides, and a typo (--workers 10000) should not fork-bomb it.
-    # Left to the default, memory may lower it (pool_workers, reading/memory.py).
+    # Left to the default, memory may lower it (pool_workers, machine.py).
     workers: int = Field(default_factory=available_cores, ge=1, le=MAX_WORKERS)
     shard: str | None = None
     force: bool = False
@@ -152,7 +152,7 @@ class RunConfig(VlmSettings):
     # How the documents stating each language are read (document_reading, fallback_reading),
     # decided once per run: by (language, reader, auto).
     _doc_readings: dict[tuple[str, str, bool], DocumentReading | None] = PrivateAttr(default_factory=dict)
-    # The worker processes the run starts (reading/memory.py: `workers` when given, else the cores
+    # The worker processes the run starts (machine.py: `workers` when given, else the cores
     # or fewer when memory holds fewer), decided by the scheduler: not a setting either.
     _pool_workers: int | None = PrivateAttr(default=None)
 

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from ... import stopsignal
 from ...runfolder.record import JsonObject
-from ...settings.envvars import (
+from ...envvars import (
     HF_JOBS_FLAVOR_ENV,
     HF_JOBS_TIMEOUT_ENV,
     SERVE_ARGS,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ...settings.envvars import SGLANG_BIN, VLLM_BIN, env_args
+from ...envvars import SGLANG_BIN, VLLM_BIN, env_args
 from ...exceptions import UsageError
 from ...profiles import Profile, has_control_characters, load_profile
 from .attention import AttentionChoice, choose_attention_backend

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ... import __version__
-from ...settings.envvars import SERVE_ARGS, SERVE_HEALTH_TIMEOUT, SERVE_NO_P2P, env_args, env_flag, env_float
+from ...envvars import SERVE_ARGS, SERVE_HEALTH_TIMEOUT, SERVE_NO_P2P, env_args, env_flag, env_float
 from ...exceptions import EndpointUnavailable, UsageError
 from ...profiles import Profile, load_profile
 from .gpus import gpu_memory, memory_line

@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from ..settings.config import RunConfig
 from ..exceptions import UsageError
-from .sources import printable
+from ..inputs.sources import printable
 from ..runfolder.writable import check_output_path
+from .config import RunConfig
 
 
 def missing_inputs(paths: Iterable[str | os.PathLike[str]]) -> list[str]:

@@ -18,8 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..settings.envvars import MEMINFO
-from ..runfolder.record import JsonObject
+from typing import Any
+
+from .envvars import MEMINFO
 
 MB = 1024 * 1024
 PROC_MEMINFO = Path("/proc/meminfo")
@@ -189,7 +190,7 @@ class WorkerCount:
                     "workers may be killed for lack of memory")
         return None
 
-    def as_dict(self) -> JsonObject:
+    def as_dict(self) -> dict[str, Any]:
         return {"count": self.count, "cores": self.cores, "asked": self.asked, "memory_fits": self.fits,
                 "engines": list(self.engines), "per_worker_mb": self.per_worker_mb,
                 "available_mb": self.available_mb, "memory_source": self.source, "reason": self.reason}

@@ -14,7 +14,7 @@ import os
 import shlex
 from collections.abc import Mapping
 
-from ..exceptions import UsageError
+from .exceptions import UsageError
 
 MAX_DOC_PAGES = "VLMOCR_MAX_DOC_PAGES"  # pages a document may have (render.max_doc_pages)
 SERVE_HEALTH_TIMEOUT = "VLMOCR_SERVE_HEALTH_TIMEOUT"  # seconds `run --serve` waits for /health
@@ -34,7 +34,7 @@ PROGRESS_EVERY = "VLMOCR_PROGRESS_EVERY"  # seconds between progress lines when 
 # truth sets come from others and what they name ends up in reports that are shared.
 TRUTH_OUTSIDE = "VLMOCR_TRUTH_OUTSIDE"
 # For tests: a file in /proc/meminfo's format read instead of /proc/meminfo and the cgroup limits,
-# as the memory the default --workers is sized by (reading/memory.py). A path: read where used.
+# as the memory the default --workers is sized by (machine.py). A path: read where used.
 MEMINFO = "VLMOCR_MEMINFO"
 
 FLAG_VALUES = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}

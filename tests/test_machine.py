@@ -1,4 +1,4 @@
-"""The default --workers is limited by memory (reading/memory.py): MemAvailable and the cgroup
+"""The default --workers is limited by memory (vlmocr/machine.py): MemAvailable and the cgroup
 limits read from files (here fake ones under tmp_path: the readers take paths), divided by the
 engines' per-worker peak (engines/registry.py); a number the user gives is obeyed and warned
 about. End to end: a real `vlmocr run` with RapidOCR on a real page, told by VLMOCR_MEMINFO that
@@ -13,7 +13,7 @@ from pathlib import Path
 from support.cli import run_cli
 from support.components import GT, need
 from vlmocr.engines.registry import CPU_ENGINES, peak_worker_mb
-from vlmocr.reading.memory import (MB, Memory, available_cores, available_memory, cgroup_dirs, cgroup_headroom, choose_workers,
+from vlmocr.machine import (MB, Memory, available_cores, available_memory, cgroup_dirs, cgroup_headroom, choose_workers,
                                    meminfo_available)
 
 GB = 1024 * MB
