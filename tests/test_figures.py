@@ -25,7 +25,7 @@ from vlmocr.runfolder.assemble import assemble_markdown
 from vlmocr.runfolder.record import Row
 from vlmocr.exceptions import EndpointUnavailable
 from vlmocr.runfolder.rundir import FIGURES_FILE
-from vlmocr.figures.describe import describe_run
+from vlmocr.reading.describe import describe_run
 from vlmocr.figures.find import Figure, normalize_bbox, page_figures, pixel_boxes
 from vlmocr.figures.placement import FigureRef, add_figures, alt_text, apply_descriptions, figure_markdown
 from vlmocr.figures.settings import DEFAULT_PROMPT, DescribeOptions

@@ -14,7 +14,8 @@ import pytest
 from support.documents import make_text_pdf
 
 from vlmocr.runfolder.record import now_iso
-from vlmocr.runfolder.rundir import RunDir, SourceFinder
+from vlmocr.inputs.finder import SourceFinder
+from vlmocr.runfolder.rundir import RunDir
 from vlmocr.inputs.sources import discover
 from vlmocr.runfolder.store import atomic_file, write_bytes_atomic, write_json_atomic
 

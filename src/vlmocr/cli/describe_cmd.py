@@ -10,7 +10,7 @@ import typer
 from pydantic import ValidationError
 
 from ..exceptions import UsageError
-from ..figures.describe import describe_run
+from ..reading.describe import describe_run
 from ..figures.find import DEFAULT_DPI, DEFAULT_MARGIN, DEFAULT_MIN_AREA
 from ..figures.settings import DescribeOptions
 from ..progress import console
@@ -68,7 +68,7 @@ def describe_command(
         return int(result.exit_code())
     assert run_dir is not None  # one of run_dir and --library, checked above
     if serve:
-        from ..figures.served import describe_run_served
+        from ..cluster.serve.describing import describe_run_served
 
         summary = describe_run_served(run_dir, opts, serve, progress=note, handle_signals=True)
     else:

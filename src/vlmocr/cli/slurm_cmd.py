@@ -349,6 +349,11 @@ def describe_command(
     run_dir, library = params.get("run_dir"), params.get("library")
     if out is not None:
         check_output_path(out, "--out", folder=True)
+    if library is not None and run_dir is None:
+        from ..library.catalog import Catalog
+
+        with Catalog(Path(library), readonly=True):  # a usage error when LIB holds no catalog
+            pass
     result = submit_describe(run_dir, library, describe_options(params), serve, args, out=out,
                              options=slurm.options, dry_run=slurm.dry_run, python=slurm.python)
     if slurm.json:

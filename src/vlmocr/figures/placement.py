@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..runfolder.record import FigureRecord, Row, Status
-from ..runfolder.store import iter_figures
-from ..runfolder.rundir import FIGURES_FILE
+from ..runfolder.assemble import write_document
+from ..runfolder.store import final_records, iter_figures
+from ..runfolder.rundir import FIGURES_FILE, RunDir
 from .find import MIN_ANCHOR_CHARS, Figure, page_figures, pixel_grounding, same_box
 from ..runfolder.record import JsonObject
 
@@ -213,3 +214,35 @@ def page_figure_fields(run_dir: str | Path) -> dict[tuple[str, int], list[JsonOb
     (figure, type, bbox, crop, description, model, prompt_id, crop_sha256)."""
     return {k: [f.as_dict() for f in v] for k, v in figures_by_page(run_dir).items()}
 
+
+# ============================================================================================
+# Documents assembled with their figures
+# ============================================================================================
+
+
+def rebuild_documents(run_dir: Path, wanted: dict[str, str] | None = None, docs: set[str] | None = None) -> int:
+    """Re-assemble documents from pages.jsonl, figure descriptions (vlmocr describe) in place
+    as alt text beside their figures. `wanted` maps doc_id → settings key; None assembles every
+    document (or those in `docs`) with the key of its latest record."""
+    finals = final_records(
+        RunDir(run_dir).pages,
+        keys=set(wanted.values()) if wanted else None,
+        docs=set(wanted) if wanted else docs,
+    )
+    by_doc: dict[str, list[Row]] = {}
+    for (doc_id, _page), rec in finals.items():
+        if wanted and rec.key != wanted.get(doc_id):
+            continue
+        by_doc.setdefault(doc_id, []).append(rec)
+    for doc_id, recs in by_doc.items():
+        pages = [r for r in recs if r.page > 0]
+        # A document-level failure (page 0) is shown only while no page of it was read.
+        write_document(run_dir, doc_id, add_figures(run_dir, pages or recs))
+    return len(by_doc)
+
+
+def rebuild_with_figures(run_dir: str | Path) -> int:
+    """Re-assemble every document with described figures (after `vlmocr describe`)."""
+    run_dir = Path(run_dir)
+    docs = {doc for doc, _ in figures_by_page(run_dir)}
+    return rebuild_documents(run_dir, docs=docs) if docs else 0

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import ExitCode
-from ..figures.describe import DescribeSummary, describe_run
+from ..reading.describe import DescribeSummary, describe_run
 from ..figures.settings import DescribeOptions
 from ..runfolder.rundir import RunDir
 from .catalog import Catalog
@@ -107,8 +107,8 @@ def describe_library_served(library: Path, opts: DescribeOptions, serve: str, *,
                             environ: Mapping[str, str] | None = None) -> LibraryDescribe:
     """`vlmocr describe --library LIB --serve PROFILE`: one server for every run the library's
     documents came from, started only when one of them owes a figure (its log in LIB/logs)."""
-    from ..figures.describe import settled_summary
-    from ..figures.served import NOTHING_OWED, describe_server, served_options
+    from ..reading.describe import settled_summary
+    from ..cluster.serve.describing import NOTHING_OWED, describe_server, served_options
 
     note = progress or (lambda _msg: None)
     opts = served_options(opts, serve, environ)
@@ -126,6 +126,6 @@ def describe_library_served(library: Path, opts: DescribeOptions, serve: str, *,
 
 
 def _settled(run: str, opts: DescribeOptions, **_: Any) -> DescribeSummary:
-    from ..figures.describe import settled_summary
+    from ..reading.describe import settled_summary
 
     return settled_summary(run, opts)

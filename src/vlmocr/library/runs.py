@@ -17,7 +17,8 @@ from typing import Callable, Iterable
 
 from ..exceptions import UsageError
 from ..runfolder.record import RETRY_ON_RESUME, Row
-from ..runfolder.rundir import PAGES_FILE, RunDir, SourceFinder, run_keys
+from ..inputs.finder import SourceFinder
+from ..runfolder.rundir import PAGES_FILE, RunDir, run_keys
 from ..runfolder.store import file_sha256, final_index
 from ..runfolder.record import JsonObject
 

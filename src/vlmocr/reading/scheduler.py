@@ -23,7 +23,8 @@ from ..engines.base import EngineOptions
 from ..engines.choice import choose_ocr_engine, earlier_choice
 from ..engines.registry import CPU_ENGINES, HTTP_ENGINE, OCR_ENGINES, peak_worker_mb
 from ..exceptions import EndpointUnavailable, ExitCode, StoreFailed, UsageError, outcome
-from ..runfolder.assemble import add_figures, rebuild_documents, write_document
+from ..figures.placement import add_figures, rebuild_documents
+from ..runfolder.assemble import write_document
 from .limiter import Limiter
 from ..machine import WorkerCount, available_cores, choose_workers, system_memory
 from .bad_inputs import write_bad_inputs

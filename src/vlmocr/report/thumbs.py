@@ -11,7 +11,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..runfolder.rundir import SourceFinder
+from ..inputs.finder import SourceFinder
 from ..runfolder.store import atomic_file
 from .gather import Doc, Page, ReportOptions
 from ..machine import available_cores

@@ -4,9 +4,9 @@ describing model's own server, started on the node and stopped with the job: the
 `vlmocr describe … --serve PROFILE` in the harness of the other scripts (`submit.submit_single`:
 offline environment, per-job caches, ``--signal=B:TERM@lead`` forwarded to vlmocr).
 
-Everything the node would refuse is refused here first, on the login node, before a file is
+Everything the node would refuse is refused first, on the login node, before a file is
 written: an ``--endpoint`` beside ``--serve``, an unknown profile, values out of range, a RUN that
-is no run, a LIB without a catalog. Whether figures are owed is left to the node (it reads every
+is no run (here), a LIB without a catalog (by `vlmocr slurm describe`). Whether figures are owed is left to the node (it reads every
 run's pages; nothing heavy runs on the login node): with none owed the job starts no server.
 
 The script, its log and jobs.json go under HOME/slurm, HOME being ``--out DIR``, else RUN, else
@@ -39,18 +39,14 @@ def describe_home(run_dir: Path | None, library: Path | None, out: Path | None) 
 
 def check_describe_job(run_dir: Path | None, library: Path | None, opts: DescribeOptions, serve: str) -> None:
     """What `vlmocr describe … --serve` on the node would refuse, refused now."""
-    from ...figures.served import served_options
+    from ..serve.describing import served_options
 
     if (run_dir is None) == (library is None):
         raise UsageError("give a run directory or --library LIB (one of them)")
     served_options(opts, serve)
     if run_dir is not None and not RunDir(run_dir).pages.is_file():
         raise UsageError(f"{run_dir} is not a run directory (no {PAGES_FILE})")
-    if library is not None:
-        from ...library.catalog import Catalog
-
-        with Catalog(Path(library), readonly=True):  # a usage error when LIB holds no catalog
-            pass
+    # LIB's catalog is checked by the command (the library stands above the batch system).
 
 
 def submit_describe(run_dir: Path | None, library: Path | None, opts: DescribeOptions, serve: str,

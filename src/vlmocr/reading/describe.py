@@ -21,7 +21,7 @@ most ``--concurrency`` in flight (the page reader's request limit); answers are 
 
 Descriptions flow into the assembled Markdown as image links with the description as alt text,
 ``![description](../figures/<doc>/p3-f1.png)``, where the figure sits in the page text
-(``apply_descriptions``; ``assemble.rebuild_documents`` re-assembles ``docs/*.md``)."""
+(``apply_descriptions``; ``placement.rebuild_documents`` re-assembles ``docs/*.md``)."""
 
 
 from __future__ import annotations
@@ -38,14 +38,15 @@ from typing import Any
 from ..settings.config import settings_key
 from ..exceptions import BadInput, ExitCode, UsageError, outcome
 from ..machine import available_cores
-from ..reading.tasks import TaskRunner
+from .tasks import TaskRunner
 from ..runfolder.record import LADDER, FigureRecord, JsonObject, Status
 from ..inputs.render import DEFAULT_MAX_PIXELS, Sizing, page_pixel_size
-from ..runfolder.rundir import FIGURES_FILE, RunDir, SourceFinder
+from ..inputs.finder import SourceFinder
+from ..runfolder.rundir import FIGURES_FILE, RunDir
 from ..runfolder.store import PAGES_FILE, RecordWriter, RunLock
-from .settings import (DescribeOptions, describe_key_material,
+from ..figures.settings import (DescribeOptions, describe_key_material,
                        describing_profile, load_state, owes)
-from .find import (Figure,
+from ..figures.find import (Figure,
                    crop_page, find_figures, pixel_boxes, same_box, shrink_crop)
 
 # One image token per 28×28 patch (Qwen-style ViTs); chars per text token for the estimate.
@@ -213,7 +214,7 @@ class _Describer:
 
     async def figure(self, fig: Figure, attempt: int, step: int, crop: JsonObject, page: JsonObject) -> None:
         """Describe one figure, climbing the retry ladder while the answer needs review."""
-        from ..reading.request import ladder_overrides
+        from .request import ladder_overrides
 
         sent = False
         while not self.runner.stop.is_set():
@@ -376,7 +377,7 @@ def settled_summary(run_dir: str | Path, opts: DescribeOptions) -> DescribeSumma
 async def _describe(run_dir: Path, opts: DescribeOptions, progress: Callable[[str], None],
                     handle_signals: bool) -> DescribeSummary:
     from ..profiles import prompt_id
-    from ..reading.pool import WorkerPool
+    from .pool import WorkerPool
 
     t_start = time.monotonic()
     figures, no_box = find_figures(run_dir)
@@ -392,8 +393,8 @@ async def _describe(run_dir: Path, opts: DescribeOptions, progress: Callable[[st
         return summary
 
     from ..settings.config import RunConfig
-    from ..reading.limiter import Limiter
-    from ..reading.vlm import make_vlm_reader
+    from .limiter import Limiter
+    from .vlm import make_vlm_reader
 
     workers = opts.workers or available_cores()
     try:
@@ -469,7 +470,7 @@ async def _describe(run_dir: Path, opts: DescribeOptions, progress: Callable[[st
         await reader.aclose(abandon=runner.abandon.is_set())
     _final_statuses(path, key, figures, opts, summary)
     if opts.markdown:
-        from ..runfolder.assemble import rebuild_with_figures
+        from ..figures.placement import rebuild_with_figures
 
         summary.docs_rebuilt = rebuild_with_figures(run_dir)
     summary.seconds = round(time.monotonic() - t_start, 3)

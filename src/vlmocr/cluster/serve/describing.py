@@ -17,9 +17,9 @@ import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from ..exceptions import UsageError
-from .describe import DescribeSummary, describe_run, settled_summary
-from .settings import DescribeOptions
+from ...exceptions import UsageError
+from ...figures.settings import DescribeOptions
+from ...reading.describe import DescribeSummary, describe_run, settled_summary
 
 NOTHING_OWED = "nothing owed: every figure has a final description under these settings (no server started)"
 
@@ -29,14 +29,14 @@ def served_options(opts: DescribeOptions, serve: str, environ: Mapping[str, str]
     profile (``--profile``, else the served one), the served model name and the server kind
     (``--server-kind`` when vllm or sglang, else vLLM, as for `run --serve`). Usage errors (an
     ``--endpoint`` too, an unknown profile, a bad value) are raised here, before any start."""
-    from ..cluster.serve.plan import SERVERS, choose_model
-    from ..cluster.serve.running import ENV_SERVE_MODEL_PATH
+    from .plan import SERVERS, choose_model
+    from .running import ENV_SERVE_MODEL_PATH
 
     if opts.endpoint:
         raise UsageError("give --serve PROFILE or --endpoint URL, not both")
     opts.check(served=True)
     if opts.profile:
-        from ..profiles import load_profile
+        from ...profiles import load_profile
 
         load_profile(opts.profile)  # an unknown profile is a usage error now, not after the model loaded
     env = os.environ if environ is None else environ
@@ -51,7 +51,7 @@ def describe_server(opts: DescribeOptions, serve: str, log_root: Path,
                     environ: Mapping[str, str] | None = None) -> Iterator[DescribeOptions]:
     """Start the server for ``serve`` (its log under ``log_root/logs``) as `run --serve` starts it,
     yield ``opts`` pointed at it (DescribeOptions.served_by), stop it on the way out."""
-    from ..cluster.serve.running import start_server
+    from .running import start_server
 
     with start_server(serve, opts.server_kind, opts.model, Path(log_root), environ) as endpoint:
         yield opts.served_by(endpoint)
