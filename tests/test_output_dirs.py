@@ -12,7 +12,7 @@ import pytest
 from support.cli import run_cli, textlayer_run
 from support.documents import make_doc
 from support.library import snapshot
-from vlmocr.runfolder.store import OUTPUT_MARKER
+from vlmocr.files import OUTPUT_MARKER
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import pytest
 from support.cli import run_cli, textlayer_run
 from support.documents import make_doc
 from support.library import snapshot
-from vlmocr.runfolder.store import KILL_AT_ENV, OUTPUT_MARKER
+from vlmocr.files import KILL_AT_ENV, OUTPUT_MARKER
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,8 @@ from support.documents import make_doc
 from support.library import catalog_rows
 from vlmocr.library import Catalog
 from vlmocr.library.publish import publish
-from vlmocr.runfolder.store import KILL_AT_ENV, checked_line, iter_records
+from vlmocr.runfolder.store import checked_line, iter_records
+from vlmocr.files import KILL_AT_ENV
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from vlmocr.runfolder.record import now_iso
 from vlmocr.inputs.finder import SourceFinder
 from vlmocr.runfolder.rundir import RunDir
 from vlmocr.inputs.sources import discover
-from vlmocr.runfolder.store import atomic_file, write_bytes_atomic, write_json_atomic
+from vlmocr.files import atomic_file, write_bytes_atomic, write_json_atomic
 
 
 def _originals(cluster: Path, rows: list[dict[str, str]]) -> None:

@@ -1,7 +1,8 @@
 import json
 
 from vlmocr.runfolder.record import PageRecord, Status
-from vlmocr.runfolder.store import RecordWriter, ResumeIndex, RunLock, repair_torn_tail
+from vlmocr.runfolder.store import RecordWriter, ResumeIndex, repair_torn_tail
+from vlmocr.files import RunLock
 
 import pytest
 
@@ -217,7 +218,7 @@ def test_a_flipped_byte_in_a_real_runs_text_is_read_again_and_never_exported(tmp
 
 def test_replace_dir_replaces_only_a_new_empty_or_own_folder(tmp_path):
     from vlmocr.exceptions import UsageError
-    from vlmocr.runfolder.store import OUTPUT_MARKER, replace_dir
+    from vlmocr.files import OUTPUT_MARKER, replace_dir
 
     def built(text: str):
         tmp = tmp_path / f".out.{text}.tmp"

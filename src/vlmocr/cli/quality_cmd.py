@@ -416,7 +416,7 @@ def grid_command(
 ) -> int:
     """Read one sample under every combination of settings and rank the cells by CER."""
     from ..evaluation import run_grid
-    from ..runfolder.store import write_json_atomic
+    from ..files import write_json_atomic
 
     axes = {"engine": _axis(engine), "ocr_engine": _axis(ocr_engine), "profile": _axis(profile),
             "model": _axis(model), "dpi": _axis(dpi, float), "longest_side": _axis(longest_side, int),

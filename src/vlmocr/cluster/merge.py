@@ -28,7 +28,8 @@ from ..runfolder.assemble import write_document
 from ..exceptions import UsageError
 from ..runfolder.record import STATUS_GROUP, Row, Status
 from ..runfolder.rundir import MERGED, RunDir, run_keys
-from ..runfolder.store import OutputBuild, final_records, write_json_atomic
+from ..runfolder.store import final_records
+from ..files import OutputBuild, write_json_atomic
 from ..runfolder.record import JsonObject
 
 MERGE = "merge"  # what the marker of a folder `merge` made says (store.OUTPUT_MARKER)

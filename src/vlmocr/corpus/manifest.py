@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..exceptions import UsageError
 from ..inputs.sources import neutralise_cell, unprintable_path, unreserved
-from ..runfolder.store import atomic_file, write_text_atomic
+from ..files import atomic_file, write_text_atomic
 from .triage import read_rows
 from ..runfolder.record import JsonObject
 

@@ -222,7 +222,7 @@ def too_long(placement: Placement, parts: dict[str, list[SplitDoc]], retry_overh
 def write_split(parts: dict[str, list[SplitDoc]], out_dir: Path, profile: str) -> dict[str, str]:
     """One manifest per part, DIR/PROFILE-PARTITION.csv (doc_id,path[,pages,…]), priority order kept."""
     from ..inputs.sources import neutralise_cell
-    from ..runfolder.store import write_text_atomic
+    from ..files import write_text_atomic
 
     out_dir.mkdir(parents=True, exist_ok=True)
     written: dict[str, str] = {}

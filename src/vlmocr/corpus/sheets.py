@@ -16,7 +16,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from ..exceptions import BadInput
 from ..inputs.render import Sizing, is_blank, render_page
-from ..runfolder.store import atomic_file
+from ..files import atomic_file
 
 if TYPE_CHECKING:
     from .facts import PageFacts

@@ -79,12 +79,12 @@ from ..machine import available_cores
 from ..runfolder.record import Sizing
 from .facts import (LANG_SAMPLE_CHARS, PageFacts, greek_language, image_facts, mark_shapes, pages_to_check,
                     pdf_facts, text_language, text_script)
-from ..runfolder.store import file_sha256
+from ..files import file_sha256
 from ..inputs.skipped import SkippedCounts, SkippedFiles, file_type
 from ..inputs.skipped import phrase as skipped_phrase
 from ..inputs.sources import Document, derive_doc_id, discover, neutralise_cell, printable, restore_cell
-from ..runfolder.store import atomic_file
-from ..runfolder.writable import check_output_path
+from ..files import atomic_file
+from ..writable import check_output_path
 from ..runfolder.record import JsonObject
 
 DEFAULT_CHECK_PAGES = 16

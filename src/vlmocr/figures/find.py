@@ -18,7 +18,7 @@ from typing import Any
 
 from ..exceptions import BadInput
 from ..inputs.render import DEFAULT_MAX_PIXELS, Sizing, encode, is_blank, render_page
-from ..runfolder.store import write_bytes_atomic
+from ..files import write_bytes_atomic
 from ..runfolder.rundir import RunDir
 from ..runfolder.record import Row
 from ..runfolder.store import iter_rows

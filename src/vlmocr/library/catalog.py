@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from ..exceptions import ExitCode, UsageError, VlmocrError
-from ..runfolder.store import DirLock
+from ..files import DirLock
 from ..runfolder.record import JsonObject
 
 CATALOG = "catalog.sqlite"

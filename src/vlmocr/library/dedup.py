@@ -33,9 +33,9 @@ from typing import Any, Iterable
 
 from ..exceptions import UsageError
 from ..inputs.sources import Document, discover
-from ..runfolder.store import write_text_atomic
+from ..files import write_text_atomic
 from .catalog import Catalog, is_library
-from ..runfolder.store import file_sha256
+from ..files import file_sha256
 from ..machine import available_cores
 from ..runfolder.record import JsonObject
 

@@ -37,8 +37,8 @@ from ..runfolder.record import JsonObject
 from ..runfolder.record import Row
 from ..figures.placement import add_figures
 from ..runfolder.assemble import assemble_markdown
-from ..runfolder.store import OutputBuild, kill_point
-from ..runfolder.writable import check_output_path
+from ..files import OutputBuild, kill_point
+from ..writable import check_output_path
 from ..runfolder.safe import made_safe_count, needs_making_safe, record_made_safe
 from .catalog import DOCS, Catalog, is_library
 from ..formats import FORMATS as LIBRARY_FORMATS

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable
 
 from ..runfolder.record import Row
 from ..runfolder.record import JsonObject
-from ..runfolder.store import write_text_atomic
+from ..files import write_text_atomic
 
 DEFAULT_CROSSREF = "https://api.crossref.org"
 DEFAULT_PAGES = 5

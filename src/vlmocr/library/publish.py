@@ -37,7 +37,7 @@ import orjson
 from ..exceptions import ExitCode, UsageError
 from ..runfolder.assemble import assemble_markdown
 from ..runfolder.record import Row, now_iso
-from ..runfolder.store import exchange, kill_point, write_text_atomic
+from ..files import exchange, kill_point, write_text_atomic
 from ..text.clean import search_text
 from ..text.textquality import page_language
 from .catalog import CACHE, CATALOG, DOC_PAGES, DOCS, LOCK, STAGING, Catalog, LibraryLock

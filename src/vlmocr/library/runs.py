@@ -19,7 +19,8 @@ from ..exceptions import UsageError
 from ..runfolder.record import RETRY_ON_RESUME, Row
 from ..inputs.finder import SourceFinder
 from ..runfolder.rundir import PAGES_FILE, RunDir, run_keys
-from ..runfolder.store import file_sha256, final_index
+from ..runfolder.store import final_index
+from ..files import file_sha256
 from ..runfolder.record import JsonObject
 
 PAGE_SEPARATOR = "\n\f\n"  # between pages in document.txt: a form feed on a line of its own

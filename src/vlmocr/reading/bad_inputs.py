@@ -17,7 +17,8 @@ import orjson
 from ..runfolder.record import Status
 from ..inputs.sources import Document, neutralise_cell
 from ..runfolder.rundir import RunDir
-from ..runfolder.store import DocState, ResumeIndex, line_intact, write_text_atomic
+from ..runfolder.store import DocState, ResumeIndex, line_intact
+from ..files import write_text_atomic
 
 BAD_INPUTS = "bad_inputs.csv"
 COLUMNS = ("doc_id", "page", "path", "reason")

@@ -43,7 +43,8 @@ from ..runfolder.record import LADDER, FigureRecord, JsonObject, Status
 from ..inputs.render import DEFAULT_MAX_PIXELS, Sizing, page_pixel_size
 from ..inputs.finder import SourceFinder
 from ..runfolder.rundir import FIGURES_FILE, RunDir
-from ..runfolder.store import PAGES_FILE, RecordWriter, RunLock
+from ..runfolder.store import PAGES_FILE, RecordWriter
+from ..files import RunLock
 from ..figures.settings import (DescribeOptions, describe_key_material,
                        describing_profile, load_state, owes)
 from ..figures.find import (Figure,

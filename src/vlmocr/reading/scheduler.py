@@ -41,7 +41,8 @@ from ..inputs.skipped import SkippedCounts, SkippedFiles
 from ..inputs.skipped import phrase as skipped_phrase
 from ..inputs.render import count_pages
 from ..inputs.sources import Document, discover, parse_shard, shard_of
-from ..runfolder.store import DocState, RecordWriter, ResumeIndex, RunLock, write_json_atomic
+from ..runfolder.store import DocState, RecordWriter, ResumeIndex
+from ..files import RunLock, write_json_atomic
 from ..runfolder.record import JsonObject
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ..exceptions import UsageError
 from ..runfolder.rundir import PAGES_FILE, RunDir
-from ..runfolder.store import write_text_atomic
+from ..files import write_text_atomic
 from .gather import ReportOptions, gather, micro_cer, micro_cer_clean
 from .html_pages import IndexContext, index_html, shell_html
 from .review import review_queues

@@ -36,7 +36,7 @@ import orjson
 
 from ..exceptions import UsageError
 from ..runfolder.rundir import RunDir
-from ..runfolder.store import OUTPUT_MARKER, check_output_dir, write_text_atomic
+from ..files import OUTPUT_MARKER, check_output_dir, write_text_atomic
 from .diff import diff_ops
 from .gather import Doc, Page, ReportOptions, RunData, languages_read, micro_cer, micro_cer_clean, status_group
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..inputs.finder import SourceFinder
-from ..runfolder.store import atomic_file
+from ..files import atomic_file
 from .gather import Doc, Page, ReportOptions
 from ..machine import available_cores
 from ..runfolder.record import JsonObject

@@ -8,7 +8,7 @@ from typing import Iterable
 
 from .record import Row
 from .rundir import RunDir
-from .store import write_text_atomic
+from ..files import write_text_atomic
 
 
 def page_marker(rec: Row) -> str:

@@ -60,7 +60,8 @@ from ..runfolder.assemble import assemble_markdown
 from ..exceptions import UsageError
 from ..runfolder.record import Row
 from ..runfolder.rundir import RunDir
-from ..runfolder.store import PAGES_FILE, atomic_file, file_sha256, final_records, write_json_atomic, write_text_atomic
+from ..runfolder.store import PAGES_FILE, final_records
+from ..files import atomic_file, file_sha256, write_json_atomic, write_text_atomic
 from . import historic
 from .loops import detect_loop, trim_loop
 from .postprocess import strip_fences, strip_grounding

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ...exceptions import UsageError
-from ...runfolder.store import write_json_atomic
+from ...files import write_json_atomic
 from ...runfolder.record import JsonObject
 
 SLURM_DIR = "slurm"

@@ -20,7 +20,7 @@ from ...redact import public_argv
 from ...runfolder.rundir import RunDir
 from ...inputs.skipped import SkippedFiles
 from ...inputs.sources import SUPPORTED_EXTS, Document, discover, from_manifest, shard_of
-from ...runfolder.store import atomic_file, write_text_atomic
+from ...files import atomic_file, write_text_atomic
 from .jobs import SLURM, check_not_active, record_job
 from .layout import BULK, SLURM_DIR, bulk_kind, check_part_name, part_of_kind, shard_name
 from .script import SlurmOptions, job_name_for, render_script

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..exceptions import UsageError
+from .exceptions import UsageError
 
 
 def _nearest_existing(path: Path) -> Path:
