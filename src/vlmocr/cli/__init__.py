@@ -121,7 +121,7 @@ def say_reading(run_dir: Path) -> None:
 
 
 def path_error(exc: OSError) -> str:
-    """One line for a path the commands' own checks (vlmocr.writable) could not foresee: root on
+    """One line for a path the commands' own checks (vlmocr.files) could not foresee: root on
     a read-only mount, a folder that changed since, a full disk. Never a traceback."""
     where = f"{exc.filename} -> {exc.filename2}" if exc.filename2 else str(exc.filename)
     return f"{where}: {exc.strerror or exc}"

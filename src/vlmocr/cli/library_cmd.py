@@ -38,7 +38,7 @@ def dedup_command(
 ) -> int:
     """Byte-identical and same-text documents, within the inputs and against a library; a manifest of what is new."""
     from ..library.dedup import dedup, manifest_format, write_manifest, write_report
-    from ..writable import check_new_output
+    from ..files import check_new_output
 
     manifest_format(manifest_out)  # before hashing a corpus
     check_new_output(manifest_out, "--manifest-out", overwrite=overwrite)

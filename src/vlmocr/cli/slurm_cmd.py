@@ -23,7 +23,7 @@ from ..exceptions import ExitCode, UsageError
 from ..settings.preflight import check_inputs
 from ..progress import console
 from ..runfolder.rundir import SHARDS
-from ..writable import check_output_path
+from ..files import check_output_path
 from . import app, plain_typer
 from . import run_cmd  # noqa: F401  (submit checks run options with run's own parser)
 from .slurm_options import ARRAY, CPU_JOB, GATE, JOB, SlurmRequest, slurm_options

@@ -36,7 +36,7 @@ def triage_command(
     script and the --lang to read it with."""
     from ..corpus.triage import TriageOptions, triage
 
-    from ..writable import check_new_output
+    from ..files import check_new_output
 
     check_new_output(out, "--out", overwrite=overwrite)
     if sheets is not None:
@@ -102,7 +102,7 @@ def plan_command(
 
     profiles = list(profile or [])
     if split_out is not None:
-        from ..writable import check_new_output
+        from ..files import check_new_output
 
         check_new_output(split_out, "--split-out", folder=True)
     if (manifest or split_out) and partitions is None:
@@ -211,7 +211,7 @@ def manifest_command(
 ) -> int:
     """A run manifest in priority order, without duplicates and unreadable files."""
     from ..corpus.manifest import build_manifest
-    from ..writable import check_new_output
+    from ..files import check_new_output
 
     check_new_output(out, "--out", overwrite=overwrite)
     if skipped is not None:

@@ -84,7 +84,7 @@ from ..inputs.skipped import SkippedCounts, SkippedFiles, file_type
 from ..inputs.skipped import phrase as skipped_phrase
 from ..inputs.sources import Document, derive_doc_id, discover, neutralise_cell, printable, restore_cell
 from ..files import atomic_file
-from ..writable import check_output_path
+from ..files import check_output_path
 from ..runfolder.record import JsonObject
 
 DEFAULT_CHECK_PAGES = 16

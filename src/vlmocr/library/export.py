@@ -38,7 +38,7 @@ from ..runfolder.record import Row
 from ..figures.placement import add_figures
 from ..runfolder.assemble import assemble_markdown
 from ..files import OutputBuild, kill_point
-from ..writable import check_output_path
+from ..files import check_output_path
 from ..runfolder.safe import made_safe_count, needs_making_safe, record_made_safe
 from .catalog import DOCS, Catalog, is_library
 from ..formats import FORMATS as LIBRARY_FORMATS

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 
 from vlmocr.exceptions import UsageError
 from ..runfolder.record import JsonObject
+from ..text.postprocess import GroundingFormat, PostprocessSpec
 
 ServerKind = Literal["vllm", "sglang", "openai"]
 SERVER_KINDS: tuple[str, ...] = get_args(ServerKind)
@@ -204,25 +205,6 @@ class ServeSpec(_Strict):
         for flag, value in self.json_args.items():
             out += [flag, json.dumps(value, separators=(",", ":"), sort_keys=True)]
         return out
-
-
-GroundingFormat = Literal["tags", "dots-json", "doctags", "chandra-html", "lightonocr"]
-
-
-class PostprocessSpec(_Strict):
-    """How a raw answer becomes clean text (+ layout blocks, + fields).
-
-    grounding_format: ``tags`` = DeepSeek-OCR / Unlimited-OCR ``<|ref|>…<|det|>[[…]]<|/det|>``,
-    ``dots-json`` = dots.ocr's JSON list of {bbox, category, text}, ``doctags`` = Docling
-    DocTags, ``chandra-html`` = Chandra's ``<div data-bbox data-label>`` blocks, ``lightonocr`` =
-    LightOnOCR-3's ``![label](x1,y1,x2,y2)`` before each block (0-1000)."""
-
-    strip_tokens: list[str] = Field(default_factory=list)
-    strip_fences: bool = True
-    strip_grounding: bool = True
-    keep_grounding_as_blocks: bool = False
-    grounding_format: GroundingFormat = "tags"
-    front_matter: Literal["", "yaml"] = ""
 
 
 class MultiPageSpec(_Strict):

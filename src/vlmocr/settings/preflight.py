@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from ..exceptions import UsageError
 from ..inputs.sources import printable
-from ..writable import check_output_path
+from ..files import check_output_path
 from .config import RunConfig
 
 

@@ -12,15 +12,53 @@ import json
 import re
 from collections.abc import Callable
 from html.parser import HTMLParser
-from typing import Any
+from typing import Any, Literal, Protocol
 
-from vlmocr.profiles import Profile
+from pydantic import BaseModel, ConfigDict, Field
+
 from ..runfolder.record import JsonObject
 
 Block = JsonObject
 
 # Block types that hold a figure, not text (grounded answers: deepseek-ocr, dots.ocr, docling).
 FIGURE_TYPES = frozenset({"image", "figure", "chart", "picture"})
+
+
+GroundingFormat = Literal["tags", "dots-json", "doctags", "chandra-html", "lightonocr"]
+
+
+class PostprocessSpec(BaseModel):
+    """How a raw answer becomes clean text (+ layout blocks, + fields).
+
+    grounding_format: ``tags`` = DeepSeek-OCR / Unlimited-OCR ``<|ref|>…<|det|>[[…]]<|/det|>``,
+    ``dots-json`` = dots.ocr's JSON list of {bbox, category, text}, ``doctags`` = Docling
+    DocTags, ``chandra-html`` = Chandra's ``<div data-bbox data-label>`` blocks, ``lightonocr`` =
+    LightOnOCR-3's ``![label](x1,y1,x2,y2)`` before each block (0-1000)."""
+
+    model_config = ConfigDict(extra="forbid")  # a profile's typo fails loudly (as profiles' _Strict)
+
+    strip_tokens: list[str] = Field(default_factory=list)
+    strip_fences: bool = True
+    strip_grounding: bool = True
+    keep_grounding_as_blocks: bool = False
+    grounding_format: GroundingFormat = "tags"
+    front_matter: Literal["", "yaml"] = ""
+
+
+class _Multipage(Protocol):
+    @property
+    def page_separator(self) -> str: ...
+
+
+class Postprocessed(Protocol):
+    """What a model's answer is post-processed by: a profile (profiles.Profile), seen only as
+    its postprocess and multipage specs, so text/ stands below the profiles."""
+
+    @property
+    def postprocess(self) -> PostprocessSpec: ...
+
+    @property
+    def multipage(self) -> _Multipage: ...
 
 
 def is_figure_block(block: Any) -> bool:
@@ -31,7 +69,7 @@ _BLANK_LINES = re.compile(r"\n{3,}")
 _FENCE_LINE = re.compile(r"^\s*```[\w+.-]*\s*$")
 
 
-def postprocess(profile: Profile, text: str) -> tuple[str, list[Block] | None, JsonObject | None]:
+def postprocess(profile: Postprocessed, text: str) -> tuple[str, list[Block] | None, JsonObject | None]:
     """(clean text, blocks or None, fields or None) for one page's raw answer.
 
     For a multi-page answer, ``split_pages`` first, then this per page. Runs of blank lines
@@ -56,7 +94,7 @@ def postprocess(profile: Profile, text: str) -> tuple[str, list[Block] | None, J
     return _tidy(text), blocks, fields
 
 
-def split_pages(profile: Profile, text: str, n: int) -> list[str] | None:
+def split_pages(profile: Postprocessed, text: str, n: int) -> list[str] | None:
     """The answer to an ``n``-page request split into pages; None when the count is off
     (the caller then re-reads those pages one by one)."""
     separator = profile.multipage.page_separator

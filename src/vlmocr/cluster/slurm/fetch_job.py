@@ -33,7 +33,7 @@ from ...exceptions import UsageError
 from ...settings.models import MANIFEST_NAME, check_fetch_request, is_commit
 from ...runfolder.record import now_iso
 from ...redact import public_argv, public_url
-from ...writable import check_output_path
+from ...files import check_output_path
 from .jobs import SLURM, active_tasks, load_jobs, record_job
 from .layout import SLURM_DIR
 from .script import SlurmOptions, job_name_for, safe_sbatch_value
