@@ -13,7 +13,7 @@ Variants, every one once per round (order alternates between rounds; medians ove
   * raw 1 process    render_page + encode in a plain loop in this process (no pool)
   * raw pool xW      the same in a warm ProcessPoolExecutor (forkserver, W workers), only the
                      encoded length crosses the pipe: the ceiling for W workers
-  * prepare pool xW  vlmocr.reading.worker.prepare_for_http in the same warm pool (adds is_blank,
+  * prepare pool xW  vlmocr.reading.prepare.prepare_for_http in the same warm pool (adds is_blank,
                      sha256, base64 and the data URL crossing the pipe): the worker's share of
                      the gap, without HTTP or the scheduler
   * vlmocr run xW    the real CLI in a subprocess (`python -m vlmocr run --engine openai
@@ -94,7 +94,7 @@ def make_scan_pdf(path: Path, pages: int) -> str:
     page, as a scanner's PDF would hold them (JPEGs embedded as they are)."""
     from PIL import Image
 
-    from vlmocr.reading.worker import blank_and_ink
+    from vlmocr.inputs.render import blank_and_ink
 
     by_set: dict[str, list[Path]] = collections.defaultdict(list)
     for img in gt_images():

@@ -28,24 +28,24 @@ def one_page(row: dict[str, str]) -> dict:
     kept one chosen by the worker's own rule (reading/worker.py)."""
     from vlmocr.engines.base import PageInput
     from vlmocr.evaluation.score import cer
-    from vlmocr.inputs.render import render_page
-    from vlmocr.reading import worker
+    from vlmocr.inputs.render import blank_and_ink, grey_if_neutral, render_page
+    from vlmocr.reading import judging, worker
     from vlmocr.runfolder.record import Sizing
 
     lang = tess_lang(row["language"], row["script"])
     rendered = render_page(GT / row["image"], 1, Sizing())
-    img = worker.grey_if_neutral(rendered.image)
-    blank, ink = worker.blank_and_ink(img)
+    img = grey_if_neutral(rendered.image)
+    blank, ink = blank_and_ink(img)
     page = PageInput(row["name"], 1, img, "", rendered.dpi, [], None)
     first = worker.read_judged("tesseract", page, blank, ink, lang, lang, False)
     out = {"name": row["name"], "set": row["set"], "first": cer(first.reading.text, truth(row)),
-           "failed": first.status in worker.TURN_WHEN, "bilevel": worker.bilevel(img)}
+           "failed": first.status in judging.TURN_WHEN, "bilevel": judging.bilevel(img)}
     out["kept"] = out["first"]
-    if worker.wants_local_thresholds(first, img, blank):
+    if judging.wants_local_thresholds(first, img, blank):
         second = worker.read_judged("tesseract", page, blank, ink, lang, lang, False, local_thresholds=True)
         out["sauvola"] = cer(second.reading.text, truth(row))
         out["sauvola_status"] = second.status.value
-        if worker.keeps_second(first, second):
+        if judging.keeps_second(first, second):
             out["kept"] = out["sauvola"]
     return out
 

@@ -17,7 +17,7 @@ VLM makes on a hard page:
   them their own statuses (truncated, loop, refused, empty) before the signal is asked.
 
 Each answer is classified and judged exactly as `vlmocr run` judges a VLM answer
-(`reading.worker.judge_reading`, engine ``openai``, the page's language as `--lang` gives it,
+(`reading.judging.judge_reading`, engine ``openai``, the page's language as `--lang` gives it,
 the page's ink share from the cached readings of bench_signal.py), and scored against the
 transcription. The report gives, per fault, the statuses the answers end with, and the
 precision and recall of "CER > 10 %" over the answers the signal decides (those `classify`
@@ -48,7 +48,7 @@ import gt_reading as gt  # noqa: E402  (this folder: the ground-truth pages and 
 from vlmocr.engines.base import Reading  # noqa: E402
 from vlmocr.evaluation.score import cer  # noqa: E402
 from vlmocr.reading.client import ChatResult  # noqa: E402
-from vlmocr.reading.worker import judge_reading  # noqa: E402
+from vlmocr.reading.judging import judge_reading  # noqa: E402
 from vlmocr.runfolder.record import Status  # noqa: E402
 from vlmocr.testing import fake_vllm  # noqa: E402
 from vlmocr.testing.fake_config import DEFAULT_LOOP_LINE, GARBLED_LOGPROB, GOOD_LOGPROB, REFUSAL_TEXT  # noqa: E402

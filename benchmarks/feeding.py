@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from vlmocr.reading.worker import Prepared
+    from vlmocr.reading.prepare import Prepared
     from vlmocr.runfolder.record import PageRecord
 
 REPO = Path(__file__).resolve().parent.parent
@@ -291,7 +291,7 @@ def raw_task(args: tuple[str, int, int]) -> int:
 
 def prepare_task(args: tuple[str, int, int]) -> Prepared | PageRecord:
     """vlmocr's worker function for HTTP engines; the data URL crosses the pipe as in a run."""
-    from vlmocr.reading.worker import prepare_for_http
+    from vlmocr.reading.prepare import prepare_for_http
     from vlmocr.runfolder.record import PageTask, Sizing
 
     path, page, side = args

@@ -18,7 +18,7 @@ from support.records import finals
 from vlmocr.engines import languages
 from vlmocr.engines.osd import osd_image
 from vlmocr.engines.upright import line_pieces, lines_turn, upright_score
-from vlmocr.reading.worker import turn_to_upright
+from vlmocr.reading.orientation import turn_to_upright
 
 PAGE = GT / "ehri_da" / "EHRI-DR-19431002-DK_01.jpg"  # 697 × 1128, typewritten, upright
 

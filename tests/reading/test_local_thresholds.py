@@ -13,7 +13,7 @@ from support.cli import run_cli
 from support.components import GT, need
 from support.records import finals
 
-from vlmocr.reading.worker import bilevel
+from vlmocr.reading.judging import bilevel
 
 CARBON = GT / "ehri_cs" / "EHRI-BF-19380314-CZ_03_top.jpg"
 

@@ -16,7 +16,8 @@ from support.records import finals
 
 from vlmocr.engines import upright
 from vlmocr.evaluation.score import cer
-from vlmocr.reading import worker
+from vlmocr.reading import orientation, worker
+from vlmocr.reading.context import PageContext
 from vlmocr.runfolder.record import PageTask, Sizing
 
 PAGE = GT / "ehri_cs" / "EHRI-BF-19380314-CZ_03_top.jpg"
@@ -41,7 +42,7 @@ def test_one_line_never_decides_a_turn(slip):
     with Image.open(slip / "in" / "slip.png") as im:
         paper = im.convert("L")
     assert upright.one_line(paper) and upright.one_line(paper.transpose(Image.Transpose.ROTATE_90))
-    assert worker.turn_to_upright(paper).turn == 0
+    assert orientation.turn_to_upright(paper).turn == 0
     assert upright.lines_turn(paper, True) == (0, 0.0)
 
 
@@ -63,11 +64,10 @@ def test_a_turn_made_before_reading_stays_only_if_its_reading_is_better(slip, mo
     # The classifier's old word (the one-line guard off): the slip turned a quarter before it is
     # read. Its reading as it lay is the better one, and that is the one kept.
     monkeypatch.setattr(upright, "one_line", lambda image: False)
-    monkeypatch.setattr(worker, "_engine_options", {**worker._engine_options, "rotate_pages": "always"})
     path = slip / "in" / "slip.png"
     task = PageTask(doc_id="slip", source=str(path), path=str(path), page=1, doc_pages=1, key="k",
                     engine="rapidocr", reader="rapidocr", sizing=Sizing())
-    rec = worker.read_page(task)
+    rec = worker.read_page(task, PageContext(rotate_pages="always"))
     assert any(f.startswith("lines_turned:270:") for f in rec.flags), rec.flags  # turned, then read
     assert "turn_not_kept:270" in rec.flags and rec.rotation is None, rec.flags
     assert rec.width > rec.height  # the page as it lay

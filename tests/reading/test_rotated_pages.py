@@ -111,7 +111,7 @@ def test_a_page_is_on_its_side_when_osd_and_its_ink_both_say_so():
     """`on_its_side`: OSD sure of a quarter turn and the ink's lines running down the page. Then the
     page's turned reading is kept even when the signal scores it no higher than Tesseract's reading
     of the page as it lay (words whose order it loses: BENCHMARKS.md, "Local thresholds")."""
-    from vlmocr.reading.worker import on_its_side, turn_to_upright
+    from vlmocr.reading.orientation import on_its_side, turn_to_upright
 
     need_tesseract_osd()
     with Image.open(GT / "ehri_en" / "EHRI-BF-19380509b_EN_02.jpg") as im:

@@ -26,7 +26,7 @@ from support.records import finals
 
 from vlmocr.engines import languages
 from vlmocr.engines.osd import looks_sideways
-from vlmocr.reading.worker import Prepared, prepare_for_http
+from vlmocr.reading.prepare import Prepared, prepare_for_http
 from vlmocr.runfolder.record import PageTask, Sizing
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 from vlmocr.testing.pagecode import draw_code, read_code

@@ -9,6 +9,7 @@ import ast
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -231,18 +232,25 @@ def _imports_of(module: str, path: Path, text: str, mods: dict[str, Path], root:
     return out
 
 
-def read_house(root: Path = REPO, plan: Path | None = None, extra: dict[str, str] | None = None) -> House:
-    """The house of the repository at `root`, held against `plan` (docs/house.json). `extra` adds
-    modules (dotted name → source text) as if they were files of src/: a throwaway module."""
+@lru_cache(maxsize=4)
+def _tree(root: Path, extra: tuple[tuple[str, str], ...]) -> tuple[dict[str, Path], list[Import], dict[str, int]]:
+    """The modules of the tree at `root` (and `extra`'s), their imports and their lines: parsed
+    once for every whiteboard held against them."""
     mods = _modules(root)
     texts = {m: p.read_text(encoding="utf-8") for m, p in mods.items()}
-    for name, text in (extra or {}).items():
+    for name, text in extra:
         mods[name] = root / "src" / Path(*name.split(".")).with_suffix(".py")
         texts[name] = text
     imports: list[Import] = []
     for m, p in mods.items():
         imports += _imports_of(m, p, texts[m], mods, root)
-    lines = {str(p.relative_to(root)): texts[m].count("\n") for m, p in mods.items()}
+    return mods, imports, {str(p.relative_to(root)): texts[m].count("\n") for m, p in mods.items()}
+
+
+def read_house(root: Path = REPO, plan: Path | None = None, extra: dict[str, str] | None = None) -> House:
+    """The house of the repository at `root`, held against `plan` (docs/house.json). `extra` adds
+    modules (dotted name → source text) as if they were files of src/: a throwaway module."""
+    mods, imports, lines = _tree(root, tuple(sorted((extra or {}).items())))
     data = json.loads((plan or root / "docs" / "house.json").read_text(encoding="utf-8"))
-    return House(root, mods, imports, {k: v["is"] for k, v in data["parts"].items()},
+    return House(root, dict(mods), list(imports), {k: v["is"] for k, v in data["parts"].items()},
                  {(a[0], a[1]) for a in data["arrows"]}, [(n[0], n[1], n[2]) for n in data["never"]], lines)

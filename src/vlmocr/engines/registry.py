@@ -63,6 +63,19 @@ def make_cpu_engine(name: str, options: EngineOptions) -> Any:
     return entry.build(options)
 
 
+# The engines a process built, by name and options: a worker builds each once and keeps it, its
+# models loaded, for every page it reads.
+_BUILT: dict[tuple[str, str], Any] = {}
+
+
+def cpu_engine(name: str, options: EngineOptions) -> Any:
+    """The engine `name` built with `options`, once per process for the same options."""
+    key = (name, repr(sorted(options.items())))
+    if key not in _BUILT:
+        _BUILT[key] = make_cpu_engine(name, options)
+    return _BUILT[key]
+
+
 def reads_language(name: str) -> bool:
     """Does `name` (or a part of it) read with language data?"""
     return any(CPU_ENGINES[p].reads_language for p in engine_parts(name) if p in CPU_ENGINES)

@@ -41,7 +41,7 @@ class CpuReader(PageReader):
         return result if ok else [await self.inspect(path) for path in paths]  # one of them crashed pdfium
 
     async def process(self, task: PageTask) -> PageRecord:
-        ok, result = await self.pool.call_safely(worker.read_page, task)
+        ok, result = await self.pool.call_safely(worker.read_page, task, self.pool.context)
         if ok:
             return result
         return task.record(Status.bad_input, engine=task.engine, error="the page crashed the reader process twice")

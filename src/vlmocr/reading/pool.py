@@ -13,6 +13,7 @@ from typing import Any
 from ..engines.base import EngineOptions
 from ..engines.registry import preload_modules
 from . import worker as pagework
+from .context import PageContext
 
 
 def _short_socket_dir() -> None:
@@ -58,6 +59,8 @@ class WorkerPool:
     def __init__(self, workers: int, options: EngineOptions) -> None:
         self.workers = workers
         self.options: EngineOptions = {**options, "scheduler_pid": os.getpid()}
+        # What every page is read under: handed to the workers with each page (worker.py).
+        self.context = PageContext.of(options)
         self._pool = self._new_pool(workers)
         self._generation = 0
         self._quarantine_lock = asyncio.Lock()
@@ -66,7 +69,7 @@ class WorkerPool:
         return ProcessPoolExecutor(
             max_workers=n, mp_context=_context(tuple(self.options.get("preload", ())),
                                                tuple(self.options.get("preload_modules", ()))),
-            initializer=pagework.init_worker, initargs=(self.options,),
+            initializer=pagework.init_worker, initargs=(self.options.get("scheduler_pid"),),
         )
 
     def warm(self) -> None:

@@ -29,8 +29,10 @@ from .pagefit import fit_note, page_cost
 from .request import build_chat_request, ladder_overrides
 from .served import VERSION_PATHS, resolve_revision, server_label
 from ..engines.base import Reading
-from .worker import (TURN_WHEN, CpuSupport, Prepared, aligned_positions, classify, inspect_doc, inspect_docs, judge_reading,
-                     Upright, orientation_of_page, prepare_for_http, read_page)
+from .judging import TURN_WHEN, classify, judge_reading
+from .orientation import Upright
+from .prepare import Prepared, prepare_for_http
+from .worker import CpuSupport, aligned_positions, inspect_doc, inspect_docs, orientation_of_page, read_page
 from ..runfolder.record import JsonObject
 
 
@@ -161,7 +163,7 @@ class VlmReader(PageReader):
                        look_before=look)
 
     async def _prepare(self, task: PageTask) -> Prepared | PageRecord:
-        ok, prep = await self.pool.call_safely(prepare_for_http, self._for_http(task))
+        ok, prep = await self.pool.call_safely(prepare_for_http, self._for_http(task), self.pool.context)
         if not ok:
             return self._record(task, Status.bad_input, time.monotonic(), error="the page crashed the renderer twice")
         return prep
@@ -431,7 +433,7 @@ class VlmReader(PageReader):
         or no text."""
         if self.cfg.align_with is None or prep.blank or not text.strip():
             return None
-        ok, support = await self.pool.call_safely(aligned_positions, self._for_http(task), text,
+        ok, support = await self.pool.call_safely(aligned_positions, self._for_http(task), self.pool.context, text,
                                                   self.cfg.align_with, task.rotate or prep.rotation or None,
                                                   prep.skew)
         if not ok:
@@ -510,7 +512,7 @@ class VlmReader(PageReader):
             choice = way.choice or f"{self.cfg.ocr_choice()}, with the document's language {task.language}"
             fallback = task.at(engine="auto", reader=way.reader, sizing=self.cfg.sizing(task.doc_dpi),
                                ocr_lang=way.tesseract_lang, engine_choice=choice)
-        ok, rec = await self.pool.call_safely(read_page, fallback)
+        ok, rec = await self.pool.call_safely(read_page, fallback, self.pool.context)
         if not ok:
             return self._record(task, Status.bad_input, time.monotonic(), error="the page crashed the fallback engine")
         # The fallback's reading is held to the same rule: one that fails it comes back `suspect`
