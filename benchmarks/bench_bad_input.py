@@ -231,6 +231,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 def make_hostile(folder: Path, quick: bool) -> dict[str, dict[str, Any]]:
     """One folder per case; {case: {"dir", "what", "expect": {page: status}, "reason": {page: text}}}."""
     from PIL import Image
+
     from vlmocr.testing.hostile_files import write_pdf, write_tiff
 
     big = 8000 if quick else 20_000

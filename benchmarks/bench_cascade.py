@@ -44,10 +44,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from vlmocr.evaluation.score import char_errors
-
 from gt_reading import GT, gt_pages, tess_lang, truth
 from measure import final_records, run_vlmocr
+
+from vlmocr.evaluation.score import char_errors
 
 BAD_CER = 0.10  # a page read worse than this is one the signal should flag (issue 30, point 2)
 QUICK = ("EHRI-DR-19390519-US_03", "zonaras_0036")

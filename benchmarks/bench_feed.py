@@ -50,8 +50,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-from feeding import (MODEL, REPO, Server, machine_line, med, prepare_task, raw_task, read_finished, run_vlmocr, spread,
-                     time_pool, warm_pool, write_profile)
+from feeding import (
+    MODEL,
+    REPO,
+    Server,
+    machine_line,
+    med,
+    prepare_task,
+    raw_task,
+    read_finished,
+    run_vlmocr,
+    spread,
+    time_pool,
+    warm_pool,
+    write_profile,
+)
 
 GT = Path(os.environ.get("VLMOCR_GT", REPO.parent / "shared" / "gt"))
 OLMOCR_MODEL = "allenai/olmOCR-2-7B-1025-FP8"

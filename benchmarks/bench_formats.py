@@ -33,9 +33,9 @@ from gt_reading import GT, gt_pages, tess_lang, truth
 
 from vlmocr.engines.base import PageInput
 from vlmocr.engines.registry import make_cpu_engine
-from vlmocr.inputs.render import render_page
 from vlmocr.formats import write_document
 from vlmocr.formats.layout import laid_pages
+from vlmocr.inputs.render import render_page
 from vlmocr.positions.align import align, shared_words
 from vlmocr.runfolder.record import PageRecord, Row, Sizing
 

@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 
 from measure import run_vlmocr
+
 from vlmocr.testing.hostile_endpoint import hostile_endpoint
 from vlmocr.testing.pagecode import make_coded_pdf
 

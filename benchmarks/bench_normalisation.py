@@ -46,8 +46,8 @@ def read_with(lang: str, rows: list[dict[str, str]]) -> dict[str, dict[str, Any]
     """Readings of `rows` by Tesseract with `lang`, cached in LANG_CACHE."""
     from vlmocr.engines.base import PageInput
     from vlmocr.engines.tesseract import TesseractEngine
-    from vlmocr.runfolder.record import Sizing
     from vlmocr.inputs.render import render_page
+    from vlmocr.runfolder.record import Sizing
 
     cache = json.loads(LANG_CACHE.read_text(encoding="utf-8")) if LANG_CACHE.exists() else {}
     engine = None

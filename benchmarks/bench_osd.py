@@ -23,8 +23,8 @@ from pathlib import Path
 os.environ["OMP_THREAD_LIMIT"] = "1"
 
 from vlmocr.engines.osd import PageScript, document_script, osd_image
-from vlmocr.runfolder.record import Sizing
 from vlmocr.inputs.render import render_page
+from vlmocr.runfolder.record import Sizing
 
 REPO = Path(__file__).resolve().parent.parent
 GT = Path(os.environ.get("VLMOCR_GT", REPO.parent / "shared" / "gt"))

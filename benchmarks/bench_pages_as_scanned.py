@@ -29,14 +29,13 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from gt_reading import GT, gt_pages, tess_lang, truth
+from measure import final_records, run_vlmocr
 from PIL import Image
 
 from vlmocr.evaluation.score import cer
 from vlmocr.inputs.render import render_page
 from vlmocr.runfolder.record import Sizing
-
-from gt_reading import GT, gt_pages, tess_lang, truth
-from measure import final_records, run_vlmocr
 
 TURNS = {"90": Image.Transpose.ROTATE_90, "180": Image.Transpose.ROTATE_180, "270": Image.Transpose.ROTATE_270}
 SKEWS = {"skew+4": 4.0, "skew-7": -7.0, "skew+8": 8.0}

@@ -41,11 +41,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from vlmocr.settings.config import RunConfig
+from vlmocr.inputs.sources import discover
 from vlmocr.runfolder.assemble import write_document
 from vlmocr.runfolder.record import PageRecord, Row, Status
-from vlmocr.inputs.sources import discover
 from vlmocr.runfolder.store import PAGES_FILE, RecordWriter
+from vlmocr.settings.config import RunConfig
 
 REPO = Path(__file__).resolve().parent.parent
 GT = Path(os.environ.get("VLMOCR_GT", REPO.parent / "shared" / "gt"))

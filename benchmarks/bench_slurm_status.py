@@ -16,11 +16,11 @@ The benchmark builds, once (kept in --workdir; a half-built directory is rebuilt
                            textlayer` over the staged manifest (nothing owed: it only tallies)
   RUN/slurm/jobs.json      one bulk submission of 64 tasks (`record_job`)
 
-Then `--repeats` rounds of `vlmocr slurm status RUN --json` as a subprocess (the whole command, interpreter start-up included), new path (summaries
-present) and old path (every summary.json renamed away, so status parses the records), order
-alternating, with stand-in squeue/sacct that know no job (the figure is the run directory's
-cost, not the controller's). Both must report the same totals. Last, `status()` alone, in-process,
-once per path.
+Then `--repeats` rounds of `vlmocr slurm status RUN --json` as a subprocess (the whole command,
+interpreter start-up included), new path (summaries present) and old path (every summary.json
+renamed away, so status parses the records), order alternating, with stand-in squeue/sacct that know
+no job (the figure is the run directory's cost, not the controller's). Both must report the same
+totals. Last, `status()` alone, in-process, once per path.
 
     python benchmarks/bench_slurm_status.py                      # 64 × 15 000, 3 repeats
     python benchmarks/bench_slurm_status.py --quick              # smoke: 4 × 500, 1 repeat
@@ -40,14 +40,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from vlmocr.runfolder.assemble import write_document
 from vlmocr.cluster.slurm.jobs import record_job
 from vlmocr.cluster.slurm.status import status
-from vlmocr.settings.config import RunConfig
+from vlmocr.inputs.sources import from_manifest, shard_of
+from vlmocr.runfolder.assemble import write_document
 from vlmocr.runfolder.record import PageRecord, Row, Status
 from vlmocr.runfolder.rundir import RunDir
-from vlmocr.inputs.sources import from_manifest, shard_of
 from vlmocr.runfolder.store import RecordWriter
+from vlmocr.settings.config import RunConfig
 from vlmocr.testing.pagecode import make_coded_pdf
 
 PAGES_PER_DOC = 100

@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import platform
+import resource
 import shutil
 import statistics
 import sys
@@ -41,10 +41,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from vlmocr.corpus.triage import TriageOptions, triage
 from vlmocr.exceptions import BadInput
 from vlmocr.inputs.render import count_pages
 from vlmocr.inputs.sources import discover
-from vlmocr.corpus.triage import TriageOptions, triage
 
 REPO = Path(__file__).resolve().parent.parent
 GT = Path(os.environ.get("VLMOCR_GT", REPO.parent / "shared" / "gt"))

@@ -36,8 +36,7 @@ def one_page(row: dict[str, str]) -> list[dict]:
 
     from vlmocr.engines.osd import MIN_ORIENTATION_CONFIDENCE, looks_sideways, osd_image
     from vlmocr.engines.upright import lines_turn, second_opinion
-    from vlmocr.inputs.render import render_page
-    from vlmocr.inputs.render import grey_if_neutral
+    from vlmocr.inputs.render import grey_if_neutral, render_page
     from vlmocr.runfolder.record import Sizing
 
     upright = grey_if_neutral(render_page(GT / row["image"], 1, Sizing()).image)

@@ -29,8 +29,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from vlmocr.engines.base import PageInput
 from vlmocr.engines.registry import make_cpu_engine
-from vlmocr.runfolder.record import Sizing
 from vlmocr.inputs.render import ink_share, render_page
+from vlmocr.runfolder.record import Sizing
 
 REPO = Path(__file__).resolve().parent.parent
 GT = Path(os.environ.get("VLMOCR_GT", REPO.parent / "shared" / "gt"))

@@ -42,8 +42,7 @@ from pathlib import Path
 from vlmocr.cluster.serve.plan import plan_server
 from vlmocr.cluster.serve.version import ServerVersion, ServerVersionRefused
 from vlmocr.profiles import Profile, list_profiles
-from vlmocr.profiles.releases import (CHECKED_FILE, TABLE_END, TABLE_START, load_checked, recipe_digest,
-                                      release_table)
+from vlmocr.profiles.releases import CHECKED_FILE, TABLE_END, TABLE_START, load_checked, recipe_digest, release_table
 from vlmocr.reading.request import build_chat_request, ladder_overrides
 
 REPO = Path(__file__).resolve().parent.parent

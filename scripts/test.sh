@@ -59,6 +59,9 @@ xdist=()
 if [[ " $* " != *" -n "* && " $* " != *" -n="* ]] && python -c "import xdist" 2>/dev/null; then
   xdist=(-n "${VLMOCR_TEST_WORKERS:-$(nproc)}" --dist loadgroup --no-loadscope-reorder)
 fi
+# The static checks first (ruff; mypy with its cache kept between runs): seconds, not a cold minute
+# inside the tests. Their findings fail the run after the tests have run too.
 status=0
+bash scripts/check.sh || status=$?
 python -m pytest "${xdist[@]}" "$@" || status=$?
 exit "$status"

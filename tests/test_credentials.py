@@ -10,9 +10,9 @@ import stat
 from pathlib import Path
 
 import pytest
+
 from support.cli import run_cli
 from support.records import read_records
-
 from vlmocr.exceptions import ExitCode
 from vlmocr.testing.hostile_endpoint import hostile_endpoint
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process

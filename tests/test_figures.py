@@ -21,15 +21,15 @@ from PIL import Image
 
 from support.cli import run_cli
 from support.records import finals
-from vlmocr.runfolder.assemble import assemble_markdown
-from vlmocr.runfolder.record import Row
 from vlmocr.exceptions import EndpointUnavailable
-from vlmocr.runfolder.rundir import FIGURES_FILE
-from vlmocr.reading.describe import describe_run
 from vlmocr.figures.find import Figure, normalize_bbox, page_figures, pixel_boxes
 from vlmocr.figures.placement import FigureRef, add_figures, alt_text, apply_descriptions, figure_markdown
 from vlmocr.figures.settings import DEFAULT_PROMPT, DescribeOptions
 from vlmocr.profiles import prompt_id
+from vlmocr.reading.describe import describe_run
+from vlmocr.runfolder.assemble import assemble_markdown
+from vlmocr.runfolder.record import Row
+from vlmocr.runfolder.rundir import FIGURES_FILE
 from vlmocr.runfolder.store import checked_line
 from vlmocr.testing.openai_server import NOCODE, ServerConfig, serve_in_process
 from vlmocr.testing.pagecode import draw_code, make_coded_image

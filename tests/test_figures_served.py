@@ -17,11 +17,11 @@ import time
 from pathlib import Path
 
 import pytest
+from test_figures import FIGURES, SCRIPT, make_figure_pdf
+
 from support.cli import run_cli
 from support.components import REPO
 from support.serve_standin import fake_env, gone, read_record
-from test_figures import FIGURES, SCRIPT, make_figure_pdf
-
 from vlmocr.exceptions import ExitCode
 from vlmocr.runfolder.rundir import FIGURES_FILE
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process

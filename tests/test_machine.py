@@ -13,8 +13,16 @@ from pathlib import Path
 from support.cli import run_cli
 from support.components import GT, need
 from vlmocr.engines.registry import CPU_ENGINES, peak_worker_mb
-from vlmocr.machine import (MB, Memory, available_cores, available_memory, cgroup_dirs, cgroup_headroom, choose_workers,
-                                   meminfo_available)
+from vlmocr.machine import (
+    MB,
+    Memory,
+    available_cores,
+    available_memory,
+    cgroup_dirs,
+    cgroup_headroom,
+    choose_workers,
+    meminfo_available,
+)
 
 GB = 1024 * MB
 RAPIDOCR_MB = CPU_ENGINES["rapidocr"].peak_worker_mb

@@ -13,7 +13,6 @@ from pathlib import Path
 from support.cli import run_cli
 from support.documents import make_scan_pdf
 from support.records import read_records
-
 from vlmocr.exceptions import ExitCode
 
 LINES = [["The meeting of the council was held on Monday morning", "and the members agreed on the budget"],

@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from support.cli import run_cli
 from support.components import need
 from support.page_images import FONT, WORDS, as_mode, hostile_corpus, text_page
-
 from vlmocr.evaluation import cer
 from vlmocr.inputs.pixels import FLAG_ALPHA, FLAG_INVERTED, FLAG_SCALED, dark_on_light, engine_mode
-from vlmocr.runfolder.record import PageTask, Sizing, Status
-from vlmocr.reading.worker import read_page
 from vlmocr.inputs.render import blank_and_ink, render_page
+from vlmocr.reading.worker import read_page
+from vlmocr.runfolder.record import PageTask, Sizing, Status
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 
 MODES = ("1", "L", "LA", "P", "RGB", "RGBA", "CMYK", "I;16", "I", "F", "alpha-only")

@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
+from test_triage import build_corpus
 
 from support.cli import run_cli
-from test_triage import build_corpus
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 
 OCR_DOCS = {"scan", "mixed", "book", "symbols", "photo", "multi"}  # readable, unique, pages without text
@@ -73,10 +73,9 @@ def test_plan_numbers_and_recommendation(triaged, rate, gpus, hours, words):
 
 
 def test_nothing_to_ocr(tmp_path):
+    from support.documents import make_text_pdf
     from vlmocr.corpus.plan import load_corpus, make_plan
     from vlmocr.corpus.triage import triage
-
-    from support.documents import make_text_pdf
 
     make_text_pdf(tmp_path / "a.pdf", [["A page of text with enough characters to count as a text layer."]])
     triage([str(tmp_path / "a.pdf")], tmp_path / "t.csv")

@@ -4,10 +4,8 @@
 from __future__ import annotations
 
 from support.components import REPO
-
 from vlmocr.profiles import list_profiles, load_profile
-from vlmocr.profiles.releases import (TABLE_END, TABLE_START, load_checked, recipe_digest, release_table,
-                                      stale_profiles)
+from vlmocr.profiles.releases import TABLE_END, TABLE_START, load_checked, recipe_digest, release_table, stale_profiles
 
 
 def test_every_shipped_profile_is_the_one_checked_against_the_releases():

@@ -8,12 +8,11 @@ from collections import Counter
 import pypdfium2 as pdfium
 import pytest
 
-from vlmocr.evaluation import cer
-
 from support.cli import run_cli
 from support.components import REPO
 from support.documents import make_scan_pdf, make_text_pdf, page_lines, text_image
 from support.records import finals, read_records
+from vlmocr.evaluation import cer
 
 SAMPLES = REPO / "samples"
 
@@ -253,8 +252,8 @@ def test_a_finished_run_resumes_without_starting_a_worker(tmp_path):
     the resume stays at its ~0.4 s floor, BENCHMARKS.md "Resume")."""
     import asyncio
 
-    from vlmocr.settings.config import RunConfig
     from vlmocr.reading.scheduler import Scheduler, make_reader
+    from vlmocr.settings.config import RunConfig
 
     src = tmp_path / "in"
     src.mkdir()

@@ -12,6 +12,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
 from support.cli import run_cli
 from support.components import REPO, need
 from support.documents import make_doc

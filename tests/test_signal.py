@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from support.cli import run_cli
-from support.tessdata import need_tesseract
 from support.records import finals, read_records
+from support.tessdata import need_tesseract
 from vlmocr.evaluation.score import cer
 from vlmocr.runfolder.record import STATUS_CODE, Status
 from vlmocr.testing.fake_config import GOOD_LOGPROB

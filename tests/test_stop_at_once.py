@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from support.documents import make_scan_pdf
 
 pytestmark = pytest.mark.timeout(300)

@@ -8,8 +8,8 @@ import ast
 import subprocess
 
 import pytest
-from support.components import REPO, need, system_packages
 
+from support.components import REPO, need, system_packages
 from vlmocr.engines.languages import debian_package
 
 

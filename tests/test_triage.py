@@ -103,7 +103,7 @@ COUNTS = ("pages", "pages_checked", "text_pages", "image_only_pages", "blank_pag
           "rotated_pages", "landscape_pages", "spread_pages")
 
 
-def test_every_column_of_a_mixed_corpus(corpus, tmp_path):
+def test_every_column_of_a_mixed_corpus(corpus, tmp_path):  # noqa: PLR0915 (long: to be split)
     from vlmocr.corpus.triage import COLUMNS, TriageOptions, triage
 
     out = tmp_path / "triage.csv"
@@ -320,8 +320,8 @@ def crash_on_marked(batch, opts):
 
 
 def test_a_document_that_kills_a_worker_gets_a_row_and_the_rest_go_on(corpus, tmp_path):
-    from vlmocr.inputs.sources import discover
     from vlmocr.corpus.triage import TriageOptions, iter_rows
+    from vlmocr.inputs.sources import discover
 
     d = tmp_path / "c"
     d.mkdir()

@@ -24,7 +24,6 @@ from typing import Any
 
 from .exceptions import RunLocked, UsageError, VlmocrError
 
-
 # ------------------------------------------------------------------------------ output paths
 #
 # Can an output path be written? Asked before any work starts, so a typo in `--out` costs one

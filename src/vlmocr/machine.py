@@ -17,7 +17,6 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-
 from typing import Any
 
 from .envvars import MEMINFO

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from support.components import REPO
-
 from vlmocr.cli.reference import command_reference
 
 

@@ -9,8 +9,8 @@ import re
 
 import pytest
 import typer
-from support.cli import cli_in_process, run_cli
 
+from support.cli import cli_in_process, run_cli
 from vlmocr.cli import _register, app
 
 WIDTH = 80

@@ -9,9 +9,9 @@ import os
 from pathlib import Path
 
 import pytest
+
 from support.cli import cli_in_process, run_cli, textlayer_run
 from support.documents import make_doc
-
 from vlmocr.exceptions import ExitCode
 
 

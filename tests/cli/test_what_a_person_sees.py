@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 from PIL import Image
+
 from support.cli import run_cli
 from support.components import need
 from support.documents import make_doc, make_scan_pdf, text_image

@@ -9,7 +9,6 @@ import re
 
 from support.cli import run_cli
 from support.components import REPO
-
 from vlmocr.engines.choice import AUTO_RULE, best_for
 
 

@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from support.slurm import cluster_logs, use_test_cluster
 
 SLURM_CONF = use_test_cluster()  # before any sbatch/squeue/scontrol, in this process and its children

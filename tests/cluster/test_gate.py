@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.slurm import submit_side_processes
 
+from support.slurm import submit_side_processes
 from vlmocr.cluster.slurm import gate
 from vlmocr.evaluation import TruthPage, load_truth
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process

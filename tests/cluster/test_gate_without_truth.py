@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.cli import run_cli
 
+from support.cli import run_cli
 from vlmocr.cluster.slurm.gate import release
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 from vlmocr.testing.pagecode import make_coded_pdf

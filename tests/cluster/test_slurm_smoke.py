@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from support.slurm import SYSTEM_PORTS, cluster_conf, cluster_dir, cluster_ports
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(150)]

@@ -16,8 +16,14 @@ from pathlib import Path
 import pytest
 
 from support.cli import run_cli
-from vlmocr.corpus.partitions import (Partition, gpu_memory, load_partitions, parse_partitions_toml, parse_sinfo,
-                                      parse_time_limit)
+from vlmocr.corpus.partitions import (
+    Partition,
+    gpu_memory,
+    load_partitions,
+    parse_partitions_toml,
+    parse_sinfo,
+    parse_time_limit,
+)
 from vlmocr.corpus.placement import STARTUP_HOURS, SplitDoc, fit, place, shards_for, split_documents
 from vlmocr.exceptions import UsageError
 from vlmocr.profiles import MemorySpec, load_profile

@@ -10,10 +10,10 @@ import shutil
 
 import pytest
 from PIL import Image
+
 from support.cli import run_cli
 from support.components import GT, need
 from support.documents import save_tier_scans
-
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 
 NO_KEY = {"VLMOCR_API_KEY": "", "OPENAI_API_KEY": ""}

@@ -8,8 +8,8 @@ import csv
 from pathlib import Path
 
 import pytest
-from support.components import REPO, need
 
+from support.components import REPO, need
 from vlmocr.corpus.triage import TriageOptions, triage_document
 from vlmocr.engines.languages import canonical_name
 from vlmocr.text.signal import page_language

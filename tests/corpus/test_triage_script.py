@@ -9,10 +9,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from support.cli import run_cli
 from support.components import REPO, need
 from support.documents import make_text_pdf
-
 from vlmocr.corpus.facts import greek_language, text_script
 from vlmocr.engines import languages
 from vlmocr.engines.osd import PageScript, document_script, parse_osd

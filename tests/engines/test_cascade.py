@@ -11,7 +11,6 @@ import shutil
 from support.cli import run_cli
 from support.components import GT, need
 from support.records import finals
-
 from vlmocr.engines.registry import CPU_ENGINES, engine_key_material
 
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from support.cli import run_cli
-from support.tessdata import need_tesseract
 from support.documents import make_scan_pdf
 from support.records import finals, read_records
+from support.tessdata import need_tesseract
 from vlmocr.engines.choice import choose_ocr_engine
 from vlmocr.engines.pick import Candidate, pick
 from vlmocr.evaluation.score import cer

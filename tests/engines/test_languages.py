@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
+
 from support.cli import run_cli
 from support.components import REPO, need
-
-from vlmocr.settings.config import load_config
 from vlmocr.engines import languages
 from vlmocr.engines.languages import (
     DEBIAN_LANGUAGES,
@@ -26,6 +25,7 @@ from vlmocr.engines.languages import (
     tesseract_has_language,
 )
 from vlmocr.exceptions import UsageError
+from vlmocr.settings.config import load_config
 
 
 def gt_page(name: str) -> Path:
@@ -166,7 +166,6 @@ def test_a_language_no_tesseract_reads_by_is_refused_before_any_page(tmp_path):
 
     from support.cli import run_cli
     from support.documents import make_text_pdf
-
     from vlmocr.engines.languages import did_you_mean, unknown_names
     from vlmocr.exceptions import ExitCode
 

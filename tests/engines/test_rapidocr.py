@@ -8,10 +8,10 @@ from pathlib import Path
 
 from PIL import Image
 
-from vlmocr.settings.config import load_config
 from vlmocr.engines.base import PageInput, Reading
 from vlmocr.engines.rapidocr import DEFAULTS, SETTINGS, RapidOcrEngine, settings_tag
 from vlmocr.runfolder.rundir import dist_version
+from vlmocr.settings.config import load_config
 
 # Fifteen typewritten lines. RapidOCR's defaults turn some of them over (its angle classifier
 # calls them upside down) and read them as `on  tt tt  t tne`, `n    t  n o not`.

@@ -8,9 +8,8 @@ from __future__ import annotations
 import re
 
 from support.components import REPO
-
-from vlmocr.settings.config import RunConfig
 from vlmocr.engines.registry import CPU_ENGINES, ENGINE_CHOICES, OCR_ENGINES, engine_key_material, reads_language
+from vlmocr.settings.config import RunConfig
 
 SRC = REPO / "src" / "vlmocr"
 NAMED = re.compile(r"[\"'](tesseract|rapidocr)[\"']")

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image, ImageDraw, ImageFont
+
 from support.cli import run_cli
 from support.records import finals
-
 from vlmocr.engines import rapidocr
 from vlmocr.engines.base import PageInput
 from vlmocr.evaluation.score import cer

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from support.cli import cli_in_process as cli
 from support.cli import run_cli
 from support.runs import write_run, write_truth_csv
-
 from vlmocr.evaluation import compare_records, load_truth
 from vlmocr.runfolder.store import RecordWriter, final_records
 

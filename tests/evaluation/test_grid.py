@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from support.cli import run_cli
 from support.documents import make_scan_pdf
 from support.runs import write_truth_csv
-
 from vlmocr.evaluation import TruthPage, cell_name, grid_cells, sample_truth
 
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from support.cli import cli_in_process as cli
 from support.cli import run_cli
 from support.components import GT_PAGE_COUNT
 from support.runs import write_run, write_truth_csv
-
 from vlmocr.evaluation import (
     aggregate,
     bootstrap_ci,
@@ -26,7 +26,6 @@ from vlmocr.evaluation import (
 )
 from vlmocr.exceptions import UsageError
 from vlmocr.runfolder.store import final_records
-
 
 # --- distances by hand -----------------------------------------------------------------------
 

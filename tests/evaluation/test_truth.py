@@ -4,11 +4,11 @@ matching of truth pages to a run's documents."""
 from __future__ import annotations
 
 import pytest
+
 from support.cli import cli_in_process as cli
 from support.components import GT_PAGE_COUNT
 from support.documents import text_image
 from support.runs import write_run, write_truth_csv
-
 from vlmocr.evaluation import TruthPage, evaluate_run, load_truth, match_truth
 from vlmocr.exceptions import UsageError
 

@@ -10,9 +10,9 @@ import json
 from pathlib import Path
 
 import pytest
+
 from support.cli import run_cli
 from support.documents import make_text_pdf
-
 from vlmocr.evaluation import load_truth
 from vlmocr.exceptions import ExitCode
 

@@ -9,6 +9,7 @@ import json
 import shutil
 
 import pytest
+
 from support.cli import cli_in_process as cli
 from support.cli import run_cli
 from support.components import REPO, need

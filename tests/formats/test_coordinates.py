@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from lxml import etree
 from PIL import Image
+
 from support.cli import run_cli
 from support.components import GT, need
 from support.documents import make_placed_scan_pdf

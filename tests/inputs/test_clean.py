@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PIL import Image, ImageOps
+
 from support.cli import run_cli
 from support.components import GT
 from support.records import finals
-
 from vlmocr.evaluation.score import cer
 from vlmocr.inputs.clean import clean_page
 

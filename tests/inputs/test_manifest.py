@@ -9,11 +9,11 @@ import os
 from pathlib import Path
 
 import pytest
+from test_triage import build_corpus
 
 from support.cli import run_cli
 from support.documents import make_text_pdf
 from support.records import read_records
-from test_triage import build_corpus
 
 SKIPPED = {"copy_of_born": "duplicate", "locked": "encrypted", "corrupt": "corrupt", "truncated": "corrupt",
            "empty": "empty"}

@@ -9,8 +9,8 @@ import zlib
 import numpy as np
 import pytest
 from PIL import Image, ImageDraw
-from support.documents import make_placed_scan_pdf, make_text_pdf
 
+from support.documents import make_placed_scan_pdf, make_text_pdf
 from vlmocr.inputs.master import Master
 from vlmocr.inputs.render import Sizing, file_master, pdf_master, render_page
 
@@ -90,6 +90,7 @@ def test_an_image_file_read_scaled_down_maps_onto_its_own_pixels(tmp_path):
 def test_records_keep_the_master_whoever_read_the_page(tmp_path):
     """The CPU engines, the text layer of an earlier OCR over a scan, and a VLM's page alike."""
     import pikepdf
+
     from support.cli import run_cli
     from support.records import finals
     from vlmocr.testing.openai_server import ServerConfig, serve_in_process

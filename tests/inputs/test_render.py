@@ -3,10 +3,9 @@ import pypdfium2 as pdfium
 import pytest
 from PIL import Image
 
+from support.documents import make_scan_pdf, make_text_pdf, text_image
 from vlmocr.exceptions import BadInput
 from vlmocr.inputs.render import Sizing, count_pages, is_blank, render_page, text_layer, usable_text_layer
-
-from support.documents import make_scan_pdf, make_text_pdf, text_image
 
 
 def test_pdf_render_at_dpi_and_longest_side(tmp_path):

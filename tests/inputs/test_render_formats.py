@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
+
 from support.cli import run_cli
 from support.components import need
 from support.documents import text_image
 from support.memory import peak_rss_mb
 from support.records import read_records
-
 from vlmocr.exceptions import BadInput
 from vlmocr.inputs.render import Sizing, count_pages, render_page
 from vlmocr.inputs.sources import derive_doc_id

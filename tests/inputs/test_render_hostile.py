@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 from PIL import Image, TiffImagePlugin
+
 from support.cli import run_cli
 from support.memory import peak_rss_mb
 from support.records import read_records
-
-from vlmocr.inputs import render
 from vlmocr.exceptions import BadInput
+from vlmocr.inputs import render
 from vlmocr.inputs.render import Sizing, count_pages, render_page
 from vlmocr.testing.hostile_files import write_pdf, write_png, write_tiff
 

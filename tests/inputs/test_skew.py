@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PIL import Image, ImageDraw
-from support.components import GT
 
+from support.components import GT
 from vlmocr.inputs.skew import GAIN, find_skew, paper, straighten
 
 PAGE = GT / "ehri_en" / "EHRI-BF-19380509b_EN_02.jpg"

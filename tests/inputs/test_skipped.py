@@ -9,7 +9,6 @@ import json
 
 from support.cli import run_cli
 from support.documents import make_doc
-
 from vlmocr.inputs.skipped import MAX_PATHS
 
 
@@ -89,7 +88,8 @@ def test_triage_lists_every_file_and_the_plan_counts_only_documents(tmp_path):
         ("notes.docx", "skipped")]
     notes = rows[-1]
     assert notes["path"] == str(corpus / "notes.docx") and notes["kind"] == "unsupported"
-    assert notes["reason"] == "not a document: .docx (vlmocr run skips it)" and notes["bytes"] == str((corpus / "notes.docx").stat().st_size)
+    assert notes["reason"] == "not a document: .docx (vlmocr run skips it)"
+    assert notes["bytes"] == str((corpus / "notes.docx").stat().st_size)
     # what comes after triage counts documents only: no .docx is planned, none is "unreadable"
     plan = run_cli("plan", "--triage", str(out), "--pages-per-hour", "1000")
     assert plan.returncode == 0 and "Corpus: 2 documents" in plan.stdout and "0 unreadable" in plan.stdout

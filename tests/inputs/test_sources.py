@@ -4,10 +4,9 @@ from pathlib import Path
 
 import pytest
 
+from support.documents import make_text_pdf
 from vlmocr.exceptions import UsageError
 from vlmocr.inputs.sources import check_doc_id, derive_doc_id, discover, parse_pages, parse_shard, shard_of
-
-from support.documents import make_text_pdf
 
 
 def touch_pdf(p: Path) -> Path:

@@ -11,13 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from vlmocr.exceptions import UsageError
-from vlmocr.inputs.sources import (CSV_FORMULA_START, check_doc_id, derive_doc_id, discover, neutralise_cell,
-                            restore_cell)
-
 from support.cli import cli_in_process
 from support.documents import make_text_pdf
 from support.records import read_records
+from vlmocr.exceptions import UsageError
+from vlmocr.inputs.sources import (
+    CSV_FORMULA_START,
+    check_doc_id,
+    derive_doc_id,
+    discover,
+    neutralise_cell,
+    restore_cell,
+)
 
 LINE = "A short line of real text, long enough for the text layer to count."
 

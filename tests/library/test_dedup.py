@@ -8,9 +8,9 @@ import shutil
 
 from support.cli import run_cli, textlayer_run
 from support.documents import body_lines, make_doc, make_scan_pdf, make_text_pdf
+from vlmocr.inputs.sources import from_manifest
 from vlmocr.library.dedup import normalise_text, text_digest
 from vlmocr.library.publish import publish
-from vlmocr.inputs.sources import from_manifest
 
 
 def test_duplicates_by_bytes_and_by_text_and_a_manifest_of_what_is_new(tmp_path):

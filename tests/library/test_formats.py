@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+
 from support.cli import run_cli
 from support.components import GT, need
 from support.records import finals
-
 from vlmocr.evaluation.score import cer
 from vlmocr.evaluation.truth_xml import xml_truth
 from vlmocr.runfolder.record import Row
@@ -206,6 +206,7 @@ def test_evaluate_reads_the_alto_and_pagexml_back_as_the_reading(exported):
 
 def test_a_born_digital_pdf_keeps_its_own_text_and_is_not_called_pdfa_when_it_cannot_be(tmp_path):
     import pikepdf
+
     from support.documents import make_text_pdf
 
     need(shutil.which("pdftotext") is not None, "pdftotext", "poppler-utils")

@@ -10,10 +10,10 @@ import shutil
 
 import numpy as np
 from PIL import Image
+
 from support.cli import run_cli
 from support.components import GT, need
 from support.records import finals
-
 from vlmocr.runfolder.record import Row
 
 PAGE = GT / "ehri_en" / "EHRI-BF-19380509b_EN_02.jpg"

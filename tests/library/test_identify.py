@@ -16,8 +16,7 @@ from aiohttp.test_utils import TestServer
 from support.cli import run_cli, textlayer_run
 from support.documents import body_lines, make_text_pdf
 from vlmocr.library.catalog import Catalog
-from vlmocr.library.identify import (Crossref, LookupError_, find_identifiers, isbn10_ok, isbn13_ok,
-                                     normalise_isbn)
+from vlmocr.library.identify import Crossref, LookupError_, find_identifiers, isbn10_ok, isbn13_ok, normalise_isbn
 
 
 def kinds(pages, **kw):

@@ -17,10 +17,10 @@ from support.documents import make_doc
 from support.library import catalog_rows, snapshot
 from support.records import finals_by_doc
 from support.runs import drop_records
+from vlmocr.inputs.sources import discover
 from vlmocr.library import Catalog, LibraryLock, library_holds, skip_held
 from vlmocr.library.publish import publish
 from vlmocr.library.runs import PAGE_SEPARATOR
-from vlmocr.inputs.sources import discover
 from vlmocr.runfolder.store import checked_line
 
 

@@ -16,10 +16,10 @@ import pytest
 from support.cli import run_cli, textlayer_run
 from support.documents import make_doc
 from support.library import catalog_rows
+from vlmocr.files import KILL_AT_ENV
 from vlmocr.library import Catalog
 from vlmocr.library.publish import publish
 from vlmocr.runfolder.store import checked_line, iter_records
-from vlmocr.files import KILL_AT_ENV
 
 
 @pytest.fixture(scope="module")

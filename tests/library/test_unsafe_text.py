@@ -16,11 +16,11 @@ from lxml import etree
 from support.cli import run_cli, textlayer_run
 from support.documents import make_hostile_text_pdf
 from support.records import finals, read_records
-from vlmocr.library.export import _made_safe, ExportDoc
+from vlmocr.library.export import ExportDoc, _made_safe
 from vlmocr.runfolder.record import Row
+from vlmocr.runfolder.safe import json_shown, shown, xml_safe
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 from vlmocr.testing.pagecode import expected_text, make_coded_pdf
-from vlmocr.runfolder.safe import json_shown, shown, xml_safe
 
 XSD = Path(__file__).resolve().parent.parent / "data" / "xsd"
 # The glyphs of these letters say they are: SOH, ESC, BS, a form feed, a vertical tab, RLO.

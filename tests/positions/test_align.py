@@ -11,10 +11,10 @@ import shutil
 import numpy as np
 import pytest
 from PIL import Image
-from support.components import GT, need
 
+from support.components import GT, need
 from vlmocr.engines.base import PageInput
-from vlmocr.positions.align import word_key, align
+from vlmocr.positions.align import align, word_key
 
 PAGE = GT / "ehri_en" / "EHRI-BF-19380509b_EN_02.jpg"
 TRUTH = PAGE.with_suffix(".txt").read_text(encoding="utf-8")

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 from support.cli import run_cli
 from support.components import GT, need
-
-from pathlib import Path
 from support.records import finals
-
 from vlmocr.engines.pick import Candidate, pick
 from vlmocr.positions.order import MIN_NOTES, MIN_ROWS, SIDE_NOTES, column_gutter, column_keys, side_notes
 from vlmocr.runfolder.record import Line, Positions

@@ -10,11 +10,11 @@ import re
 import numpy as np
 import pytest
 from PIL import Image
+
 from support.cli import run_cli
 from support.components import GT, need_tesseract_osd
 from support.documents import save_turned
 from support.records import finals
-
 from vlmocr.evaluation.score import cer
 from vlmocr.runfolder.record import Row
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 import pikepdf
+
 from support.cli import run_cli
 from support.documents import make_text_pdf
 from support.records import finals
-
 from vlmocr.inputs.render import render_page
 from vlmocr.runfolder.record import Row, Sizing
 

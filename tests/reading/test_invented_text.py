@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 
 from PIL import Image
+
 from support.cli import run_cli
 from support.records import read_records
-
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 
 ART_OF_WAR = ("Sun Tzu said: The art of war is of vital importance to the State. It is a matter of life and "

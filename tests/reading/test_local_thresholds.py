@@ -9,10 +9,10 @@ from __future__ import annotations
 import shutil
 
 from PIL import Image
+
 from support.cli import run_cli
 from support.components import GT, need
 from support.records import finals
-
 from vlmocr.reading.judging import bilevel
 
 CARBON = GT / "ehri_cs" / "EHRI-BF-19380314-CZ_03_top.jpg"

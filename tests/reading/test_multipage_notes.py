@@ -10,7 +10,6 @@ import re
 
 from support.cli import run_cli
 from support.records import finals
-
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 from vlmocr.testing.pagecode import expected_text, make_coded_pdf
 

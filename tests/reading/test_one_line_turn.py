@@ -7,13 +7,12 @@ letter (tests/data/gt) on a slip of paper."""
 
 from __future__ import annotations
 
-
 import pytest
 from PIL import Image
+
 from support.cli import run_cli
 from support.components import GT, need_tesseract_osd
 from support.records import finals
-
 from vlmocr.engines import upright
 from vlmocr.evaluation.score import cer
 from vlmocr.reading import orientation, worker

@@ -9,9 +9,9 @@ import asyncio
 from pathlib import Path
 
 from support.documents import make_text_pdf
-from vlmocr.settings.config import RunConfig
 from vlmocr.progress import RunProgress
 from vlmocr.reading.scheduler import Scheduler, make_reader
+from vlmocr.settings.config import RunConfig
 
 
 def spied_run(cfg: RunConfig) -> tuple[dict[str, list], RunProgress, object]:

@@ -10,14 +10,14 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from support.cli import run_cli
 from support.components import REPO, need
 from support.records import finals, read_records
 from support.tessdata import only_data
-
 from vlmocr.cluster.slurm.submit import stage_documents
-from vlmocr.runfolder.rundir import RunDir
 from vlmocr.inputs.sources import from_manifest
+from vlmocr.runfolder.rundir import RunDir
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 from vlmocr.testing.pagecode import make_coded_pdf
 

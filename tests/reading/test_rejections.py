@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from support.cli import run_cli
 from support.records import finals, read_records
-
 from vlmocr.exceptions import ExitCode
 from vlmocr.profiles import load_profile
 from vlmocr.reading.client import SAME_REJECTIONS_STOP, rejection_kind

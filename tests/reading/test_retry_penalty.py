@@ -6,9 +6,9 @@ predecessor with the same layout JSON and serving. The fake vLLM server logs eve
 from __future__ import annotations
 
 import pytest
+
 from support.cli import run_cli
 from support.records import read_records
-
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 from vlmocr.testing.pagecode import make_coded_pdf
 

@@ -11,11 +11,11 @@ import shutil
 
 import pytest
 from PIL import Image
+
 from support.cli import run_cli
 from support.components import GT, need_tesseract_osd
 from support.documents import save_turned
 from support.records import finals
-
 from vlmocr.evaluation.score import cer
 from vlmocr.positions.align import shared_words
 

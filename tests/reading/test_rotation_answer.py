@@ -7,9 +7,9 @@ the record says what was done. A real HTTP server that answers as olmOCR would f
 from __future__ import annotations
 
 from PIL import Image
+
 from support.cli import run_cli
 from support.records import read_records
-
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 from vlmocr.testing.pagecode import expected_text, make_coded_png, read_code
 

@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
+
 from support.cli import run_cli
 from support.records import read_records
-
 from vlmocr.settings.models import ModelManifest, scan_dir, write_manifest
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 from vlmocr.testing.pagecode import expected_text, make_coded_pdf

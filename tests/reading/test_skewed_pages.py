@@ -9,10 +9,10 @@ import shutil
 
 import pytest
 from PIL import Image
+
 from support.cli import run_cli
 from support.components import GT, need
 from support.records import finals
-
 from vlmocr.evaluation.score import cer
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 

@@ -8,11 +8,10 @@ import asyncio
 import json
 
 from support.documents import make_text_pdf
-
-from vlmocr.settings.config import RunConfig
 from vlmocr.progress import RunProgress
 from vlmocr.reading import scheduler
 from vlmocr.reading.scheduler import Scheduler
+from vlmocr.settings.config import RunConfig
 
 
 def test_summary_json_follows_the_run_and_ends_with_its_outcome(tmp_path, monkeypatch):

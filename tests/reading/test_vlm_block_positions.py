@@ -12,10 +12,10 @@ import shutil
 import numpy as np
 import pytest
 from PIL import Image
+
 from support.cli import run_cli
 from support.components import GT, need
 from support.records import finals
-
 from vlmocr.engines.base import PageInput
 from vlmocr.runfolder.record import Row
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
@@ -66,7 +66,8 @@ def test_a_grounded_answer_gives_positions_from_its_blocks(tmp_path, profile):
     assert res.returncode in (0, 2), res.stderr
     row = Row.of(finals(run)[("letter", 1)])
     pos = row.word_positions()
-    assert row.engine == "openai" and row.blocks and pos is not None and pos.source == "blocks:" + {"deepseek-ocr": "tags", "lightonocr-3": "lightonocr"}[profile]
+    grounding = {"deepseek-ocr": "tags", "lightonocr-3": "lightonocr"}[profile]
+    assert row.engine == "openai" and row.blocks and pos is not None and pos.source == "blocks:" + grounding
     assert (pos.width, pos.height) == (row.width, row.height)  # the image sent, not turned
     # Drawn on the page as scanned (scaled to it), the words lie on ink.
     scan = np.asarray(page.resize((pos.width, pos.height)))

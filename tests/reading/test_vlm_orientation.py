@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
+
 from support.cli import run_cli
 from support.components import GT, need
 from support.records import finals
-
 from vlmocr.engines import languages
 from vlmocr.engines.osd import looks_sideways
 from vlmocr.reading.prepare import Prepared, prepare_for_http

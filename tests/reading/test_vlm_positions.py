@@ -12,10 +12,10 @@ import subprocess
 
 import pytest
 from PIL import Image
+
 from support.cli import run_cli
 from support.components import GT, need
 from support.records import finals
-
 from vlmocr.evaluation.score import cer
 from vlmocr.positions.align import word_key
 from vlmocr.runfolder.record import Row

@@ -11,11 +11,11 @@ import json
 import shutil
 
 import pytest
+
 from support.cli import run_cli
 from support.components import GT, need
 from support.documents import save_tier_scans
 from support.records import finals, read_records
-
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 
 ENGLISH = GT / "ehri_en" / "EHRI-BF-19380509b_EN_02.jpg"

@@ -15,16 +15,15 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
 from support.cli import run_cli
 from support.components import REPO
 from support.documents import make_text_pdf
 from support.report_runs import XSS, XSS_DOC, FlaggedRun, make_flagged_run, write_large_run
-
 from vlmocr.evaluation import char_errors
 from vlmocr.report import ReportOptions, build_report, diff_ops
 from vlmocr.runfolder.record import PageRecord, Status
 from vlmocr.runfolder.store import PAGES_FILE, RecordWriter, iter_records
-
 
 SCREENSHOT_DOC = REPO / "docs" / "report-screenshot.png"
 
@@ -180,7 +179,9 @@ def test_index_shows_the_numbers_of_the_records(flagged, page) -> None:
     run, out, _ = flagged
     page.goto(_url(out / "index.html"))
     pages = run.pages()
-    shown = lambda ident: page.eval(f"document.getElementById({json.dumps(ident)}).textContent")
+    def shown(ident: str) -> str:
+        return page.eval(f"document.getElementById({json.dumps(ident)}).textContent")
+
     assert shown("n-pages") == str(len(pages))
     assert shown("n-docs") == "5"
     assert shown("n-records") == "11"
@@ -219,9 +220,10 @@ def test_index_shows_the_numbers_of_the_records(flagged, page) -> None:
 def test_keyboard_review_and_markup_in_ocr_text_stays_text(flagged, page, tmp_path: Path) -> None:
     run, out, _ = flagged
     page.goto(_url(out / "review.html", "q=all&n=0"))
-    at = lambda: page.wait_for(
-        "document.getElementById('page-title') && [document.getElementById('pos-n').textContent, "
-        "document.getElementById('doc-id').textContent, document.getElementById('page-no').textContent]")
+    def at() -> list[str]:
+        return page.wait_for(
+            "document.getElementById('page-title') && [document.getElementById('pos-n').textContent, "
+            "document.getElementById('doc-id').textContent, document.getElementById('page-no').textContent]")
 
     def wait_at(n: int) -> list[str]:
         page.wait_for(f"document.getElementById('pos-n') && document.getElementById('pos-n').textContent === '{n}'")

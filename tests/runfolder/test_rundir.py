@@ -11,13 +11,13 @@ import re
 from pathlib import Path
 
 import pytest
-from support.documents import make_text_pdf
 
-from vlmocr.runfolder.record import now_iso
-from vlmocr.inputs.finder import SourceFinder
-from vlmocr.runfolder.rundir import RunDir
-from vlmocr.inputs.sources import discover
+from support.documents import make_text_pdf
 from vlmocr.files import atomic_file, write_bytes_atomic, write_json_atomic
+from vlmocr.inputs.finder import SourceFinder
+from vlmocr.inputs.sources import discover
+from vlmocr.runfolder.record import now_iso
+from vlmocr.runfolder.rundir import RunDir
 
 
 def _originals(cluster: Path, rows: list[dict[str, str]]) -> None:

@@ -1,12 +1,11 @@
 import json
 
-from vlmocr.runfolder.record import PageRecord, Status
-from vlmocr.runfolder.store import RecordWriter, ResumeIndex, repair_torn_tail
-from vlmocr.files import RunLock
-
 import pytest
 
 from vlmocr.exceptions import RunLocked
+from vlmocr.files import RunLock
+from vlmocr.runfolder.record import PageRecord, Status
+from vlmocr.runfolder.store import RecordWriter, ResumeIndex, repair_torn_tail
 
 
 def rec(page, status="ok", key="k", doc="d", attempt=1):

@@ -9,8 +9,8 @@ import os
 import pytest
 from pydantic import ValidationError
 
-from vlmocr.settings.config import Endpoint, RunConfig
 from vlmocr.engines.choice import EngineChoice
+from vlmocr.settings.config import Endpoint, RunConfig
 from vlmocr.testing.openai_server import ServerConfig, serve_in_thread
 
 

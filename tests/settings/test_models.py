@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from vlmocr.settings import models
 from vlmocr.exceptions import EndpointUnavailable, ExitCode, UsageError
+from vlmocr.settings import models
 from vlmocr.testing.fake_hub import (
     FILES_MAIN,
     FILES_OLD,

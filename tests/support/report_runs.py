@@ -11,9 +11,8 @@ from pathlib import Path
 from vlmocr.runfolder.record import PageRecord, Status
 from vlmocr.runfolder.store import PAGES_FILE, RecordWriter
 
-from .records import finals
-
 from .documents import make_text_pdf, text_image
+from .records import finals
 
 XSS = "<script>document.title='pwned'</script><img src=x onerror=\"document.title='pwned2'\">"
 XSS_DOC = "delta<img src=x onerror=alert(1)>"  # a doc id with markup in it (ids may hold < and >)

@@ -24,7 +24,6 @@ def need_tesseract(*langs: str) -> None:
 
     from support.components import need
     from vlmocr.engines.choice import data_languages
-
     from vlmocr.engines.languages import debian_package
 
     need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")

@@ -7,9 +7,9 @@ back (`cjk_punctuation_folded:N`), and they count as implausible on a Latin page
 from __future__ import annotations
 
 from PIL import Image, ImageDraw, ImageFont
+
 from support.cli import run_cli
 from support.records import finals
-
 from vlmocr.text.cjk_punctuation import fold, is_cjk_punctuation
 from vlmocr.text.textquality import implausible_chars
 

@@ -9,6 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from support.cli import cli_in_process as cli
+from vlmocr.exceptions import UsageError
+from vlmocr.profiles import load_profile
+from vlmocr.runfolder.record import PageRecord, Row
+from vlmocr.runfolder.store import RecordWriter
 from vlmocr.text.clean import (
     CleanRules,
     DehyphenRules,
@@ -23,15 +28,8 @@ from vlmocr.text.clean import (
     load_rules,
     parse_rules,
 )
-from support.cli import cli_in_process as cli
-from vlmocr.exceptions import UsageError
-from vlmocr.runfolder.record import PageRecord, Row
-from vlmocr.runfolder.store import RecordWriter
-from vlmocr.profiles import load_profile
 from vlmocr.text.postprocess import postprocess, strip_grounding
 from vlmocr.text.textquality import lexicon
-
-
 
 
 def lines_of(doc_id: str, texts: list[str], **extra) -> list[dict]:

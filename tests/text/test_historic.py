@@ -9,9 +9,9 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+
 from support.cli import run_cli
 from support.components import REPO
-
 from vlmocr.evaluation.score import canonical_folds, normalisation_name, normalize
 from vlmocr.exceptions import UsageError
 from vlmocr.text import historic

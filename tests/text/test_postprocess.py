@@ -6,9 +6,8 @@ import json
 
 import pytest
 
-from vlmocr.text.postprocess import FIGURE_TYPES
 from vlmocr.profiles import Profile, load_profile
-from vlmocr.text.postprocess import LAYOUT_LABELS, postprocess, split_pages, strip_fences
+from vlmocr.text.postprocess import FIGURE_TYPES, LAYOUT_LABELS, postprocess, split_pages, strip_fences
 
 EOS = "<｜end▁of▁sentence｜>"
 

@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.components import GT, GT_PAGE_COUNT
 
+from support.components import GT, GT_PAGE_COUNT
+from vlmocr.runfolder.record import Status
 from vlmocr.text import loops, nonanswers, quality
 from vlmocr.text.loops import LoopFinding, detect_loop, trim_loop
 from vlmocr.text.quality import (
@@ -26,7 +27,6 @@ from vlmocr.text.quality import (
     assess,
     classify,
 )
-from vlmocr.runfolder.record import Status
 
 DATA = Path(__file__).parent.parent / "data" / "quality"
 GT_PAGES = sorted(GT.glob("*/*.txt"))

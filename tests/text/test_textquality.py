@@ -12,7 +12,6 @@ import pytest
 
 from support.cli import cli_in_process as cli
 from support.cli import run_cli
-
 from vlmocr.runfolder.record import PageRecord, Row
 from vlmocr.runfolder.store import RecordWriter
 from vlmocr.text.textquality import (

@@ -9,13 +9,13 @@ import json
 from pathlib import Path
 
 import pytest
-from support.cli import run_cli
 
+from support.cli import run_cli
 from vlmocr.runfolder.record import Signal
-from vlmocr.text.signal import judge
-from vlmocr.text.textquality import other_language
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 from vlmocr.testing.pagecode import make_coded_pdf
+from vlmocr.text.signal import judge
+from vlmocr.text.textquality import other_language
 
 ENGLISH = ("The committee met on Tuesday to discuss the budget for the coming year. After a long debate "
            "the members agreed that the school would receive more money for books and for the repair of "

@@ -19,12 +19,11 @@ try:  # typer ≥ 0.20 vendors click; older releases use the click package
 except ImportError:  # pragma: no cover
     import click.core as click_core  # type: ignore[no-redef]
     import click.exceptions as click_exceptions  # type: ignore[no-redef]
+from rich.markup import escape
 from typer.core import TyperGroup
 
 from ..envvars import check_environment
 from ..exceptions import ExitCode, UsageError, VlmocrError
-from rich.markup import escape
-
 from ..progress import console
 
 # `vlmocr --help` lists the commands in the order of the work (issue 26): look at the corpus, read

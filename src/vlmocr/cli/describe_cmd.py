@@ -10,12 +10,12 @@ import typer
 from pydantic import ValidationError
 
 from ..exceptions import UsageError
-from ..reading.describe import describe_run
 from ..figures.find import DEFAULT_DPI, DEFAULT_MARGIN, DEFAULT_MIN_AREA
 from ..figures.settings import DescribeOptions
 from ..progress import console
-from .output import emit
+from ..reading.describe import describe_run
 from . import app
+from .output import emit
 
 
 @app.command("describe")

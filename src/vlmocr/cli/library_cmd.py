@@ -33,12 +33,13 @@ def dedup_command(
     manifest_out: Path = typer.Option(..., "--manifest-out", help="Write the new documents here (a run manifest: .jsonl or .csv)."),
     report: Optional[Path] = typer.Option(None, "--report", help="Write one row per input here (CSV, or .json)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Processes hashing and reading text layers."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --manifest-out and --report if it exists (never inside a run or library folder)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --manifest-out and --report if it exists "
+                                   "(never inside a run or library folder)."),
     json_out: bool = typer.Option(False, "--json", help="Print the full result as JSON on stdout."),
 ) -> int:
     """Byte-identical and same-text documents, within the inputs and against a library; a manifest of what is new."""
-    from ..library.dedup import dedup, manifest_format, write_manifest, write_report
     from ..files import check_new_output
+    from ..library.dedup import dedup, manifest_format, write_manifest, write_report
 
     manifest_format(manifest_out)  # before hashing a corpus
     check_new_output(manifest_out, "--manifest-out", overwrite=overwrite)

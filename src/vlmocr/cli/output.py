@@ -17,4 +17,6 @@ def emit(data: object, line: str, json_out: bool) -> None:
 
 
 # The --truth option of evaluate, report and compare: the layouts it reads (evaluation/truth.py).
-TRUTH_HELP = ("Ground truth, in any of these layouts: a folder of name.txt beside name.png (a document's pages separated by form feeds), DOC/p0001.txt, name_0001.gt.txt, PAGE-XML or ALTO files; or a CSV (doc_id|image|path, page, truth_path|truth|text). docs/your-collection.md has an example of each.")
+TRUTH_HELP = ("Ground truth, in any of these layouts: a folder of name.txt beside name.png (a document's pages "
+              "separated by form feeds), DOC/p0001.txt, name_0001.gt.txt, PAGE-XML or ALTO files; or a CSV "
+              "(doc_id|image|path, page, truth_path|truth|text). docs/your-collection.md has an example of each.")

@@ -11,17 +11,17 @@ from pathlib import Path
 from typing import Any, List, Optional, Sequence
 
 import typer
-from rich.markup import escape
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ..exceptions import ExitCode, UsageError
 from ..progress import console
-from .output import TRUTH_HELP
 from ..runfolder import safe
-from . import app, say_reading
 from ..runfolder.record import JsonObject
+from . import app, say_reading
+from .output import TRUTH_HELP
 
 
 def _stdout() -> Console:
@@ -207,7 +207,9 @@ def compare_command(
     run_a: Path = typer.Argument(..., help="Run directory A (e.g. the bulk run)."),
     run_b: Path = typer.Argument(..., help="Run directory B (e.g. the gate run)."),
     truth: Optional[Path] = typer.Option(None, "--truth", help="Truth folder or CSV: the twins' scores are their CER against it."),
-    tolerance_pp: float = typer.Option(0.1, "--tolerance-pp", help="Twins agree when their corpus scores differ by at most this many percentage points (seed 000: 0.1 after cleaning); pages differing more are listed."),
+    tolerance_pp: float = typer.Option(0.1, "--tolerance-pp", help="Twins agree when their corpus scores differ by at "
+                                       "most this many percentage points (seed 000: 0.1 after cleaning); pages differing "
+                                       "more are listed."),
     raw: bool = typer.Option(False, "--raw", help="Compare the raw layers (default: cleaned)."),
     rules: Optional[Path] = typer.Option(None, "--rules", help="Cleaning rules (TOML)."),
     fold: Optional[List[str]] = typer.Option(None, "--fold", help="Normalise both texts further (as for evaluate: long_s, ocrd1, case…)."),

@@ -9,10 +9,10 @@ from typing import List, Optional
 import typer
 
 from ..progress import console
-from .output import TRUTH_HELP
 from ..report.build import build_report
 from ..report.gather import ReportOptions
 from . import app, say_reading
+from .output import TRUTH_HELP
 
 
 @app.command("report")

@@ -8,13 +8,14 @@ from typing import Any, Callable, ContextManager, List, Optional
 
 import typer
 
-from ..settings.config import RunConfig, load_config
 from ..engines.choice import AUTO_RULE
 from ..engines.registry import ENGINE_CHOICES, ocr_engine_names
 from ..exceptions import UsageError
-from ..settings.preflight import check_run
 from ..progress import RunProgress, console
-from ..reading.scheduler import DocumentFilter, run as run_pages
+from ..reading.scheduler import DocumentFilter
+from ..reading.scheduler import run as run_pages
+from ..settings.config import RunConfig, load_config
+from ..settings.preflight import check_run
 from . import app
 
 
@@ -144,7 +145,9 @@ def run_settings(params: dict[str, Any]) -> dict[str, Any]:
     p = params.get
     return dict(
         inputs=list(p("paths") or []) or None, out=p("out"), manifest=p("manifest"), engine=p("engine"),
-        ocr_engine=p("ocr_engine"), rotate_pages=p("rotate_pages"), deskew=p("deskew"), clean_scans=p("clean") or None, align_with=p("align_with"), vlm_tier=p("vlm_tier") or None, cpu_tiers_from=p("cpu_tiers_from"), endpoint=p("endpoint"), model=p("model"), profile=p("profile"), dpi=p("dpi"),
+        ocr_engine=p("ocr_engine"), rotate_pages=p("rotate_pages"), deskew=p("deskew"), clean_scans=p("clean") or None,
+        align_with=p("align_with"), vlm_tier=p("vlm_tier") or None, cpu_tiers_from=p("cpu_tiers_from"),
+        endpoint=p("endpoint"), model=p("model"), profile=p("profile"), dpi=p("dpi"),
         longest_side=p("longest_side"), max_pixels=p("max_pixels"), lang=p("lang"), workers=p("workers"),
         concurrency=p("concurrency"), shard=p("shard"), force=p("force") or None, force_bad=p("force_bad") or None,
         json_summary=p("json_out") or None, serve=p("serve"), stop_grace=p("stop_grace"), reread=p("reread") or None,

@@ -20,12 +20,15 @@ from ..cluster.slurm.script import default_stop_grace
 from ..cluster.slurm.status import format_status, status
 from ..cluster.slurm.submit import compress_ranges, submit, submit_grid
 from ..exceptions import ExitCode, UsageError
-from ..settings.preflight import check_inputs
+from ..files import check_output_path
 from ..progress import console
 from ..runfolder.rundir import SHARDS
-from ..files import check_output_path
-from . import app, plain_typer
-from . import run_cmd  # noqa: F401  (submit checks run options with run's own parser)
+from ..settings.preflight import check_inputs
+from . import (
+    app,
+    plain_typer,
+    run_cmd,  # noqa: F401  (submit checks run options with run's own parser)
+)
 from .slurm_options import ARRAY, CPU_JOB, GATE, JOB, SlurmRequest, slurm_options
 
 slurm_app = plain_typer(help="Run across a SLURM cluster: submit shards, gate them on quality, watch them.")
@@ -362,8 +365,9 @@ def describe_command(
         print(f"Submitted describe job {result['job_id']}: log {Path(str(result['home'])) / SLURM_DIR / 'logs'}/"
               f"describe_{result['job_id']}.out", flush=True)
     else:
+        argv = result["sbatch"] if isinstance(result["sbatch"], list) else []
         print(f"dry run: wrote {result['script']}; nothing submitted (would run, in "
-              f"{Path(str(result['script'])).parent}: {' '.join(map(str, argv if isinstance(argv := result['sbatch'], list) else []))})", flush=True)
+              f"{Path(str(result['script'])).parent}: {' '.join(map(str, argv))})", flush=True)
     return ExitCode.ok
 
 

@@ -9,12 +9,12 @@ from typing import List, Optional
 
 import typer
 
-from ..exceptions import ExitCode, UsageError
-from ..progress import console
-from .output import emit
 from ..corpus.plan import DEFAULT_CORES, DEFAULT_CORES_PER_TASK
 from ..corpus.triage import DEFAULT_CHECK_PAGES
+from ..exceptions import ExitCode, UsageError
+from ..progress import console
 from . import app
+from .output import emit
 
 
 @app.command("triage")
@@ -35,7 +35,6 @@ def triage_command(
     """One CSV row per document: pages, text layer, scans, sizes, resolution, duplicates, language,
     script and the --lang to read it with."""
     from ..corpus.triage import TriageOptions, triage
-
     from ..files import check_new_output
 
     check_new_output(out, "--out", overwrite=overwrite)
@@ -52,7 +51,7 @@ def triage_command(
 
 
 @app.command("plan")
-def plan_command(
+def plan_command(  # noqa: PLR0915 (long: to be split)
     triage_csv: Path = typer.Option(..., "--triage", help="A CSV written by `vlmocr triage`."),
     pages_per_hour: Optional[float] = typer.Option(None, "--pages-per-hour", "--rate",
                                                    help="OCR pages per hour on one GPU."),
@@ -92,11 +91,12 @@ def plan_command(
                                               "core-hour (any currency): each tier's cost per 1,000 pages."),
     gpu_price: Optional[float] = typer.Option(None, "--gpu-price", min=0.0, help="With --pilot: the price of a GPU-hour."),
     json_out: bool = typer.Option(False, "--json", help="Print a machine-readable plan on stdout."),
-) -> int:
+) -> int:  # noqa: PLR0915 (long: to be split)
     """Pages to OCR vs served by the text layer, hours on 1…N GPUs, and where to run it; with
     --partitions, which partitions hold each profile's model and how to split the pages; with
     --pilot, each tier's share of the pages, hours and cost."""
-    from ..corpus.plan import Plan, load_corpus, make_cpu_plan, make_plan, measure as measure_rate, parse_gpus, render_plan
+    from ..corpus.plan import Plan, load_corpus, make_cpu_plan, make_plan, parse_gpus, render_plan
+    from ..corpus.plan import measure as measure_rate
     from ..engines.registry import HTTP_ENGINE
     from ..machine import available_cores
 
@@ -206,7 +206,8 @@ def manifest_command(
     order: str = typer.Option("fewest-pages", help="Then: fewest-pages | most-pages | path | triage."),
     stage: Optional[Path] = typer.Option(None, "--stage", help="Make ASCII-named symlinks here and point the manifest at them."),
     skipped: Optional[Path] = typer.Option(None, "--skipped", help="Also write the skipped documents to this CSV."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out and --skipped if it exists (never inside a run or library folder)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --out and --skipped if it exists "
+                                   "(never inside a run or library folder)."),
     json_out: bool = typer.Option(False, "--json", help="Print a machine-readable report on stdout."),
 ) -> int:
     """A run manifest in priority order, without duplicates and unreadable files."""

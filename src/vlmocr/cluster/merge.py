@@ -24,13 +24,12 @@ from typing import Callable
 
 import orjson
 
-from ..runfolder.assemble import write_document
 from ..exceptions import UsageError
-from ..runfolder.record import STATUS_GROUP, Row, Status
+from ..files import OutputBuild, write_json_atomic
+from ..runfolder.assemble import write_document
+from ..runfolder.record import STATUS_GROUP, JsonObject, Row, Status
 from ..runfolder.rundir import MERGED, RunDir, run_keys
 from ..runfolder.store import final_records
-from ..files import OutputBuild, write_json_atomic
-from ..runfolder.record import JsonObject
 
 MERGE = "merge"  # what the marker of a folder `merge` made says (store.OUTPUT_MARKER)
 _RANK = {"ok": 0, "fallback": 0, "review": 1, "failed": 2}

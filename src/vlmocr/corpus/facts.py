@@ -17,8 +17,7 @@ from PIL import Image
 
 from ..engines.languages import canonical_name
 from ..exceptions import BadInput
-from ..inputs.render import image_dpi, pdfium_lock
-from ..inputs.render import check_frame, is_djvu, open_pdf, text_layer, usable_text_layer
+from ..inputs.render import check_frame, image_dpi, is_djvu, open_pdf, pdfium_lock, text_layer, usable_text_layer
 from ..text.textquality import WORD_RE, guess_language
 
 LANG_SAMPLE_CHARS = 6_000  # a few hundred words settle a stopword vote

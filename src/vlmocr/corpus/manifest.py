@@ -24,10 +24,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..exceptions import UsageError
-from ..inputs.sources import neutralise_cell, unprintable_path, unreserved
 from ..files import atomic_file, write_text_atomic
-from .triage import read_rows
+from ..inputs.sources import neutralise_cell, unprintable_path, unreserved
 from ..runfolder.record import JsonObject
+from .triage import read_rows
 
 ORDERS = ("fewest-pages", "most-pages", "path", "triage")
 MAX_STAGE_NAME = 120
@@ -127,7 +127,7 @@ def _link(target: str, link: Path) -> None:
         os.symlink(target, tmp)
 
 
-def build_manifest(triage_csv: Path, out: Path, priority_file: Path | None = None,
+def build_manifest(triage_csv: Path, out: Path, priority_file: Path | None = None,  # noqa: PLR0915 (long: to be split)
                    priority_column: str | None = None, order: str = "fewest-pages",
                    stage: Path | None = None, skipped_out: Path | None = None) -> ManifestReport:
     if order not in ORDERS:

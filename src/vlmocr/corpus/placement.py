@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Iterable
 
 from ..exceptions import UsageError
+from ..runfolder.record import JsonObject
 from .partitions import FP8_ON_AMPERE, Partition, Partitions, is_ampere
 from .plan import duration
-from ..runfolder.record import JsonObject
 
 TP_SIZES = (1, 2, 4, 8)  # tensor parallel sizes vLLM accepts for the usual head counts
 # Hours of a shard's time limit kept for the server start: the job template waits up to 20 min
@@ -221,8 +221,8 @@ def too_long(placement: Placement, parts: dict[str, list[SplitDoc]], retry_overh
 
 def write_split(parts: dict[str, list[SplitDoc]], out_dir: Path, profile: str) -> dict[str, str]:
     """One manifest per part, DIR/PROFILE-PARTITION.csv (doc_id,path[,pages,…]), priority order kept."""
-    from ..inputs.sources import neutralise_cell
     from ..files import write_text_atomic
+    from ..inputs.sources import neutralise_cell
 
     out_dir.mkdir(parents=True, exist_ok=True)
     written: dict[str, str] = {}

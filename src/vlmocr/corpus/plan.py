@@ -18,8 +18,8 @@ from typing import Any, Iterable
 
 from ..engines.registry import HTTP_ENGINE
 from ..exceptions import UsageError, VlmocrError
-from .triage import estimated_text_pages, read_rows
 from ..runfolder.record import JsonObject
+from .triage import estimated_text_pages, read_rows
 
 RETRY_OVERHEAD = 0.30  # extra time for retries, ladder steps and re-reads
 OVERNIGHT_HOURS = 12.0  # what "a night on the local machine" means
@@ -190,10 +190,10 @@ def measure(triage_csv: Path, endpoint: str | None = None, profile: str | None =
     start-up (model check, worker pool, an engine's models loading) does not count; slow pages and
     retries do. `engine` openai reads against `endpoint`; a CPU engine reads with `workers`
     processes (default 1: the rate of one core)."""
-    from ..settings.config import load_config
     from ..engines.registry import peak_worker_mb
     from ..progress import RunProgress
     from ..reading.scheduler import run
+    from ..settings.config import load_config
 
     cpu = engine != HTTP_ENGINE
     if not cpu and not endpoint:

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Sequence
 from PIL import Image, ImageDraw, ImageFont
 
 from ..exceptions import BadInput
-from ..inputs.render import Sizing, is_blank, render_page
 from ..files import atomic_file
+from ..inputs.render import Sizing, is_blank, render_page
 
 if TYPE_CHECKING:
     from .facts import PageFacts

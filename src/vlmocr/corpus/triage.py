@@ -72,20 +72,26 @@ from typing import Any, Iterable, Iterator, Mapping, TypeAlias
 
 import pypdfium2 as pdfium
 
-from ..exceptions import BadInput, UsageError
-from ..inputs.render import MIN_TEXT_CHARS, count_pages, kind_of, shown
 from ..engines.languages import install_hint, suggest_lang, tesseract_has_language
-from ..machine import available_cores
-from ..runfolder.record import Sizing
-from .facts import (LANG_SAMPLE_CHARS, PageFacts, greek_language, image_facts, mark_shapes, pages_to_check,
-                    pdf_facts, text_language, text_script)
-from ..files import file_sha256
+from ..exceptions import BadInput, UsageError
+from ..files import atomic_file, check_output_path, file_sha256
+from ..inputs.render import MIN_TEXT_CHARS, count_pages, kind_of, shown
 from ..inputs.skipped import SkippedCounts, SkippedFiles, file_type
 from ..inputs.skipped import phrase as skipped_phrase
 from ..inputs.sources import Document, derive_doc_id, discover, neutralise_cell, printable, restore_cell
-from ..files import atomic_file
-from ..files import check_output_path
-from ..runfolder.record import JsonObject
+from ..machine import available_cores
+from ..runfolder.record import JsonObject, Sizing
+from .facts import (
+    LANG_SAMPLE_CHARS,
+    PageFacts,
+    greek_language,
+    image_facts,
+    mark_shapes,
+    pages_to_check,
+    pdf_facts,
+    text_language,
+    text_script,
+)
 
 DEFAULT_CHECK_PAGES = 16
 # How a text layer is judged (render.usable_text_layer): printed in the `text_judged` column.

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, TypedDict, runtime_checkable
 
 from PIL import Image
+
 from ..runfolder.record import JsonObject, Positions
 
 

@@ -8,9 +8,18 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .base import LINES_RUN_DOWN, SMALL_LETTERS, SMALL_LETTERS_PX, CpuEngine, EngineOptions, PageInput, Reading, weighted_mean
 from ..positions.order import column_gutter, column_keys
 from ..runfolder.record import JsonObject, Line, Positions, WordBox
+from .base import (
+    LINES_RUN_DOWN,
+    SMALL_LETTERS,
+    SMALL_LETTERS_PX,
+    CpuEngine,
+    EngineOptions,
+    PageInput,
+    Reading,
+    weighted_mean,
+)
 
 # The long side RapidOCR shrinks a page to before reading it (its Global.max_side_len).
 MAX_SIDE = 2000

@@ -10,16 +10,14 @@ truth it is the micro CER of A's text against B's, which bounds the gap between 
 from __future__ import annotations
 
 from collections.abc import Mapping
-
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 from ..exceptions import UsageError
-from ..runfolder.record import Row
+from ..runfolder.record import JsonObject, Row
 from .score import distances, normalisation_name, rate, run_records
 from .truth import TruthPage, load_truth, match_truth
-from ..runfolder.record import JsonObject
 
 
 @dataclass

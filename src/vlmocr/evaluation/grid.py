@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import UsageError
+from ..runfolder.record import JsonObject
 from ..runfolder.rundir import RunDir
 from .score import BOOTSTRAP, SEED, Evaluation, score
 from .truth import TruthPage, load_truth
-from ..runfolder.record import JsonObject
 
 GRID_AXES = ("engine", "ocr_engine", "profile", "model", "dpi", "longest_side", "lang")
 
@@ -85,9 +85,9 @@ def run_grid(truth_path: Path, out: Path, axes: dict[str, list[Any]], *, inputs:
     The sample is `inputs`/`manifest` when given, else the truth's own page images (a manifest
     written to OUT/manifest.csv names them with the truth's doc ids)."""
     # The scheduler is imported only when a grid runs: scoring needs none of it.
-    from ..settings.config import load_config
     from ..progress import RunProgress
     from ..reading.scheduler import run as run_pages
+    from ..settings.config import load_config
 
     out = Path(out)
     truth = sample_truth(load_truth(truth_path), sample)

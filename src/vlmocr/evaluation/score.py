@@ -21,19 +21,18 @@ from __future__ import annotations
 import re
 import unicodedata
 import zlib
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Iterable
 
 from rapidfuzz.distance import Levenshtein
 
 from ..exceptions import UsageError
-from ..runfolder.record import Row
+from ..runfolder.record import JsonObject, Row
 from ..runfolder.store import PAGES_FILE
 from ..text import historic
 from .truth import TruthPage, load_truth, match_truth
-from ..runfolder.record import JsonObject
 
 if TYPE_CHECKING:
     import numpy as np

@@ -15,8 +15,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ..runfolder.record import Row
-from ..runfolder.record import JsonObject
+from ..runfolder.record import JsonObject, Row
 
 NO_TRUTH_METRICS = ("unknown_words",)
 

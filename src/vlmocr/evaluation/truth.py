@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from ..envvars import TRUTH_OUTSIDE, env_flag
 from ..exceptions import UsageError
 from ..inputs.sources import SUPPORTED_EXTS, derive_doc_id
-from ..envvars import TRUTH_OUTSIDE, env_flag
 
 _PAGE_SUFFIX = re.compile(r"^(.*)\.p(\d+)$")
 _PAGE_FILE = re.compile(r"^p?(\d{1,6})$")  # DOC/p0001.txt, DOC/0001.txt: page files in a document's folder

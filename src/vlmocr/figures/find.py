@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import BadInput
-from ..inputs.render import DEFAULT_MAX_PIXELS, Sizing, encode, is_blank, render_page
 from ..files import write_bytes_atomic
-from ..runfolder.rundir import RunDir
+from ..inputs.render import DEFAULT_MAX_PIXELS, Sizing, encode, is_blank, render_page
 from ..runfolder.record import Row
+from ..runfolder.rundir import RunDir
 from ..runfolder.store import iter_rows
 from ..text.postprocess import is_figure_block
 

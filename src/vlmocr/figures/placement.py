@@ -9,12 +9,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..runfolder.record import FigureRecord, Row, Status
 from ..runfolder.assemble import write_document
-from ..runfolder.store import final_records, iter_figures
+from ..runfolder.record import FigureRecord, JsonObject, Row, Status
 from ..runfolder.rundir import FIGURES_FILE, RunDir
+from ..runfolder.store import final_records, iter_figures
 from .find import MIN_ANCHOR_CHARS, Figure, page_figures, pixel_grounding, same_box
-from ..runfolder.record import JsonObject
 
 # ============================================================================================
 # Descriptions in Markdown and exports

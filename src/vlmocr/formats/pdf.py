@@ -182,8 +182,8 @@ def searchable_pdf(pages: list[LaidPage], source: Path, out: Path, notes: list[s
     (pikepdf.pdfa: output intent, XMP, then the bytes written are checked; an input that cannot
     pass — a transparency group, an LZW stream, a font not embedded — stays a plain PDF, and says
     why)."""
-    from ocrmypdf.fpdf_renderer import Fpdf2MultiPageRenderer
     import pikepdf
+    from ocrmypdf.fpdf_renderer import Fpdf2MultiPageRenderer
     from pikepdf.pdfa import Flavour, PdfaError, save
 
     base = _base_pdf(source, notes if notes is not None else [])

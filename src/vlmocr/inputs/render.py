@@ -24,9 +24,9 @@ from PIL import ExifTags, Image, ImageOps, UnidentifiedImageError
 
 from ..envvars import MAX_DOC_PAGES, env_int
 from ..exceptions import BadInput
-from .pixels import dark_on_light, engine_mode
 from ..runfolder.record import DEFAULT_DPI, DEFAULT_MAX_PIXELS, Sizing  # noqa: F401  (the renderer's settings)
 from .master import Master, image_file_master, pdf_page_master
+from .pixels import dark_on_light, engine_mode
 from .sources import DJVU_EXTS, IMAGE_EXTS, PDF_EXTS, printable
 
 HARD_MAX_IMAGE_PIXELS = 400_000_000  # larger image frames are refused instead of decoded

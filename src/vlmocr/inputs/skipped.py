@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import TypedDict
+
 from ..runfolder.record import JsonObject
 
 MAX_PATHS = 100  # paths listed in run.json; counts cover every file

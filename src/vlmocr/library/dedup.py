@@ -13,9 +13,9 @@ punctuation, hyphens) folded to one space; pages in order, each page's words joi
 breaks, line wrapping and font-encoding quirks of whitespace do not matter.
 
 Outputs: a manifest of what is new (``doc_id,path[,pages,dpi,language]``, absolute paths,
-readable by `vlmocr run --manifest`; JSONL when the name ends in .jsonl, CSV for .csv) and a report (CSV, or JSON when the name ends in .json) with one row
-per input: status new | duplicate | unreadable, the match (bytes | text), what it duplicates and
-where (input | library)."""
+readable by `vlmocr run --manifest`; JSONL when the name ends in .jsonl, CSV for .csv) and a
+report (CSV, or JSON when the name ends in .json) with one row per input: status new | duplicate |
+unreadable, the match (bytes | text), what it duplicates and where (input | library)."""
 
 from __future__ import annotations
 
@@ -32,12 +32,11 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..exceptions import UsageError
+from ..files import file_sha256, write_text_atomic
 from ..inputs.sources import Document, discover
-from ..files import write_text_atomic
-from .catalog import Catalog, is_library
-from ..files import file_sha256
 from ..machine import available_cores
 from ..runfolder.record import JsonObject
+from .catalog import Catalog, is_library
 
 MIN_USABLE_SHARE = 0.8  # share of pages with a usable text layer for a document to get a text digest
 MIN_TEXT_CHARS = 200  # … and at least this many normalised characters in all

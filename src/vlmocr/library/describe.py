@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import ExitCode
-from ..reading.describe import DescribeSummary, describe_run
 from ..figures.settings import DescribeOptions
+from ..reading.describe import DescribeSummary, describe_run
+from ..runfolder.record import JsonObject
 from ..runfolder.rundir import RunDir
 from .catalog import Catalog
 from .publish import PublishResult, publish
-from ..runfolder.record import JsonObject
 
 
 @dataclass
@@ -107,8 +107,8 @@ def describe_library_served(library: Path, opts: DescribeOptions, serve: str, *,
                             environ: Mapping[str, str] | None = None) -> LibraryDescribe:
     """`vlmocr describe --library LIB --serve PROFILE`: one server for every run the library's
     documents came from, started only when one of them owes a figure (its log in LIB/logs)."""
-    from ..reading.describe import settled_summary
     from ..cluster.serve.describing import NOTHING_OWED, describe_server, served_options
+    from ..reading.describe import settled_summary
 
     note = progress or (lambda _msg: None)
     opts = served_options(opts, serve, environ)

@@ -33,19 +33,16 @@ from typing import Any, Callable, Iterable, Iterator
 import orjson
 
 from ..exceptions import UsageError
-from ..runfolder.record import JsonObject
-from ..runfolder.record import Row
 from ..figures.placement import add_figures
-from ..runfolder.assemble import assemble_markdown
-from ..files import OutputBuild, kill_point
-from ..files import check_output_path
-from ..runfolder.safe import made_safe_count, needs_making_safe, record_made_safe
-from .catalog import DOCS, Catalog, is_library
+from ..files import OutputBuild, check_output_path, kill_point
 from ..formats import FORMATS as LIBRARY_FORMATS
 from ..formats import write_document
 from ..formats.layout import laid_pages
+from ..runfolder.assemble import assemble_markdown
+from ..runfolder.record import JsonObject, Row
+from ..runfolder.safe import made_safe_count, needs_making_safe, record_made_safe
+from .catalog import DOC_PAGES, DOCS, Catalog, is_library
 from .identify import identify_records
-from .catalog import DOC_PAGES
 from .runs import DocRecords, document_text, original_name, resolve_source, run_dirs, run_documents
 
 FORMATS = ("md", "txt", "jsonl", "parquet", "hf", *LIBRARY_FORMATS)

@@ -22,9 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from ..runfolder.record import Row
-from ..runfolder.record import JsonObject
 from ..files import write_text_atomic
+from ..runfolder.record import JsonObject, Row
 
 DEFAULT_CROSSREF = "https://api.crossref.org"
 DEFAULT_PAGES = 5

@@ -35,15 +35,14 @@ from typing import Any, Callable, Collection, Iterable
 import orjson
 
 from ..exceptions import ExitCode, UsageError
-from ..runfolder.assemble import assemble_markdown
-from ..runfolder.record import Row, now_iso
 from ..files import exchange, kill_point, write_text_atomic
+from ..runfolder.assemble import assemble_markdown
+from ..runfolder.record import JsonObject, Row, now_iso
 from ..text.clean import search_text
 from ..text.textquality import page_language
 from .catalog import CACHE, CATALOG, DOC_PAGES, DOCS, LOCK, STAGING, Catalog, LibraryLock
 from .identify import Crossref, Identifier, LookupError_, identify_records
 from .runs import DocRecords, document_text, fsync_dir, original_name, read_run, resolve_source, run_dirs, safe_sha256
-from ..runfolder.record import JsonObject
 
 TEXT_FILE = "document.txt"
 MD_FILE = "document.md"

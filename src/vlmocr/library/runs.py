@@ -16,12 +16,11 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from ..exceptions import UsageError
-from ..runfolder.record import RETRY_ON_RESUME, Row
+from ..files import file_sha256
 from ..inputs.finder import SourceFinder
+from ..runfolder.record import RETRY_ON_RESUME, JsonObject, Row
 from ..runfolder.rundir import PAGES_FILE, RunDir, run_keys
 from ..runfolder.store import final_index
-from ..files import file_sha256
-from ..runfolder.record import JsonObject
 
 PAGE_SEPARATOR = "\n\f\n"  # between pages in document.txt: a form feed on a line of its own
 

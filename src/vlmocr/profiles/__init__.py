@@ -22,8 +22,10 @@ from typing import Any, Literal, cast, get_args
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from vlmocr.exceptions import UsageError
+
 from ..runfolder.record import JsonObject
-from ..text.postprocess import GroundingFormat, PostprocessSpec
+from ..text.postprocess import GroundingFormat as GroundingFormat  # re-exported: a profile's own word
+from ..text.postprocess import PostprocessSpec
 
 ServerKind = Literal["vllm", "sglang", "openai"]
 SERVER_KINDS: tuple[str, ...] = get_args(ServerKind)

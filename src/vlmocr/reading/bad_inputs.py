@@ -14,11 +14,11 @@ from pathlib import Path
 
 import orjson
 
-from ..runfolder.record import Status
+from ..files import write_text_atomic
 from ..inputs.sources import Document, neutralise_cell
+from ..runfolder.record import Status
 from ..runfolder.rundir import RunDir
 from ..runfolder.store import DocState, ResumeIndex, line_intact
-from ..files import write_text_atomic
 
 BAD_INPUTS = "bad_inputs.csv"
 COLUMNS = ("doc_id", "page", "path", "reason")

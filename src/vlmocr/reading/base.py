@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ..runfolder.record import JsonObject, PageRecord, PageTask, Sizing, Status
 from .limiter import Limiter
-from ..runfolder.record import PageRecord, PageTask, Sizing, Status
-from ..runfolder.record import JsonObject
 
 
 class PageReader:

@@ -23,8 +23,8 @@ from typing import Callable
 
 from ..engines.pick import Candidate, pick
 from ..exceptions import UsageError
-from ..runfolder.record import REVIEW, JsonObject, PageRecord, PageTask, Row, Sizing, Status
 from ..inputs.finder import SourceFinder
+from ..runfolder.record import REVIEW, JsonObject, PageRecord, PageTask, Row, Sizing, Status
 from ..runfolder.rundir import RunDir
 from ..runfolder.store import FinalRecords
 from ..settings.config import RunConfig

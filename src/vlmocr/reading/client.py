@@ -27,8 +27,8 @@ from yarl import URL
 
 from ..exceptions import EndpointUnavailable, UsageError
 from ..redact import public_url  # noqa: F401  (re-exported for the readers)
-from .served import version_from
 from ..runfolder.record import JsonObject
+from .served import version_from
 
 API_KEY_ENV = ("VLMOCR_API_KEY", "OPENAI_API_KEY")
 
@@ -477,7 +477,7 @@ class OpenAIClient:
         answer between them. A page that is merely slow on a live server is not."""
         return self._timeouts_in_row >= HUNG_AFTER_TIMEOUTS or not await self.alive()
 
-    async def chat(self, body: JsonObject) -> ChatResult:
+    async def chat(self, body: JsonObject) -> ChatResult:  # noqa: PLR0915 (long: to be split)
         payload = orjson.dumps(body)
         limit = chat_body_limit(body)
         t0 = time.monotonic()

@@ -35,20 +35,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..settings.config import settings_key
 from ..exceptions import BadInput, ExitCode, UsageError, outcome
-from ..machine import available_cores
-from .tasks import TaskRunner
-from ..runfolder.record import LADDER, FigureRecord, JsonObject, Status
-from ..inputs.render import DEFAULT_MAX_PIXELS, Sizing, page_pixel_size
+from ..figures.find import Figure, crop_page, find_figures, pixel_boxes, same_box, shrink_crop
+from ..figures.settings import DescribeOptions, describe_key_material, describing_profile, load_state, owes
+from ..files import RunLock
 from ..inputs.finder import SourceFinder
+from ..inputs.render import DEFAULT_MAX_PIXELS, Sizing, page_pixel_size
+from ..machine import available_cores
+from ..runfolder.record import LADDER, FigureRecord, JsonObject, Status
 from ..runfolder.rundir import FIGURES_FILE, RunDir
 from ..runfolder.store import PAGES_FILE, RecordWriter
-from ..files import RunLock
-from ..figures.settings import (DescribeOptions, describe_key_material,
-                       describing_profile, load_state, owes)
-from ..figures.find import (Figure,
-                   crop_page, find_figures, pixel_boxes, same_box, shrink_crop)
+from ..settings.config import settings_key
+from .tasks import TaskRunner
 
 # One image token per 28×28 patch (Qwen-style ViTs); chars per text token for the estimate.
 PATCH_PIXELS = 28 * 28
@@ -375,7 +373,7 @@ def settled_summary(run_dir: str | Path, opts: DescribeOptions) -> DescribeSumma
     return summary
 
 
-async def _describe(run_dir: Path, opts: DescribeOptions, progress: Callable[[str], None],
+async def _describe(run_dir: Path, opts: DescribeOptions, progress: Callable[[str], None],  # noqa: PLR0915 (long: to be split)
                     handle_signals: bool) -> DescribeSummary:
     from ..profiles import prompt_id
     from .pool import WorkerPool

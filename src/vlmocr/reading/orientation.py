@@ -8,7 +8,6 @@ from typing import NamedTuple
 
 from PIL import Image
 
-
 # Degrees counter-clockwise → the transposition that turns a page image so (PageTask.rotate).
 ROTATIONS = {90: Image.Transpose.ROTATE_90, 180: Image.Transpose.ROTATE_180, 270: Image.Transpose.ROTATE_270}
 

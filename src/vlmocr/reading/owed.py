@@ -13,9 +13,9 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass, field
 
+from ..inputs.sources import Document
 from ..progress import RunProgress
 from ..runfolder.record import RETRY_ON_RESUME, Status
-from ..inputs.sources import Document
 from ..runfolder.store import DocState, ResumeIndex
 
 Inspected = tuple[int | None, str | None]  # (page count, None) or (None, why it cannot be read)

@@ -4,8 +4,8 @@ the engines' libraries, and survive a page that crashes its worker."""
 from __future__ import annotations
 
 import asyncio
-import os
 import multiprocessing
+import os
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any

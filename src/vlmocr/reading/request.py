@@ -14,8 +14,8 @@ import json
 from collections.abc import Mapping
 from typing import cast
 
-from vlmocr.runfolder.record import JsonObject, JsonValue
 from vlmocr.profiles import SERVER_KINDS, VENDOR_SAMPLING_KEYS, Profile, ServerKind
+from vlmocr.runfolder.record import JsonObject, JsonValue
 
 
 def data_url(data: bytes, mime: str) -> str:

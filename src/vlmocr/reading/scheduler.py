@@ -7,44 +7,42 @@ lets the ones in flight finish for a grace period, and exits 130 without a parti
 from __future__ import annotations
 
 import asyncio
-from collections import deque
-from collections.abc import Mapping
 import os
 import socket
 import sys
 import time
+from collections import deque
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Awaitable, Callable
 
 from .. import stopsignal
-from ..settings.config import RunConfig, settings_key
 from ..engines.base import EngineOptions
 from ..engines.choice import choose_ocr_engine, earlier_choice
 from ..engines.registry import CPU_ENGINES, HTTP_ENGINE, OCR_ENGINES, peak_worker_mb
 from ..exceptions import EndpointUnavailable, ExitCode, StoreFailed, UsageError, outcome
 from ..figures.placement import add_figures, rebuild_documents
-from ..runfolder.assemble import write_document
-from .limiter import Limiter
-from ..machine import WorkerCount, available_cores, choose_workers, system_memory
-from .bad_inputs import write_bad_inputs
-from .owed import PageCounter, first_reads, reopen, select_pages
-from ..progress import RunProgress
-from .base import PageReader
-from .cpu import CpuReader
-from .pool import WorkerPool
-from .tasks import TaskRunner
-from ..redact import public_argv
-from ..runfolder.rundir import RunDir, RunInfo, git_commit, reading_said, versions
-from ..runfolder.record import PageRecord, PageTask, Row, Status, now_iso
+from ..files import RunLock, write_json_atomic
+from ..inputs.render import count_pages
 from ..inputs.skipped import SkippedCounts, SkippedFiles
 from ..inputs.skipped import phrase as skipped_phrase
-from ..inputs.render import count_pages
 from ..inputs.sources import Document, discover, parse_shard, shard_of
+from ..machine import WorkerCount, available_cores, choose_workers, system_memory
+from ..progress import RunProgress
+from ..redact import public_argv
+from ..runfolder.assemble import write_document
+from ..runfolder.record import JsonObject, PageRecord, PageTask, Row, Status, now_iso
+from ..runfolder.rundir import RunDir, RunInfo, git_commit, reading_said, versions
 from ..runfolder.store import DocState, RecordWriter, ResumeIndex
-from ..files import RunLock, write_json_atomic
-from ..runfolder.record import JsonObject
-
+from ..settings.config import RunConfig, settings_key
+from .bad_inputs import write_bad_inputs
+from .base import PageReader
+from .cpu import CpuReader
+from .limiter import Limiter
+from .owed import PageCounter, first_reads, reopen, select_pages
+from .pool import WorkerPool
+from .tasks import TaskRunner
 
 # Seconds between rewrites of summary.json while pages are read (a tally of the resume index:
 # milliseconds for a shard of 15 000 pages).
@@ -225,7 +223,7 @@ class Scheduler(TaskRunner):
 
     # ------------------------------------------------------------------ main
 
-    async def run(self) -> Summary:
+    async def run(self) -> Summary:  # noqa: PLR0915 (long: to be split)
         cfg = self.cfg
         docs = self.documents()
         self.run_dir.mkdir(parents=True, exist_ok=True)

@@ -16,17 +16,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from ..settings.config import RunConfig, settings_key
 from ..engines.registry import HTTP_ENGINE
-from ..profiles import Profile, load_profile
-from ..runfolder.record import PageRecord, PageTask, Sizing
-from ..runfolder.rundir import RunDir
 from ..inputs.sources import Document, discover, parse_shard, shard_of
+from ..profiles import Profile, load_profile
+from ..runfolder.record import JsonObject, PageRecord, PageTask, Sizing
+from ..runfolder.rundir import RunDir
 from ..runfolder.store import ResumeIndex
+from ..settings.config import RunConfig, settings_key
 from .base import PageReader
 from .owed import first_reads, reopen, select_pages
 from .vlm import owes_ladder, vlm_key_material
-from ..runfolder.record import JsonObject
 
 STARTED_KINDS = ("vllm", "sglang")  # what --serve starts (cluster/serve/plan.SERVERS); else vLLM
 NOT_OPENED = "not opened again: its bad_input record is final (--force-bad reads it again)"

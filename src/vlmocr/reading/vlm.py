@@ -6,35 +6,40 @@ keep a GPU server full; the loop only moves bytes and bookkeeping."""
 
 from __future__ import annotations
 
-import math
-
 import asyncio
+import math
 import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, cast
 
-from ..settings.config import RunConfig
+from ..engines.base import Reading
 from ..exceptions import EndpointUnavailable, UsageError
-from ..profiles import Profile, load_profile
 from ..positions.geometry import steps_before
 from ..positions.lines import block_positions
-from ..runfolder.record import LADDER, PageRecord, PageTask, Positions, Sizing, Status
+from ..profiles import Profile, load_profile
+from ..runfolder.record import LADDER, JsonObject, PageRecord, PageTask, Positions, Sizing, Status
+from ..settings.config import RunConfig
 from ..text.postprocess import is_figure_block, postprocess, rotation_asked, split_pages
 from .base import PageReader
-from .client import (LONE_SURROGATES_FLAG, ChatResult, ModelEntry, OpenAIClient, RequestFailed, parse_metrics, public_url,
-                     queue_depth)
+from .client import (
+    LONE_SURROGATES_FLAG,
+    ChatResult,
+    ModelEntry,
+    OpenAIClient,
+    RequestFailed,
+    parse_metrics,
+    public_url,
+    queue_depth,
+)
+from .judging import TURN_WHEN, classify, judge_reading
 from .limiter import Limiter, next_limit, render_ahead
-from .pool import WorkerPool
+from .orientation import Upright
 from .pagefit import fit_note, page_cost
+from .pool import WorkerPool
+from .prepare import Prepared, prepare_for_http
 from .request import build_chat_request, ladder_overrides
 from .served import VERSION_PATHS, resolve_revision, server_label
-from ..engines.base import Reading
-from .judging import TURN_WHEN, classify, judge_reading
-from .orientation import Upright
-from .prepare import Prepared, prepare_for_http
 from .worker import CpuSupport, aligned_positions, inspect_doc, inspect_docs, orientation_of_page, read_page
-from ..runfolder.record import JsonObject
-
 
 # A page's image is most of its prompt: shrunk by a side factor f, its tokens fall by about f².
 # Room left for the text of the prompt and the answer's first tokens.

@@ -31,9 +31,19 @@ from ..positions.geometry import Step, to_page
 from ..positions.order import SIDE_NOTES
 from ..runfolder.record import PageRecord, PageTask, Positions, Status
 from .context import PageContext
-from .judging import (CJK_SCRIPTS, TURN_WHEN, Judged, classify, cjk_punctuation_folded, judge_reading, keeps_second,
-                      out_of_order_only, reads_better, wants_local_thresholds)
-from .orientation import (BLIND_TURN_BELOW, CONFIDENCE_GAIN, ROTATIONS, Upright, on_its_side, turn_to_upright)
+from .judging import (
+    CJK_SCRIPTS,
+    TURN_WHEN,
+    Judged,
+    cjk_punctuation_folded,
+    classify,
+    judge_reading,
+    keeps_second,
+    out_of_order_only,
+    reads_better,
+    wants_local_thresholds,
+)
+from .orientation import BLIND_TURN_BELOW, CONFIDENCE_GAIN, ROTATIONS, Upright, on_its_side, turn_to_upright
 from .prepare import image_digest, prepare_image
 from .textlayer import from_text_layer
 

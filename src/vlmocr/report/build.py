@@ -11,14 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..exceptions import UsageError
-from ..runfolder.rundir import PAGES_FILE, RunDir
 from ..files import write_text_atomic
+from ..runfolder.record import JsonObject
+from ..runfolder.rundir import PAGES_FILE, RunDir
 from .gather import ReportOptions, gather, micro_cer, micro_cer_clean
 from .html_pages import IndexContext, index_html, shell_html
 from .review import review_queues
 from .site import prepare_out, write_assets, write_data
 from .thumbs import make_thumbs, prune_thumbs
-from ..runfolder.record import JsonObject
 
 
 @dataclass

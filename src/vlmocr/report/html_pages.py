@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+from ..runfolder.record import tier_went_on
 from . import svg
 from .gather import STATUS_ORDER, Page, ReportOptions, RunData, languages_read, status_group
 from .review import queue_label
-from ..runfolder.record import tier_went_on
 
 PREVIEW_ROWS = 100  # flagged pages listed on the index page
 

@@ -35,8 +35,8 @@ from typing import Any
 import orjson
 
 from ..exceptions import UsageError
-from ..runfolder.rundir import RunDir
 from ..files import OUTPUT_MARKER, check_output_dir, write_text_atomic
+from ..runfolder.rundir import RunDir
 from .diff import diff_ops
 from .gather import Doc, Page, ReportOptions, RunData, languages_read, micro_cer, micro_cer_clean, status_group
 

@@ -11,11 +11,11 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..inputs.finder import SourceFinder
 from ..files import atomic_file
-from .gather import Doc, Page, ReportOptions
+from ..inputs.finder import SourceFinder
 from ..machine import available_cores
 from ..runfolder.record import JsonObject
+from .gather import Doc, Page, ReportOptions
 
 THUMB_DIR = "thumbs"
 _THUMB_FILE = re.compile(r"[0-9a-f]{20}\.jpg")  # the names _thumb_name gives
@@ -36,7 +36,8 @@ def make_thumbs(flagged: list[Page], docs: list[Doc], opts: ReportOptions, run_i
     thumb_dir = out / THUMB_DIR
     thumb_dir.mkdir(exist_ok=True)
     # Resolved: a thumbnail is named after the file itself (_thumb_name), however it was reached.
-    finder = SourceFinder(opts.run_dir, opts.source_roots, settings=settings if isinstance(settings := run_info.get("settings"), dict) else {},
+    settings = run_info.get("settings")
+    finder = SourceFinder(opts.run_dir, opts.source_roots, settings=settings if isinstance(settings, dict) else {},
                           resolve=True)
     tasks: list[ThumbTask] = []
     task_pages: dict[str, list[Page]] = {}

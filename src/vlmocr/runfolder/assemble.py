@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
+from ..files import write_text_atomic
 from .record import Row
 from .rundir import RunDir
-from ..files import write_text_atomic
 
 
 def page_marker(rec: Row) -> str:

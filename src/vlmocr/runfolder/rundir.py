@@ -22,8 +22,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .store import PAGES_FILE as PAGES_FILE  # re-exported: the file name messages say
 from .record import JsonObject
+from .store import PAGES_FILE as PAGES_FILE  # re-exported: the file name messages say
 from .store import FinalRecords, final_index
 
 RUN_JSON = "run.json"

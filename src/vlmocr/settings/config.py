@@ -16,14 +16,20 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from ..engines.choice import AUTO, DocumentReading, EngineChoice, choose_ocr_engine, for_document, data_languages
+from ..engines.choice import AUTO, DocumentReading, EngineChoice, choose_ocr_engine, data_languages, for_document
 from ..engines.languages import canonical_lang, unknown_names
-from ..engines.registry import CPU_ENGINES, ENGINE_CHOICES, HTTP_ENGINE, OCR_ENGINES, engine_key_material, reads_language
+from ..engines.registry import (
+    CPU_ENGINES,
+    ENGINE_CHOICES,
+    HTTP_ENGINE,
+    OCR_ENGINES,
+    engine_key_material,
+    reads_language,
+)
 from ..exceptions import UsageError
 from ..machine import available_cores
 from ..redact import public_url
 from ..runfolder.record import DEFAULT_DPI, DEFAULT_MAX_PIXELS, JsonObject, Sizing
-
 
 # Bump when a change in vlmocr itself alters what an engine reads for the same settings
 # (e.g. a new text-layer rule), so old records are not mistaken for current ones.

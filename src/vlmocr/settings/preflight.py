@@ -11,8 +11,8 @@ import os
 from collections.abc import Iterable
 
 from ..exceptions import UsageError
-from ..inputs.sources import printable
 from ..files import check_output_path
+from ..inputs.sources import printable
 from .config import RunConfig
 
 

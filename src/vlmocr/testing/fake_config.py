@@ -17,8 +17,8 @@ from typing import Any, Literal
 
 from PIL import Image
 
-from .pagecode import read_code
 from ..runfolder.record import JsonObject
+from .pagecode import read_code
 
 AnswerMode = Literal["pagecode", "ocr", "static", "script"]
 ANSWER_MODES: tuple[str, ...] = ("pagecode", "ocr", "static", "script", "olmocr")

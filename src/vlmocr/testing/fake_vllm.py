@@ -17,11 +17,27 @@ import orjson
 from aiohttp import web
 from PIL import Image
 
-from .fake_config import (CHARS_PER_TOKEN, DEFAULT_LOOP_LINE, FAULT_KINDS, GARBLED_LOGPROB, GOOD_LOGPROB, LOGGED_KEYS,
-                          NOCODE, PROMPT_LOG_CHARS, REFUSAL_TEXT, REPETITION_REPEATS, BadRequest, FaultRule,
-                          ParsedPrompt, ServerConfig, SlotGate, completion_tokens, parse_messages)
-from .pagecode import expected_text
 from ..runfolder.record import JsonObject
+from .fake_config import (
+    CHARS_PER_TOKEN,
+    DEFAULT_LOOP_LINE,
+    FAULT_KINDS,
+    GARBLED_LOGPROB,
+    GOOD_LOGPROB,
+    LOGGED_KEYS,
+    NOCODE,
+    PROMPT_LOG_CHARS,
+    REFUSAL_TEXT,
+    REPETITION_REPEATS,
+    BadRequest,
+    FaultRule,
+    ParsedPrompt,
+    ServerConfig,
+    SlotGate,
+    completion_tokens,
+    parse_messages,
+)
+from .pagecode import expected_text
 
 
 class LogEntry(TypedDict):
@@ -390,7 +406,7 @@ class FakeVLLM:
             entry["seconds"] = round(time.monotonic() - started, 4)
             self.counts[entry["outcome"]] += 1
 
-    async def _complete(
+    async def _complete(  # noqa: PLR0915 (long: to be split)
         self,
         request: web.Request,
         cfg: ServerConfig,

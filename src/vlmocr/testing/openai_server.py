@@ -51,10 +51,10 @@ from typing import Any, cast
 import httpx2 as httpx
 from aiohttp import web
 
+from ..runfolder.record import JsonObject
 from .fake_config import ANSWER_MODES, FAULT_KINDS, NOCODE, REFUSAL_TEXT, SERVER_KINDS, FaultRule, ServerConfig
 from .fake_vllm import FakeVLLM, LogEntry
 from .pagecode import expected_text
-from ..runfolder.record import JsonObject
 
 __all__ = [
     "FAULT_KINDS",

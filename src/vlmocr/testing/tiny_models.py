@@ -365,8 +365,14 @@ def build_glm_ocr(out: Path, shape: str) -> dict:
     merger and a GLM decoder with one multi-token-prediction layer (``num_nextn_predict_layers``: the
     MTP weights vLLM's speculative decoding loads, as the recipe's --speculative-config asks), the
     Glm4vProcessor and GLM-4.1V's chat template."""
-    from transformers import (Glm4vImageProcessor, Glm4vProcessor, Glm4vVideoProcessor, GlmOcrConfig,
-                              GlmOcrForConditionalGeneration, PreTrainedTokenizerFast)
+    from transformers import (
+        Glm4vImageProcessor,
+        Glm4vProcessor,
+        Glm4vVideoProcessor,
+        GlmOcrConfig,
+        GlmOcrForConditionalGeneration,
+        PreTrainedTokenizerFast,
+    )
 
     tok = train_tokenizer(GLM_SPECIALS)
     ids = {t: tok.token_to_id(t) for t in GLM_SPECIALS}
@@ -441,8 +447,13 @@ def build_paddleocr_vl(out: Path, shape: str) -> dict:
     ERNIE-4.5 decoder, built with transformers' native classes and saved with the weight names of
     PaddlePaddle's own checkpoints (visual., mlp_AR., model., lm_head.), the layout vLLM loads."""
     from safetensors.torch import load_file, save_file
-    from transformers import (PaddleOCRVLConfig, PaddleOCRVLForConditionalGeneration, PaddleOCRVLImageProcessor,
-                              PaddleOCRVLProcessor, PreTrainedTokenizerFast)
+    from transformers import (
+        PaddleOCRVLConfig,
+        PaddleOCRVLForConditionalGeneration,
+        PaddleOCRVLImageProcessor,
+        PaddleOCRVLProcessor,
+        PreTrainedTokenizerFast,
+    )
 
     tok = train_tokenizer(PADDLE_SPECIALS)
     ids = {t: tok.token_to_id(t) for t in PADDLE_SPECIALS}

@@ -56,17 +56,16 @@ import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 from rapidfuzz import fuzz
 
-from ..runfolder.assemble import assemble_markdown
 from ..exceptions import UsageError
-from ..runfolder.record import Row
+from ..files import atomic_file, file_sha256, write_json_atomic, write_text_atomic
+from ..runfolder.assemble import assemble_markdown
+from ..runfolder.record import JsonObject, Row
 from ..runfolder.rundir import RunDir
 from ..runfolder.store import PAGES_FILE, final_records
-from ..files import atomic_file, file_sha256, write_json_atomic, write_text_atomic
 from . import historic
 from .loops import detect_loop, trim_loop
 from .postprocess import strip_fences, strip_grounding
 from .textquality import Lexicon, guess_language, lexicon, page_language
-from ..runfolder.record import JsonObject
 
 CLEAN_DIR = "clean"
 RULES_FILE = "rules.json"

@@ -45,10 +45,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-
-from ..runfolder.record import Row, Signal, Status
+from ..runfolder.record import JsonObject, Row, Signal, Status
 from .textquality import MIN_WORDS, assess_text, guess_language, lexicon, other_language, wordfreq_code
-from ..runfolder.record import JsonObject
 
 THRESHOLDS_FILE = Path(__file__).with_name("signal_thresholds.toml")
 

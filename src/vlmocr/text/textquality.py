@@ -28,9 +28,8 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any, Iterable
 
-from ..runfolder.record import Row
+from ..runfolder.record import JsonObject, Row
 from .cjk_punctuation import is_cjk_punctuation
-from ..runfolder.record import JsonObject
 
 # A page needs this many word tokens before its known-word share means anything: a caption or a
 # page number alone is not suspicious.

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import httpx2 as httpx
 import pytest
+
 from support.cli import run_cli
 from support.serve_standin import (
     UNLIMITED,

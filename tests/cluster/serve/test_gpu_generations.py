@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from support.cli import run_cli
 from support.serve_standin import fake_env, launch, with_nvidia_smi
-
 from vlmocr.cluster.serve.gpus import parse_topology
 from vlmocr.cluster.serve.plan import plan_server
 from vlmocr.corpus.partitions import gpu_interconnect, is_ampere, parse_partitions_toml

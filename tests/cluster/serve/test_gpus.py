@@ -8,7 +8,6 @@ import json
 import os
 
 from support.serve_standin import with_nvidia_smi
-
 from vlmocr.cluster.serve.gpus import Gpu, gpu_memory, memory_line, query_gpus
 
 TWO = json.dumps([

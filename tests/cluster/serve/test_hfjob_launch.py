@@ -17,11 +17,11 @@ import time
 from pathlib import Path
 
 import pytest
+
 from support.cli import run_cli
 from support.components import REPO
 from support.records import finals
 from support.serve_standin import fake_env
-
 from vlmocr.exceptions import ExitCode
 from vlmocr.testing.fake_hfjobs import JobScript, serve_hfjobs_in_thread
 from vlmocr.testing.openai_server import ServerConfig, serve_in_thread
@@ -226,9 +226,8 @@ def hub_venv(version: str) -> Path:
     from PyPI), beside this machine's packages (--system-site-packages) for the rest; kept under
     /tmp for the next run. vlmocr itself comes from this checkout (PYTHONPATH)."""
     import shutil
-    import venv
-
     import sysconfig
+    import venv
 
     where = Path(os.environ.get("VLMOCR_WHEEL_CACHE", "/tmp/vlmocr-wheels")) / f"hub-{version}"
     python = where / "bin" / "python"

@@ -7,9 +7,9 @@ import json
 import shlex
 
 import pytest
+
 from support.cli import run_cli
 from support.serve_standin import UNLIMITED, fake_env
-
 from vlmocr.exceptions import ExitCode
 from vlmocr.profiles import load_profile
 from vlmocr.testing.fake_hfjobs import serve_hfjobs_in_thread

@@ -12,13 +12,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from support.cli import run_cli
 from support.serve_standin import FAKE_BIN, UNLIMITED, bin_len, fake_env, launch
-
 from vlmocr.cluster.serve.plan import ServePlan, args_file_text, plan_server, tensor_parallel_size
 from vlmocr.exceptions import ExitCode, UsageError
 from vlmocr.profiles import load_profile
-
 
 pytestmark = pytest.mark.timeout(180)
 

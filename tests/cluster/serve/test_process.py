@@ -14,9 +14,9 @@ import time
 
 import httpx2 as httpx
 import pytest
+
 from support.cli import run_cli
 from support.serve_standin import UNLIMITED, fake_env, gone, launch, read_record
-
 from vlmocr.cluster.serve import plan as serve_plan
 from vlmocr.cluster.serve import running as serve_running
 from vlmocr.cluster.serve.plan import free_port, port_in_use
@@ -28,7 +28,6 @@ from vlmocr.cluster.serve.process import (
 from vlmocr.cluster.serve.running import running_server
 from vlmocr.exceptions import EndpointUnavailable, ExitCode
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
-
 
 pytestmark = pytest.mark.timeout(180)
 

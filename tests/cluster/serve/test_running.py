@@ -13,15 +13,14 @@ import sys
 import time
 
 import pytest
+
 from support.cli import run_cli
 from support.components import REPO
 from support.records import finals
 from support.serve_standin import fake_env, gone, read_record, with_nvidia_smi
-
 from vlmocr.exceptions import ExitCode
 from vlmocr.runfolder.rundir import git_commit
 from vlmocr.testing.pagecode import expected_text, make_coded_pdf
-
 
 pytestmark = pytest.mark.timeout(180)
 

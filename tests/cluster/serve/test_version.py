@@ -10,14 +10,20 @@ import json
 import time
 
 import pytest
+
 from support.cli import run_cli
 from support.serve_standin import fake_env, read_record
-
 from vlmocr.cluster.serve.plan import plan_server
 from vlmocr.cluster.serve.process import ServerFailed
 from vlmocr.cluster.serve.running import running_server
-from vlmocr.cluster.serve.version import (CLIENT_LOOP_GUARD, ServerVersion, ServerVersionRefused, choose_recipe,
-                                          parse_version, probe_version)
+from vlmocr.cluster.serve.version import (
+    CLIENT_LOOP_GUARD,
+    ServerVersion,
+    ServerVersionRefused,
+    choose_recipe,
+    parse_version,
+    probe_version,
+)
 from vlmocr.exceptions import ExitCode, UsageError
 from vlmocr.profiles import load_profile
 from vlmocr.testing.pagecode import expected_text

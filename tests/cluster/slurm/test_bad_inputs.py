@@ -17,9 +17,9 @@ import subprocess
 import sys
 
 import pytest
+
 from support.serve_standin import FAKE
 from support.slurm import cli, write_exe
-
 from vlmocr.testing.pagecode import make_coded_pdf
 
 pytestmark = pytest.mark.timeout(300)

@@ -10,12 +10,11 @@ import shutil
 import subprocess
 
 import pytest
+
 from support.components import GT, need
 from support.slurm import cli, records, submit_json
-
-from vlmocr.testing.openai_server import ServerConfig, serve_in_process
-
 from vlmocr.inputs.sources import shard_of
+from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 
 pytestmark = pytest.mark.timeout(400)
 

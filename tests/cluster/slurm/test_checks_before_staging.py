@@ -5,8 +5,8 @@ refusal. Every argument the job will see is checked first, and a refusal leaves 
 from __future__ import annotations
 
 import pytest
-from support.cli import run_cli
 
+from support.cli import run_cli
 from vlmocr.cluster.slurm.script import safe_sbatch_value
 from vlmocr.exceptions import ExitCode, UsageError
 from vlmocr.testing.pagecode import make_coded_pdf

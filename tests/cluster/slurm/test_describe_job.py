@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.cli import run_cli
-from support.serve_standin import FAKE, gone
 from test_figures_served import SERVED, expected_descriptions, figure_finals, grounded_run
 
+from support.cli import run_cli
+from support.serve_standin import FAKE, gone
 from vlmocr.exceptions import ExitCode
 
 pytestmark = pytest.mark.timeout(300)

@@ -7,10 +7,8 @@ operational rule says a bad model must be stopped before the bulk spends its hou
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 

@@ -17,8 +17,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from support.slurm import cli, coded_corpus, records, submit_json
 
+from support.slurm import cli, coded_corpus, records, submit_json
 from vlmocr.inputs.sources import shard_of
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 from vlmocr.testing.pagecode import expected_text, make_coded_png

@@ -11,8 +11,8 @@ import threading
 import time
 
 import pytest
-from support.slurm import write_exe
 
+from support.slurm import write_exe
 from vlmocr.cluster.slurm.gate import SQUEUE_EVERY, release
 from vlmocr.exceptions import VlmocrError
 

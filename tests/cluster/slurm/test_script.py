@@ -23,8 +23,8 @@ from support.slurm import HOSTILE, cli, no_injection, write_exe
 from vlmocr.cluster.slurm.script import SlurmOptions, render_script
 from vlmocr.cluster.slurm.submit import staged_documents
 from vlmocr.exceptions import UsageError
-from vlmocr.runfolder.rundir import RunDir
 from vlmocr.inputs.sources import derive_doc_id
+from vlmocr.runfolder.rundir import RunDir
 from vlmocr.testing.pagecode import make_coded_pdf
 
 pytestmark = pytest.mark.timeout(300)

@@ -8,8 +8,8 @@ import os
 from pathlib import Path
 
 import pytest
-from support.slurm import cli, coded_corpus, write_exe
 
+from support.slurm import cli, coded_corpus, write_exe
 from vlmocr.cluster.slurm.jobs import record_job
 from vlmocr.cluster.slurm.submit import stage_documents, staged_documents
 from vlmocr.inputs.sources import shard_of

@@ -19,18 +19,17 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
 from support.cli import run_cli
 from support.components import REPO
 from support.serve_standin import FAKE
 from support.slurm import HOSTILE, cli, coded_corpus, no_injection, records, submit_json, write_exe
-
 from vlmocr.cluster.slurm.jobs import SLURM
 from vlmocr.cluster.slurm.submit import shard_argv
 from vlmocr.exceptions import UsageError
 from vlmocr.inputs.sources import derive_doc_id, shard_of
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 from vlmocr.testing.pagecode import expected_text, make_coded_pdf, make_coded_png
-
 
 pytestmark = pytest.mark.timeout(300)
 

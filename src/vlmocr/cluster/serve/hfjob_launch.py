@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ... import stopsignal
-from ...runfolder.record import JsonObject
 from ...envvars import (
     HF_JOBS_FLAVOR_ENV,
     HF_JOBS_TIMEOUT_ENV,
@@ -47,6 +46,7 @@ from ...envvars import (
 )
 from ...exceptions import EndpointUnavailable, UsageError, VlmocrError
 from ...profiles import load_profile
+from ...runfolder.record import JsonObject
 from .hfjobs import HfJobPlan, check_timeout, hf_job_plan
 from .plan import SERVERS
 from .process import DEFAULT_HEALTH_TIMEOUT, ServerFailed, say
@@ -54,8 +54,8 @@ from .running import (
     ENV_SERVE_MODEL_PATH,
     ENV_SERVE_REVISION,
     ServerInterrupted,
-    check_serve_options,
     _sigterm_raises,
+    check_serve_options,
 )
 
 if TYPE_CHECKING:

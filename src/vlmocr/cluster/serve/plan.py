@@ -345,7 +345,7 @@ def choose_model(profile: Profile | str, server: str, model_path: str | os.PathL
     return prof, model, revision or prof.revision or None, served_name or prof.model or model
 
 
-def plan_server(
+def plan_server(  # noqa: PLR0915 (long: to be split)
     profile: Profile | str,
     server: str = "vllm",
     model_path: str | os.PathLike[str] | None = None,

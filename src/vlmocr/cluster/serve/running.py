@@ -18,10 +18,10 @@ from ... import __version__
 from ...envvars import SERVE_ARGS, SERVE_HEALTH_TIMEOUT, SERVE_NO_P2P, env_args, env_flag, env_float
 from ...exceptions import EndpointUnavailable, UsageError
 from ...profiles import Profile, load_profile
+from ...runfolder.record import JsonObject
 from .gpus import gpu_memory, memory_line
 from .plan import DEFAULT_HOST, SERVERS, free_port, plan_server, port_in_use
 from .process import DEFAULT_HEALTH_TIMEOUT, DEFAULT_STOP_GRACE, ServerFailed, ServerProcess, say
-from ...runfolder.record import JsonObject
 
 if TYPE_CHECKING:
     from ...settings.config import Endpoint, RunConfig

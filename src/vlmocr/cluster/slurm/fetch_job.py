@@ -30,15 +30,14 @@ from typing import Sequence
 
 from ...credentials import url_credentials
 from ...exceptions import UsageError
-from ...settings.models import MANIFEST_NAME, check_fetch_request, is_commit
-from ...runfolder.record import now_iso
-from ...redact import public_argv, public_url
 from ...files import check_output_path
+from ...redact import public_argv, public_url
+from ...runfolder.record import JsonObject, now_iso
+from ...settings.models import MANIFEST_NAME, check_fetch_request, is_commit
 from .jobs import SLURM, active_tasks, load_jobs, record_job
 from .layout import SLURM_DIR
 from .script import SlurmOptions, job_name_for, safe_sbatch_value
 from .submit import vlmocr_commit
-from ...runfolder.record import JsonObject
 
 FETCH_KIND = "fetch"
 HF_HOME_NAME = ".hf-home"  # huggingface_hub's cache beside DIR when HF_HOME is unset

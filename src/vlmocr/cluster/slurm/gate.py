@@ -14,22 +14,21 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from collections.abc import Mapping
 from typing import Any, Sequence
 
+from ...credentials import secrets_out_of_job
 from ...evaluation import TruthPage, check_gate, load_truth, match_truth, parse_gate, score
 from ...exceptions import ExitCode, UsageError, VlmocrError
-from ...credentials import secrets_out_of_job
-from ...runfolder.record import Row, now_iso
 from ...redact import public_argv
+from ...runfolder.record import JsonObject, Row, now_iso
 from ...runfolder.rundir import RunDir
 from .jobs import SLURM, active_tasks, bulk_parts, check_not_active, latest_job, record_event, record_job
 from .layout import GATE_FILE, GATE_RUN, SLURM_DIR, read_json, task_file, write_json
 from .script import EXIT_MEANINGS, SlurmOptions
 from .submit import prepare_job, submit
-from ...runfolder.record import JsonObject
 
 
 def gate_docs(run_dir: Path) -> list[dict[str, str]]:
@@ -277,7 +276,7 @@ def gate_task_finished(run_dir: Path, gate_job: str) -> bool:
     return str(told.get("job_id") or "") == str(gate_job) and told.get("state") == "FINISHED"
 
 
-def release(run_dir: Path, *, max_cer: float | None = None, wait: float = 0.0, dry_run: bool = False,
+def release(run_dir: Path, *, max_cer: float | None = None, wait: float = 0.0, dry_run: bool = False,  # noqa: PLR0915 (long: to be split)
             poll: float = TASK_FILE_EVERY, ask_jobs_every: float = SQUEUE_EVERY) -> GateDecision:
     """Score the gate run and release the held bulk jobs (``scontrol release``) when its CER is at
     most the threshold, else cancel them (``scancel``). Saying why, either way. The held bulk jobs

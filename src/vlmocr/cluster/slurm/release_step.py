@@ -9,8 +9,8 @@ from pathlib import Path
 
 from ...exceptions import VlmocrError
 from .gate import release
-from .release_job import RELEASE_WAIT
 from .layout import GATE_FILE, SLURM_DIR, read_json
+from .release_job import RELEASE_WAIT
 
 
 def main(argv: list[str]) -> int:

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ...exceptions import SETTLED, UsageError
-from ...runfolder.rundir import RunDir, run_keys
 from ...inputs.sources import Document, shard_of
+from ...runfolder.rundir import RunDir, run_keys
 from .jobs import SLURM, TERMINAL_STATES, bulk_parts, latest_job, load_jobs
 from .layout import GATE_FILE, GATE_RUN, SLURM_DIR, bulk_kind, read_json, shard_name, task_file
 from .submit import staged_documents
@@ -46,8 +46,8 @@ def _tally_shard(run_dir: Path, docs: list[Document]) -> dict[str, Any]:
     """Completeness of one run directory for `docs`, from its records (runs without summary.json):
     pages final / total, by status group."""
     from ...exceptions import BadInput
-    from ...runfolder.record import Row, Status
     from ...inputs.render import count_pages
+    from ...runfolder.record import Row, Status
     from ...runfolder.store import final_records
 
     run = RunDir(run_dir)
@@ -65,7 +65,7 @@ def _tally_shard(run_dir: Path, docs: list[Document]) -> dict[str, Any]:
     for doc in docs:
         recs = by_doc.get(doc.doc_id, {})
         n = doc_pages.get(doc.doc_id)
-        if n is None and not (0 in recs):
+        if n is None and 0 not in recs:
             try:
                 n = count_pages(doc.path)
             except BadInput:
@@ -91,7 +91,7 @@ def _tally_shard(run_dir: Path, docs: list[Document]) -> dict[str, Any]:
     return row
 
 
-def status(run_dir: Path) -> dict[str, Any]:
+def status(run_dir: Path) -> dict[str, Any]:  # noqa: PLR0915 (long: to be split)
     """Jobs (squeue; sacct or ``sacct -c`` for jobs SLURM's queue forgot) and, per shard, pages
     final / total with ok, fallback, review, failed and missing, read from the run directories.
 

@@ -15,16 +15,15 @@ from typing import Callable, Iterable, Sequence
 from ...credentials import secrets_out_of_job
 from ...engines.registry import HTTP_ENGINE
 from ...exceptions import SETTLED, ExitCode, UsageError
-from ...runfolder.record import now_iso
-from ...redact import public_argv
-from ...runfolder.rundir import RunDir
+from ...files import atomic_file, write_text_atomic
 from ...inputs.skipped import SkippedFiles
 from ...inputs.sources import SUPPORTED_EXTS, Document, discover, from_manifest, shard_of
-from ...files import atomic_file, write_text_atomic
+from ...redact import public_argv
+from ...runfolder.record import JsonObject, now_iso
+from ...runfolder.rundir import RunDir
 from .jobs import SLURM, check_not_active, record_job
 from .layout import BULK, SLURM_DIR, bulk_kind, check_part_name, part_of_kind, shard_name
 from .script import SlurmOptions, job_name_for, render_script
-from ...runfolder.record import JsonObject
 
 # ============================================================================ staging
 
@@ -331,7 +330,8 @@ def submit(run_dir: Path, *, paths: Sequence[str] = (), manifest: str | Path | N
         return sub
     sub.job_id = SLURM.submit(script, array=sub.only, hold=hold, dependency=dependency)
     record_job(run_dir, {
-        "kind": kind, **({"part": part} if part else {}), "job_id": sub.job_id, "partition": options.partition, "array": sub.array, "shards": shards, "held": hold,
+        "kind": kind, **({"part": part} if part else {}), "job_id": sub.job_id, "partition": options.partition,
+        "array": sub.array, "shards": shards, "held": hold,
         "dependency": dependency, "script": str(script.relative_to(run_dir)), "submitted_at": now_iso("seconds"),
         "sbatch": sub.command, "run_args": list(run_args),
         "documents": len(staged), "skipped_shards": sub.skipped_shards, "argv": public_argv(list(argv or sys.argv[1:])),
