@@ -1,4 +1,4 @@
-"""Endpoint credentials that never land in a file anyone else can read, nor in `ps` (issue 32).
+"""Endpoint credentials that never land in a file anyone else can read, nor in `ps`.
 
 Three ways to give them, none of which writes a secret into run.json, a record, a job script or
 jobs.json: ``VLMOCR_API_KEY`` / ``OPENAI_API_KEY`` (a bearer key, in the environment), a user and

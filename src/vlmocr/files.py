@@ -83,7 +83,7 @@ def owning_folder(path: str | os.PathLike[str]) -> tuple[Path, str] | None:
 
 def check_new_output(path: str | os.PathLike[str], option: str, *, folder: bool = False,
                      overwrite: bool = False) -> None:
-    """The one rule of every command that writes a file or a folder of its own (issue 32): a file
+    """The one rule of every command that writes a file or a folder of its own: a file
     that exists is refused unless ``overwrite``; nothing is written inside a run or a library
     folder, whatever is asked (only the run, and publish, write there); then `check_output_path`."""
     owner = owning_folder(Path(path) if folder else Path(path).parent)

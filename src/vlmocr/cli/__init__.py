@@ -26,7 +26,7 @@ from ..envvars import check_environment
 from ..exceptions import ExitCode, UsageError, VlmocrError
 from ..progress import console
 
-# `vlmocr --help` lists the commands in the order of the work (issue 26): look at the corpus, read
+# `vlmocr --help` lists the commands in the order of the work: look at the corpus, read
 # it, measure it, clean and keep it; then the cluster, the servers and the models.
 WORKFLOW = ("triage", "manifest", "plan", "run", "evaluate", "suspicious", "compare", "report", "clean",
             "grid", "dedup", "publish", "search", "export", "identify", "describe", "merge", "slurm", "serve",
@@ -112,7 +112,7 @@ def _register(argv: list[str] | None = None) -> None:
 
 
 def say_reading(run_dir: Path) -> None:
-    """On stderr: which reading of a run folder a command reads (issue 27: a folder holds one,
+    """On stderr: which reading of a run folder a command reads (a folder holds one,
     named by its settings key), e.g. `runs/a: reading 29e8530485f0 (engine auto, reader rapidocr)`."""
     from ..runfolder.rundir import RunDir
 

@@ -159,7 +159,7 @@ def run_settings(params: dict[str, Any]) -> dict[str, Any]:
 
 def check_job_options(params: dict[str, Any]) -> None:
     """What a SLURM job's `vlmocr run` would refuse, refused on the login node before anything is
-    staged or written (issue 32: an unknown --serve profile used to die on the node): the settings
+    staged or written (an unknown --serve profile used to die on the node): the settings
     as `run` loads them, the profiles named, --serve beside --endpoint."""
     from ..cluster.serve.running import check_serve_options
     from ..profiles import load_profile

@@ -208,7 +208,7 @@ def build_manifest(triage_csv: Path, out: Path, priority_file: Path | None = Non
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     # Triage's suggested language goes with each document, marked as a suggestion (language_from):
-    # it chooses the engine and data and judges the pages, but is no one's word (issue 27).
+    # it chooses the engine and data and judges the pages, but is no one's word.
     suggested = any(e.language for e in entries)
     w.writerow(["doc_id", "path", "priority", *(["language", "language_from"] if suggested else [])])
     for rank, e in enumerate(entries, 1):

@@ -210,7 +210,7 @@ def parse_sinfo(text: str, source: str = "sinfo") -> Partitions:
 
 
 def name_parts(partitions: list[Partition]) -> None:
-    """A partition with several GPU types is several parts: NAME-TYPE each (issue 32: both halves
+    """A partition with several GPU types is several parts: NAME-TYPE each (both halves
     got every document and one shared split file)."""
     counts: dict[str, int] = {}
     for p in partitions:

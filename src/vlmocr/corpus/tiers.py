@@ -1,4 +1,4 @@
-"""A cascade's cost for a whole corpus, from a pilot run over a sample of it (issue 30, point 3):
+"""A cascade's cost for a whole corpus, from a pilot run over a sample of it:
 `vlmocr plan --triage t.csv --pilot RUN [--pages-per-hour N] [--cpu-price P] [--gpu-price P]`.
 
 The pilot is a run with the tiers the corpus will be read with (`--engine tesseract,rapidocr`,

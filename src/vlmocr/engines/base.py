@@ -36,7 +36,7 @@ LINES_RUN_DOWN = "lines_run_down"
 # after its own scaling (RapidOCR shrinks a page to its max_side_len; its boxes stand ~1.5 times
 # the letters' height) — letters of 7 px or so, too small to read however sure its recogniser is of
 # the result. Such a reading never passes as `ok` (reading/worker.read_judged). The pages of
-# ../shared/gt are seen with boxes of 45 px and more.
+# the development pages are seen with boxes of 45 px and more.
 SMALL_LETTERS = "small_letters"
 SMALL_LETTERS_PX = 12
 
@@ -107,7 +107,7 @@ class CpuEngine:
     # A composite reads each page with every part and keeps the reading with the better quality
     # signal (reading/worker.py, engines/pick.py); the record names the part that read it.
     parts: tuple[str, ...] = ()
-    # A cascade (`a,b`, issue 30) reads with its parts in turn and stops at the first reading that
+    # A cascade (`a,b`) reads with its parts in turn and stops at the first reading that
     # passes its signal: the later, slower tiers read only the pages the earlier ones fail.
     cascade: bool = False
     # The resident memory a worker reading with it reaches (MB; None: light), measured on 2000 px

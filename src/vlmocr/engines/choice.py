@@ -6,7 +6,7 @@ Two decisions, both written on the record (`engine_choice`) so a person can see 
   (engines/languages.py): RapidOCR for Latin-script languages (Fraktur included), Tesseract
   with the language's data for scripts RapidOCR's shipped models cannot read (Greek, Cyrillic,
   Arabic, Hebrew, …), else RapidOCR with the reason; `--ocr-engine` named on the command line
-  wins. Measured on ../shared/gt (BENCHMARKS.md, "Which engine reads a scan"): RapidOCR with
+  wins. Measured on the development pages (BENCHMARKS.md, "Which engine reads a scan"): RapidOCR with
   its tuned settings reads the Latin and Fraktur pages better than Tesseract with the right
   data (macro CER 4.4 % against 8.4 % over 85 pages; better on 6 of 7 sets), at about twice the
   time and six times the memory per worker; on polytonic Greek it reads garbage (47 % CER: no

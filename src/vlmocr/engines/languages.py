@@ -14,7 +14,7 @@ Names are Tesseract's own (``deu``, ``frk``, ``grc``, ``Fraktur``, ``script/Frak
   ``el`` is Modern Greek (``ell``, monotonic); polytonic Greek has no 639-1 code: ``grc``.
   ``zh`` is left out (Simplified or Traditional?).
 * ``fraktur`` → ``frk`` (Debian's "German (Fraktur)" language data; the script model is
-  ``Fraktur``, with a capital, as Tesseract spells it). On the Fraktur pages of ../shared/gt
+  ``Fraktur``, with a capital, as Tesseract spells it). On the Fraktur development pages
   ``frk`` reads better than ``Fraktur`` (BENCHMARKS.md, "Long s and the other historical folds").
 * ``script/<Name>`` is tessdata's layout for script models; Debian installs them at the top of
   tessdata (``Fraktur.traineddata``, listed as ``Fraktur``). Either spelling finds either layout.

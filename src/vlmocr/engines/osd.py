@@ -5,7 +5,7 @@ costs a tesseract process (~0.4 s to load its model, 1–2.5 s for a full page o
 BENCHMARKS.md, "Triage: the script of scans"). `vlmocr triage --osd N` pays it for N pages a
 document; without it, a scan's script is honestly unknown.
 
-OSD names a script for every page, sure or not. Measured on the 100 pages of ../shared/gt, its
+OSD names a script for every page, sure or not. Measured on the 100 development pages, its
 answer is right whenever its confidence is high enough for that script: Fraktur pages score
 15–45 while the typewritten Czech pages it took for Fraktur scored 2.5 and 7.5; Greek pages
 score 0.25–5.4 while the typewritten German and French pages it took for Greek (or Cyrillic)
@@ -38,7 +38,7 @@ MIN_CONFIDENCE = {"Latn": 0.0, "Latf": 10.0, "default": 2.0}
 OSD_LONGEST_SIDE = 2400
 
 _FIELD = re.compile(r"^(Script|Script confidence|Rotate|Orientation confidence):\s*(.+)$", re.MULTILINE)
-# An orientation OSD is this sure of turns a page (issue 33). On the typewritten pages of
+# An orientation OSD is this sure of turns a page. On the typewritten pages of
 # tests/data/gt turned by 90/180/270 it answered right at 4.5–9.4; pages with little text score
 # below 2 and are left as they are.
 MIN_ORIENTATION_CONFIDENCE = 2.0
@@ -72,13 +72,13 @@ class PageScript:
         return self.confidence >= MIN_CONFIDENCE.get(self.script, MIN_CONFIDENCE["default"])
 
 
-# The cheap look before OSD (issue 33), for the pages a VLM is about to read of a document that
+# The cheap look before OSD, for the pages a VLM is about to read of a document that
 # already had a page turned (PageTask.look_before; an upright collection is never looked at):
 # lines of text run across the page, so the ink of a page
 # upright changes sharply from row to row (line, gap, line) and smoothly from column to column,
 # and it has empty rows between its lines where its columns have few; on its side, the other way
 # round. `looks_sideways` weighs both (log of the roughness ratio + GAP_WEIGHT × the empty-row
-# excess) and asks OSD below SIDEWAYS_BELOW. Chosen on the 100 pages of ../shared/gt rendered at
+# excess) and asks OSD below SIDEWAYS_BELOW. Chosen on the 100 development pages rendered at
 # 200 dpi, upright and turned by 90 and 270 degrees (benchmarks/bench_orientation.py,
 # BENCHMARKS.md): 7 of 100 upright pages ask OSD for nothing, 11 of 200 turned pages are not
 # seen (sent as they lie; an answer that then fails its signal is checked by OSD all the same),

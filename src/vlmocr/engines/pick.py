@@ -24,7 +24,7 @@ def pick(candidates: list[Candidate]) -> tuple[int, str]:
     """(index of the reading to keep, why). A readable reading beats one that is not; among
     those, one whose lines are in order (no side notes read apart), then the higher signal score;
     a tie goes to the first named (Tesseract in `tesseract+rapidocr`: the better engine on
-    average). The raw score, not the margin over each engine's threshold: on ../shared/gt it
+    average). The raw score, not the margin over each engine's threshold: on the development pages it
     keeps the better reading more often (benchmarks/bench_engine_choice.py)."""
     def rank(i: int) -> tuple[bool, bool, float, int]:
         c = candidates[i]

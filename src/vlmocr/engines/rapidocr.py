@@ -37,7 +37,7 @@ DEFAULTS: JsonObject = {
     "Det.unclip_ratio": 1.6,  # how far a box grows around its text
 }
 
-# The settings vlmocr reads with, chosen by measurement on ../shared/gt (BENCHMARKS.md,
+# The settings vlmocr reads with, chosen by measurement on the development pages (BENCHMARKS.md,
 # "Engines on ../shared/gt"; benchmarks/tune_rapidocr.py). The angle classifier is off: it
 # judges each line on its own and turned whole upright lines over (read as `ra  t t et`),
 # which cost two thirds of RapidOCR's errors on scanned pages; vlmocr renders pages upright.
@@ -48,7 +48,7 @@ SETTINGS: JsonObject = {**DEFAULTS, "Global.use_cls": False}
 # text. lines2: centres compared with the page's slant taken out (lines1, before: upright
 # extents overlapping, which joined neighbouring lines of a slanted dense page). lines3: a page
 # of two columns grouped column by column (positions/order.column_gutter; lines2 read across
-# both); the same text as lines2 on every page of ../shared/gt, none of which has two columns.
+# both); the same text as lines2 on every development page, none of which has two columns.
 LINE_GROUPING = "lines3"
 
 

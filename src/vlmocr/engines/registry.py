@@ -40,7 +40,7 @@ CPU_ENGINES: dict[str, CpuEngine] = {e.name: e for e in (
     textlayer.ENGINE, rapidocr.ENGINE, tesseract.ENGINE,
     # Tesseract first: it wins a tie (engines/pick.py), being the better engine on average.
     composite(tesseract.ENGINE, rapidocr.ENGINE),
-    # Cheap first (issue 30): Tesseract reads every page, RapidOCR only those Tesseract's reading
+    # Cheap first: Tesseract reads every page, RapidOCR only those Tesseract's reading
     # fails the signal on; the better of the two is kept.
     composite(tesseract.ENGINE, rapidocr.ENGINE, cascade=True),
 )}

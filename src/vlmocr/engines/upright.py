@@ -3,7 +3,7 @@
 pieces of the page's text lines, cut where the ink says lines are.
 
 Why a second opinion: Tesseract's OSD, sure of itself, is wrong on typewritten pages. On the 60
-typewritten pages of ../shared/gt rendered as `vlmocr run` renders them, upright, OSD called 10
+typewritten development pages rendered as `vlmocr run` renders them, upright, OSD called 10
 upside down at confidence 2.5–12.0 (small typewriter scans, 800 × 1000 px, most of them); each
 would have been turned over and read upside down (BENCHMARKS.md, "OSD's second opinion"). The
 line classifier, trained on real text lines, reads those pages as upright by a wide margin. It
@@ -32,7 +32,7 @@ OVERRULE_BELOW = 0.3
 
 # OSD unsure of a page whose ink says it lies on its side: the page turned a quarter one way reads
 # upright above +QUARTER_ABOVE (turn it so), upside down below −QUARTER_ABOVE (the other quarter);
-# between, it is left as it lies. On ../shared/gt (BENCHMARKS.md, "OSD's second opinion"): of the
+# between, it is left as it lies. On the development pages (BENCHMARKS.md, "OSD's second opinion"): of the
 # 30 pages on their side OSD was unsure of, 26 turned right, none wrong (at 0.1: 28 and 1;
 # measured before the MIN_PIECES and clearer-view guards of lines_turn, not rerun since).
 QUARTER_ABOVE = 0.2
@@ -191,7 +191,7 @@ def lines_turn(image: Any, sideways: bool) -> tuple[int, float]:
     at least: a page the ink says lies on its side (`sideways`) is turned a quarter when turned so
     it reads clearly one way up (beyond ±QUARTER_ABOVE) and more clearly than as it lies; a page
     that reads clearly upside down as it lies (below −OVERRULE_BELOW: on the 100 pages of
-    ../shared/gt no upright page scored below −0.22) is turned over. A strip of a few lines can
+    the development pages no upright page scored below −0.22) is turned over. A strip of a few lines can
     look sideways to the ink; as it lies its lines then read more clearly than turned. A page of
     one line is left as it lies (`one_line`): the readings decide."""
     from PIL import Image

@@ -19,7 +19,7 @@ GRID_AXES = ("engine", "ocr_engine", "profile", "model", "dpi", "longest_side", 
 
 
 def sample_truth(truth: list[TruthPage], n: int | None) -> list[TruthPage]:
-    """`n` pages evenly spaced (index ⌊(2i+1)·len / 2n⌋, as ../shared/gt chose its pages)."""
+    """`n` pages evenly spaced (index ⌊(2i+1)·len / 2n⌋, as the development pages were chosen)."""
     if not n or n >= len(truth):
         return truth
     ordered = sorted(truth, key=lambda t: (t.set, t.doc_id, t.page))

@@ -1,6 +1,6 @@
 """Scores: a run's text against ground truth, aggregated, with intervals and gates.
 
-Scoring follows ../shared/gt/README.md: both texts NFC, every whitespace run (newlines
+Scoring follows the development pages' README: both texts NFC, every whitespace run (newlines
 included) collapsed to one space, CER = Levenshtein(truth, text) / len(truth), WER the same over
 words. Folding case, punctuation, diacritics or historical letter forms (long s, r rotunda,
 superscript e, ligatures, or a whole OCR-D level: `text/historic.py`) is chosen with `--fold`,

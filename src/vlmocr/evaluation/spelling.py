@@ -1,5 +1,5 @@
 """A spelling count without ground truth: the share of a run's words that are not in a real word
-list of their page's language (issue 25, point 6).
+list of their page's language.
 
 Seed 000's gate "knows nothing about CER thresholds or spelling counts": a pilot where nobody has
 typed truth still has to be gated. The word lists are the `wordfreq` package's (text/textquality.py:

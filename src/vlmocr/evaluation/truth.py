@@ -2,7 +2,7 @@
 
 Folder: every ``name.txt`` (searched recursively, hidden folders skipped) is the truth of the
 document ``name`` — its page image ``name.png|jpg|tif|…|pdf`` beside it when there is one
-(``name.png`` + ``name.txt``, as in ../shared/gt): of page 1, or of pages 1…N when it holds
+(``name.png`` + ``name.txt``, as in the development pages): of page 1, or of pages 1…N when it holds
 N pages separated by form feeds (``\f``, what pdftotext and ``vlmocr export --format txt``
 write between pages; a form feed at the very end closes the last page and starts none) — and
 ``name.pN.txt`` is the truth of page N alone (unless a file ``name.pN.<image>`` says the ``.pN``
@@ -12,7 +12,7 @@ derives from the relative path; the set is the first folder, if any.
 CSV (``*.csv``): the document as ``doc_id`` or as ``image``/``path`` (the file, relative to the
 CSV; its doc id derived as a folder run would), an optional ``page`` (default 1), and the truth as
 ``truth_path`` (a file), ``truth`` (a file, or the text itself) or ``text`` (the text); ``set``
-and ``language`` columns are used — so ../shared/gt/pages.csv works as it is. A row without a
+and ``language`` columns are used — so the development pages' pages.csv works as it is. A row without a
 page whose truth has form feeds is the truth of pages 1…N, as in a folder. Two truths for one
 page are an error.
 

@@ -1,5 +1,5 @@
 """Ground truth in the XML most historical GT sets ship (OCR-D, Transkribus, eScriptorium, library
-digitisation): PAGE-XML and ALTO, read with the standard XML parser (issue 27).
+digitisation): PAGE-XML and ALTO, read with the standard XML parser.
 
 PAGE-XML: the text of each TextLine's TextEquiv/Unicode (the first TextEquiv: index 0 or the only
 one), lines in document order, regions separated by a blank line; a region with no line text gives

@@ -1,4 +1,4 @@
-"""The formats a digital library ingests (issue 29): ALTO 4, hOCR, PAGE-XML (2019) and a
+"""The formats a digital library ingests: ALTO 4, hOCR, PAGE-XML (2019) and a
 searchable PDF — each a document's pages with their words where they lie (record.Positions),
 written from the raw reading (`layout.laid_pages`)."""
 

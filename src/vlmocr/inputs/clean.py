@@ -1,4 +1,4 @@
-"""Cleaning a scan before it is read (issue 33, `run --clean`): off unless asked for.
+"""Cleaning a scan before it is read (`run --clean`): off unless asked for.
 
 Old paper yellows, ink fades, the verso shows through and the scanner adds dust. Three steps,
 each done with a field library and each named in the page's flags when it changed the page
@@ -11,7 +11,7 @@ each done with a field library and each named in the page's flags when it change
             uneven historical scans: ink black, paper white, however the light fell;
   despeckle specks far smaller than a full stop removed (scikit-image remove_small_objects).
 
-Measured on ../shared/gt (BENCHMARKS.md, "Pages as scanned"): whether it helps depends on the
+Measured on the development pages (BENCHMARKS.md, "Pages as scanned"): whether it helps depends on the
 engine and the collection, so it stays off by default and a user turns it on for a collection
 it helps (compare with `vlmocr evaluate` on a few pages with truth).
 """

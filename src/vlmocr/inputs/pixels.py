@@ -1,5 +1,5 @@
-"""What a page image means, as the 8-bit dark-on-light L or RGB image every engine is given
-(issue 32): the same for RapidOCR, Tesseract and a VLM, whatever the scanner wrote.
+"""What a page image means, as the 8-bit dark-on-light L or RGB image every engine is given:
+the same for RapidOCR, Tesseract and a VLM, whatever the scanner wrote.
 
 Pillow's own conversions keep the bits, not the meaning: a 16-bit grey master (I;16) converted
 to L clips every value above 255, so the page turns pure white; dropping the alpha of a PNG whose

@@ -595,7 +595,7 @@ def blank_and_ink(img: Image.Image) -> tuple[bool, float]:
     var = sum((i - mean) ** 2 * n for i, n in enumerate(hist)) / total
     ink, light = _ink_of(hist, total)
     # Blank means uniform: marks lighter than the ground count as much as darker ones (a negative
-    # that reached here, light text on a dark ground, is not an empty page: issue 32).
+    # that reached here, light text on a dark ground, is not an empty page).
     return var < 4.0 or (ink < 0.0003 and light < 0.0003), ink
 
 

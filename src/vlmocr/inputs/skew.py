@@ -1,4 +1,4 @@
-"""How far a page is askew, and the page straightened (issue 33, `--deskew auto|on|off`).
+"""How far a page is askew, and the page straightened (`--deskew auto|on|off`).
 
 A scanner's feeder or a hand on a flatbed leaves pages a few degrees askew. RapidOCR reads its
 lines as boxes of any slant and hardly notices; Tesseract does: on the development pages turned
@@ -33,7 +33,7 @@ MIN_POINTS = 500  # fewer: too little ink to tell (a blank page, a stamp)
 LETTER_HEIGHT, LETTER_WIDTH = 0.04, 0.12  # the largest letter (or run of touching letters), of SIDE
 COARSE, FINE = 1.0, 0.1  # degrees between the angles tried
 # The sharpest projection must beat the page as it lies by this factor, and the angle must be at
-# least MIN_ANGLE, for the page to be straightened (on ../shared/gt a straight scan gains ~1.0,
+# least MIN_ANGLE, for the page to be straightened (on the development pages a straight scan gains ~1.0,
 # scans lying 0.5–1.7 degrees askew up to 1.8, pages set askew by 3–8 degrees at least 1.44;
 # benchmarks/bench_pages_as_scanned.py).
 GAIN = 1.15

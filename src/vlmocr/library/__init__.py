@@ -1,5 +1,5 @@
 """The library: finished documents published out of runs, deduplicated, identified, searchable
-and exportable (DESIGN.md; issue 7).
+and exportable (DESIGN.md).
 
 - `dedup.dedup`        inputs → what is new (bytes and text duplicates, within and against a library)
 - `publish.publish`    complete documents of runs → LIB (atomic per document, idempotent, locked)

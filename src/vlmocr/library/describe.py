@@ -1,5 +1,5 @@
 """`vlmocr describe --library LIB`: describe the figures of every published document that lacks
-descriptions (issue 18, point 5), then publish those documents again so the library's text,
+descriptions, then publish those documents again so the library's text,
 search and exports carry the descriptions.
 
 A library keeps no figures of its own: each document's catalog row names the run it was

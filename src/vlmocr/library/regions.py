@@ -1,4 +1,4 @@
-"""Where on its page a search hit lies (issue 29): the published page's word positions (a
+"""Where on its page a search hit lies: the published page's word positions (a
 library keeps each page's record whole, positions included) searched for the query's words. The
 hit's region is the box around the query's words where they stand together on the page (a
 phrase), else around the first place of its rarest word on the page (`Haupt stadt`: "Haupt" is

@@ -1,4 +1,4 @@
-"""A VLM's words placed on a CPU reading's boxes (issue 29 point 2). A plain VLM answer says
+"""A VLM's words placed on a CPU reading's boxes. A plain VLM answer says
 nothing of where its words lie; a CPU engine's reading of the same page does, word by word, with
 its own misreadings. The two word streams are aligned (rapidfuzz's Levenshtein alignment over
 words compared by their letters): a VLM word aligned to a CPU word — the same letters, or close

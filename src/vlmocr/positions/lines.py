@@ -73,7 +73,7 @@ FIGURE_TYPES = frozenset({"image", "figure", "chart", "picture"})
 
 def block_positions(blocks: list[dict[str, object]], grounding_format: str, sent: tuple[int, int],
                     steps: list[Step], page: tuple[int, int]) -> Positions | None:
-    """A grounded VLM's answer as positions (issue 29): each text block's lines laid down its box
+    """A grounded VLM's answer as positions: each text block's lines laid down its box
     (the block's height shared by its lines), their words across each line by their letters —
     exact to the block, close to the line and word. `sent`: the size of the image the model was
     sent; `steps`: what was done to the page before (turned, straightened), mapped back through

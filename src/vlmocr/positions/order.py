@@ -3,7 +3,7 @@ reads a column of short lines beside the body — margin headings ("Begrebet Jø
 paragraph it heads), the numbers of a list set apart from their items ("1)" … "5)") — as a block
 of its own, before or after the body, not where each belongs. Every word is read, the quality
 signal passes it, and the text is out of order (BENCHMARKS.md, "Side notes": two of Tesseract's
-three bad pages of ../shared/gt the signal passed). The lines say so themselves: short lines
+three bad development pages the signal passed). The lines say so themselves: short lines
 beside body lines, at their height, read far from them."""
 
 from __future__ import annotations

@@ -134,7 +134,7 @@ class HfJobsSpec(_Strict):
 
 
 class VersionRecipe(_Strict):
-    """One range of server versions in a serving recipe (issue 25: the released vLLM 0.34 has no
+    """One range of server versions in a serving recipe (the released vLLM 0.34 has no
     n-gram logits processor, 0.31-0.33 have one only the V1 model runner takes). ``serve`` tells
     the version that will run before it launches anything (cluster/serve/version.py) and uses
     the first part whose ``versions`` (a PEP 440 specifier set, "" = any) holds it; its ``args``,

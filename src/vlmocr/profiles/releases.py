@@ -1,4 +1,4 @@
-"""What the serving recipes were checked against: the released vLLM and SGLang code (issue 25).
+"""What the serving recipes were checked against: the released vLLM and SGLang code.
 
 ``scripts/check_releases.py`` downloads the released wheels of every server version named in
 ``releases_checked.json``, reads from their own source the options each version defines, the

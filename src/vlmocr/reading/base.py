@@ -17,7 +17,7 @@ class PageReader:
     pages_per_request: int = 1  # pages a task may hold (multi-page requests)
     # Whether a stop (SIGTERM) waits up to --stop-grace for the pages in flight: a VLM's requests are
     # GPU work worth keeping; a CPU page is read again on resume sooner than it is waited for, so a
-    # CPU run stops at once (issue 26).
+    # CPU run stops at once.
     waits_for_pages_in_flight: bool = False
 
     def sizing(self, doc_dpi: float | None = None) -> Sizing:

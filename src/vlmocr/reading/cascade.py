@@ -1,5 +1,5 @@
-"""A VLM as the last tier of a cascade (`run --engine tesseract,rapidocr --vlm-tier --endpoint URL`,
-issue 30): the CPU engine(s) read every page; a page whose reading fails its signal (suspect or
+"""A VLM as the last tier of a cascade (`run --engine tesseract,rapidocr --vlm-tier --endpoint URL`):
+the CPU engine(s) read every page; a page whose reading fails its signal (suspect or
 empty: the review statuses a CPU reading can end with) is sent to the VLM as well, and the better
 of the two readings by the signal is the page's record. The GPU reads only the pages the CPU
 tiers could not; a fluent answer on a blank page stays `suspect` (its own signal: text on a blank
@@ -266,7 +266,7 @@ class VlmTierReader(PageReader):
     @staticmethod
     def _supported(answer: PageRecord, cpu: PageRecord) -> PageRecord:
         """An `ok` answer the CPU tiers' reading of the same page does not support becomes
-        `suspect` (vlm.unsupported: under SUPPORT_BELOW of its words in it — issue 30, point 0,
+        `suspect` (vlm.unsupported: under SUPPORT_BELOW of its words in it,
         invented text or another page's — or UNSUPPORTED_RUN words in a row opposite nothing in
         it — point 2, a passage invented beside the page's text). The CPU reading failed its own
         signal, so a right answer beside a garbled reading may be flagged too: it goes to review,

@@ -51,7 +51,7 @@ PROBE_TIMEOUT_S = 10.0
 
 def hung_silence(timeout: float) -> float:
     """Seconds without any answer to any chat request, requests out all the while, after which the
-    endpoint is hung whatever the page count (issue 32: a 3-page run never reached 8 timeouts in a
+    endpoint is hung whatever the page count (a 3-page run never reached 8 timeouts in a
     row and spent ~35 minutes on retries). Longer than one request may take, so a slow page is
     never taken for it: 450 s with the default 300 s timeout, so a hung endpoint ends a run with
     the defaults in under 10 minutes, its /health answering or not."""

@@ -105,7 +105,7 @@ def out_of_order_only(judged: Judged) -> bool:
     return SIDE_NOTES in judged.flags
 
 
-# Statuses whose page is worth an orientation check (issue 33): a sideways or upside-down page
+# Statuses whose page is worth an orientation check: a sideways or upside-down page
 # reads as garbage (suspect) or as nothing (empty); a page read well is upright enough.
 TURN_WHEN = (Status.suspect, Status.empty)
 
@@ -113,7 +113,7 @@ TURN_WHEN = (Status.suspect, Status.empty)
 # A Tesseract reading that failed its signal is read once more binarised by Sauvola (local
 # thresholds) instead of Otsu (one threshold for the page): faint carbon copies, stains and a dark
 # scanner bed along the page — a page straightened from askew has the bed as slanted bands at its
-# edges — are what one threshold loses (a Czech carbon copy of ../shared/gt: 51 % CER → 8 %).
+# edges — are what one threshold loses (a Czech carbon copy among the development pages: 51 % CER → 8 %).
 # The second reading is kept only when its signal is the better (BENCHMARKS.md, "Local thresholds").
 # Which engines can: CpuEngine.local_thresholds (Tesseract's Sauvola).
 

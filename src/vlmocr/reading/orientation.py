@@ -54,13 +54,13 @@ def turn_to_upright(img: Image.Image) -> Upright:
 # A page whose line pieces score below UPRIGHT_ABOVE as it lies is not clearly upright to the line
 # classifier: OSD is asked (and checked by the classifier, so a false alarm costs OSD's second, not
 # a wrong turn). The classifier is sure of typescripts and weak on Fraktur and Greek (scores near 0
-# both ways), where OSD was right on every page. On the 100 pages of ../shared/gt: 11 upright pages
+# both ways), where OSD was right on every page. On the 100 development pages: 11 upright pages
 # ask OSD (10 of them Fraktur or Greek), 95 of 100 upside-down pages are seen (at −0.05: 1 and 84;
 # at 0.2: 24 and 98; BENCHMARKS.md, "The VLM path checks a document's first page").
 UPRIGHT_ABOVE = 0.1
 # Scripts the line classifier cannot tell the way up of (PP-OCR's model, trained on Latin and
 # Chinese print: Fraktur and Greek score near 0 both ways, an upside-down Greek page of
-# ../shared/gt +0.24 at the VLM's size), where OSD was sure and right on all 160 cases: a page
+# the development pages +0.24 at the VLM's size), where OSD was sure and right on all 160 cases: a page
 # read as one of them is asked of OSD at once (BENCHMARKS.md, "OSD's second opinion").
 CLASSIFIER_BLIND = frozenset({"Latf", "Grek"})
 
@@ -82,7 +82,7 @@ def turn_if_not_upright(img: Image.Image, script: str | None = None) -> Upright:
 
 # OSD not sure, the readings decide: a page whose reading failed with an engine confidence this
 # low (an upside-down page read by RapidOCR is fragments at ~0.6; a hard page read upright keeps
-# ~0.85: ../shared/gt, benchmarks/bench_pages_as_scanned.py) is read once upside down, and kept
+# ~0.85: the development pages, benchmarks/bench_pages_as_scanned.py) is read once upside down, and kept
 # so only if that reading is `ok`. A page whose lines ran down is read turned both ways.
 BLIND_TURN_BELOW = 0.75
 CONFIDENCE_GAIN = 0.25
@@ -92,7 +92,7 @@ def on_its_side(up: Upright, img: Image.Image) -> bool:
     """OSD sure of a quarter turn and the ink saying the page's lines run down it: two witnesses
     that the page lies on its side. Its turned reading is then kept even when the signal scores
     it no higher: Tesseract reads a page on its side by itself, words whose order it loses (a Czech
-    carbon copy of ../shared/gt: 43 % CER as it lay, scored 0.882; turned 7.9 %, scored 0.873)."""
+    carbon copy among the development pages: 43 % CER as it lay, scored 0.882; turned 7.9 %, scored 0.873)."""
     from ..engines.osd import looks_sideways
 
     return up.how == "osd" and up.turn in (90, 270) and looks_sideways(img)

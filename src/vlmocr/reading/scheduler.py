@@ -138,7 +138,7 @@ async def make_reader(cfg: RunConfig) -> PageReader:
     options["preload"] = [] if reader == HTTP_ENGINE else sorted({reader, "textlayer"})
     if reader == HTTP_ENGINE and cfg.rotate_pages != "off":
         # The first page of each document is looked at by RapidOCR's line classifier before it is
-        # sent (issue 33): its onnxruntime is imported once by the forkserver, while the endpoint
+        # sent: its onnxruntime is imported once by the forkserver, while the endpoint
         # is asked for its models, not by the first page's worker (~2 s on its critical path).
         options["preload_modules"] = ["onnxruntime", "vlmocr.engines.upright"]
     engine = CPU_ENGINES[cfg.ocr_choice().engine if reader == HTTP_ENGINE else reader]
@@ -654,7 +654,7 @@ def run(cfg: RunConfig, progress: RunProgress | None = None, skip: DocumentFilte
 
 
 def check_one_reading(run_dir: Path, material: JsonObject, cfg: RunConfig) -> bool:
-    """A run folder holds one reading (issue 27): run with other settings than the folder's
+    """A run folder holds one reading: run with other settings than the folder's
     reading — engine, model, prompt, dpi, decoding: the settings key resume uses — and the run is
     refused (exit 3) naming both and the two ways on, unless --reread (or --force) makes the new
     one the folder's. True when the folder's reading changes (every document is then rebuilt)."""

@@ -1,5 +1,5 @@
 """Does a VLM run owe anything? Decided from the run directory and the configuration alone,
-before the endpoint is asked or a server started (issue 18): a resubmitted shard whose pages
+before the endpoint is asked or a server started: a resubmitted shard whose pages
 are all final must not load a model for minutes to do nothing, and a finished run resumed while
 the endpoint is down exits with its outcome, not "endpoint unavailable".
 

@@ -67,7 +67,7 @@ class TaskRunner:
         self.signals += 1
         name = signal.Signals(signum).name
         # Ctrl-C is a person waiting, and a runner without grace (a CPU run) has nothing worth
-        # waiting for: stop now (issue 26). The tasks in flight write nothing and are done again on
+        # waiting for: stop now. The tasks in flight write nothing and are done again on
         # resume; SIGTERM on a VLM run (SLURM's early warning) keeps its grace below.
         if signum == signal.SIGINT or self.stop_grace <= 0:
             self.stop.set()

@@ -31,7 +31,7 @@ def from_text_layer(task: PageTask, ctx: PageContext, mode: str, t0: float) -> t
     status, quality = judge_reading(status, reading, "textlayer", page_lang=task.language, ctx=ctx)
     positions = None
     if reading.text.strip():
-        # Where its lines lie (issue 29): PDFium's text rectangles, in pixels at the run's dpi.
+        # Where its lines lie: PDFium's text rectangles, in pixels at the run's dpi.
         size, rotation, rects = text_layer_lines(Path(task.path), task.page)
         positions = text_layer_positions(size, rotation, rects, (task.sizing.dpi or DEFAULT_DPI) / 72.0,
                                          reading.text)

@@ -106,7 +106,7 @@ class VlmReader(PageReader):
         self.server_kind = server_kind
         self.model_name = model_name
         self.pool = pool
-        # Documents a page of which OSD found turned (issue 33): their pages are looked at before
+        # Documents a page of which OSD found turned: their pages are looked at before
         # they are sent (PageTask.look_before); a book fed sideways costs one wasted request.
         self._turned_docs: set[str] = set()
         self._checked_docs: set[str] = set()  # documents whose first page was looked at (_for_http)

@@ -232,19 +232,11 @@ def _read_turned(task: PageTask, ctx: PageContext, reader: str, img: Image.Image
     return None
 
 
-# A Tesseract reading that failed its signal is read once more binarised by Sauvola (local
-# thresholds) instead of Otsu (one threshold for the page): faint carbon copies, stains and a dark
-# scanner bed along the page — a page straightened from askew has the bed as slanted bands at its
-# edges — are what one threshold loses (a Czech carbon copy of ../shared/gt: 51 % CER → 8 %).
-# The second reading is kept only when its signal is the better (BENCHMARKS.md, "Local thresholds").
-# Which engines can: CpuEngine.local_thresholds (Tesseract's Sauvola).
-
-
 def _with_local_thresholds(judged: Judged, page: PageInput, blank_page: bool, ink: float | None,
                            task: PageTask, ctx: PageContext) -> Judged:
-    """Tesseract's reading that failed its signal, read again with local thresholds: the new
-    reading (its `replaced` the first, its seconds both) when its signal is the better, else the
-    first as it was."""
+    """Tesseract's reading that failed its signal, read again with local thresholds (why and when:
+    judging.wants_local_thresholds): the new reading (its `replaced` the first, its seconds both)
+    when its signal is the better, else the first as it was."""
     if not wants_local_thresholds(judged, page.image, blank_page):
         return judged
     after = read_judged(judged.engine, page, blank_page, ink, task.language, task.ocr_lang,

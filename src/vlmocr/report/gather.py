@@ -19,7 +19,7 @@ from ..runfolder.store import FinalRecords, final_index, records_with_offsets
 STATUS_ORDER: tuple[str, ...] = tuple(s.value for s in Status)
 # The fields of a page's final record the report keeps in memory: not its text, which is read from
 # pages.jsonl by offset when a page is written out (RunData.records), so a run of 100 000 pages
-# holds no page's text for long (issue 27, point 4).
+# holds no page's text for long.
 _KEEP_FIELDS = ("doc_id", "source", "page", "status", "engine", "model", "finish_reason", "attempt", "flags",
                 "quality", "tiers", "error", "seconds", "width", "height", "dpi", "tokens_in", "tokens_out", "finished_at", "key",
                 "language", "language_from")
@@ -182,7 +182,7 @@ def _load_records(pages_file: Path, keys: set[str] | None = None
     times: list[float] = []
     for offset, rec in records_with_offsets(pages_file):
         if keys is not None and rec.get("key") not in keys:
-            continue  # another reading's record: history, not this folder's (issue 27)
+            continue  # another reading's record: history, not this folder's
         try:
             row = Row.of({k: rec[k] for k in _KEEP_FIELDS if k in rec})
         except (KeyError, TypeError, ValueError):

@@ -136,7 +136,7 @@ def _charts(ctx: IndexContext) -> str:
 
 
 def tier_rows(pages: list[Page]) -> list[dict[str, Any]]:
-    """The cascade's tiers over a run's pages (records with `tiers`, issue 30): for tier k, the
+    """The cascade's tiers over a run's pages (records with `tiers`): for tier k, the
     engine, the pages that reached it, those whose kept reading is its own, its engine seconds,
     and why pages went on from it (the status of its reading: suspect, empty …)."""
     rows: list[dict[str, Any]] = []

@@ -173,7 +173,7 @@ class Line(BaseModel):
 
 
 class Positions(BaseModel):
-    """Where a page's words lie (issue 29): lines in reading order, in the pixels of the page as
+    """Where a page's words lie: lines in reading order, in the pixels of the page as
     rendered — as the user has it, before any turn or straightening (the record's `rotation` and
     `skew` say what the engine was shown; the boxes were mapped back) — `width` × `height` of it,
     so they survive a change of dpi (scale by the ratio of sizes). `source`: whose boxes they are —
@@ -234,7 +234,7 @@ class PageRecord(BaseModel):
     # stated language ("tesseract: the document's language grc: installed with grc, …") or a composite's
     # per page ("tesseract: better signal (0.951 vs rapidocr 0.904)"); absent when --engine named it.
     engine_choice: str | None = None
-    # A cascade's readings of the page in tier order (`--engine tesseract,rapidocr`, issue 30):
+    # A cascade's readings of the page in tier order (`--engine tesseract,rapidocr`):
     # each {engine, status, score, threshold, seconds}, and `text` for a reading not kept (every
     # tier's reading stays in the raw layer), and `went_on` when the page went on from a reading
     # its signal passed (`tier_went_on`); the page reached tier len(tiers), and `engine` says

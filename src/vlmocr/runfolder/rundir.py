@@ -27,7 +27,7 @@ from .store import PAGES_FILE as PAGES_FILE  # re-exported: the file name messag
 from .store import FinalRecords, final_index
 
 RUN_JSON = "run.json"
-# What `vlmocr slurm status` reads of a shard instead of its records (issue 18, seed 000: nothing
+# What `vlmocr slurm status` reads of a shard instead of its records (seed 000: nothing
 # heavy on the login node): pages owed and done by status group, rewritten by the run whole.
 SUMMARY_JSON = "summary.json"
 FIGURES_FILE = "figures.jsonl"
@@ -86,7 +86,7 @@ class RunDir:
 
     def reading(self) -> FinalRecords:
         """The final records of the folder's reading: the settings keys run.json names (a folder
-        holds one reading, issue 27; records of another are history, never shown as this one's).
+        holds one reading; records of another are history, never shown as this one's).
         A mapping read from the file as it is gone through: one page's text in memory at a time."""
         return final_index(self.pages, keys=run_keys(self.run_info()))
 
@@ -173,7 +173,7 @@ class RunInfo(BaseModel):
 
     schema_: int = Field(1, alias="schema")
     settings: JsonObject = Field(default_factory=dict)  # RunConfig.public_dict(): never secrets
-    key: str | None = None  # the run-level settings key: the folder's reading (issue 27)
+    key: str | None = None  # the run-level settings key: the folder's reading
     keys: list[str] = Field(default_factory=list)  # every key its documents were read under
     key_material: JsonObject = Field(default_factory=dict)
     engine_choice: dict[str, str] | None = None  # `auto`'s choice of OCR engine, and why
@@ -200,7 +200,7 @@ class RunInfo(BaseModel):
 
     def reading(self) -> str:
         """`reading 29e8530485f0 (engine auto, reader rapidocr, dpi 200.0)`: the folder's reading as
-        the commands that read it name it (issue 27), or what they read without a run.json."""
+        the commands that read it name it, or what they read without a run.json."""
         if not self.key:
             return "every reading (no run.json names one: the last record of each page)"
         return f"reading {self.key[:12]} ({reading_said(self.key_material)})"

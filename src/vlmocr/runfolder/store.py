@@ -246,7 +246,7 @@ class FinalRecords(Mapping[tuple[str, int], Row]):
     """The last record of each (doc_id, page), read from the file when asked for: the index holds
     each record's byte offset (found from the records' heads, as resume reads them), never its
     text, so a command that goes through 100 000 pages one at a time holds one page's text at a
-    time (issue 27: `report`, `evaluate` and `export` had held every page's). pages.jsonl is
+    time (`report`, `evaluate` and `export` had held every page's). pages.jsonl is
     append-only, so an offset stays valid while a run goes on writing. The keys come in the order
     of the pages' first records, as `final_records` gives them; `items()` and `values()` in the
     order the final records were written."""

@@ -120,11 +120,11 @@ class RunConfig(VlmSettings):
     # `--clean`: each scan flattened, binarised (Sauvola) and despeckled before it is read or sent
     # (inputs/clean.py); off by default: it helps some collections and engines and hurts others.
     clean_scans: bool = False
-    # `--align-with ENGINE`: a VLM's answer gets word positions (issue 29): the page is read by
+    # `--align-with ENGINE`: a VLM's answer gets word positions: the page is read by
     # this CPU engine too and the answer's words are placed on its boxes (positions/align.py).
     # Not in the settings key: it adds positions, it does not change the text.
     align_with: str | None = None
-    # `--vlm-tier` (issue 30): a CPU run whose pages that fail their signal are read by the VLM
+    # `--vlm-tier`: a CPU run whose pages that fail their signal are read by the VLM
     # (--endpoint/--profile) too, the better reading kept (reading/cascade.py).
     vlm_tier: bool = False
     # `--cpu-tiers-from RUN`: the VLM tier as a pass of its own, the CPU tiers' readings taken from
@@ -141,7 +141,7 @@ class RunConfig(VlmSettings):
     shard: str | None = None
     force: bool = False
     force_bad: bool = False  # read `bad_input` pages again (a person fixed the files)
-    # A run folder holds one reading (issue 27): other settings than its own are refused unless
+    # A run folder holds one reading: other settings than its own are refused unless
     # --reread, which makes them the folder's reading (docs/, evaluate, report, export follow).
     reread: bool = False
     json_summary: bool = False

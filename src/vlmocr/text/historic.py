@@ -4,7 +4,7 @@ Fraktur data (Tesseract's ``frk``, most VLMs) writes what is printed: long s ``�
 ``ꝛ``, superscript-e umlauts ``aͤ``, ligatures ``ﬁ``. Many transcriptions do not: OCR-D's
 ground-truth guidelines define three levels (https://ocr-d.de/en/gt-guidelines/trans/), and a
 collection transcribed at level 1 or 2 scores every one of those letters as an error. On the
-Fraktur pages of ../shared/gt (no ``ſ`` in the truth) the long s alone is half of Tesseract's
+Fraktur development pages (no ``ſ`` in the truth) the long s alone is half of Tesseract's
 error (BENCHMARKS.md, "Long s").
 
 Each fold is opt-in and names the level that writes the modern form:

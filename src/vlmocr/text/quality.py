@@ -27,7 +27,7 @@ Precedence of `classify` (the first rule that applies wins; flags record the oth
 5. **suspect** — text read from an image the caller measured as blank (no ink: flag
    ``text_on_blank_image``): the image says there is nothing to read, so the text was made up
    (a VLM's fluent passage on a blank page, the failure users report most). Never `ok`: it goes
-   up a VLM's retry ladder and to review (issue 30, point 0).
+   up a VLM's retry ladder and to review.
 6. **ok**.
 """
 

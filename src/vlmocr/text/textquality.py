@@ -35,7 +35,7 @@ from .cjk_punctuation import is_cjk_punctuation
 # page number alone is not suspicious.
 MIN_WORDS = 20
 # Known-word share below which a page is suspicious. Tesseract on the typewritten and Fraktur
-# pages of ../shared/gt (CER 3-10 %) stays above 0.75; a page read in the wrong language or
+# development pages (CER 3-10 %) stays above 0.75; a page read in the wrong language or
 # script, or mostly noise, falls below 0.5.
 MIN_KNOWN = 0.6
 # Share of implausible characters above which a page is suspicious: one in fifty. A clean page
@@ -82,7 +82,7 @@ for _code, _names in {
         _LANG_ALIASES[_name] = _code
 
 # Scripts a page in each language may use. Latin is allowed everywhere (names, abbreviations,
-# quotations); Greek pages in ../shared/gt carry a Latin apparatus.
+# quotations); Greek development pages carry a Latin apparatus.
 _SCRIPTS: dict[str, frozenset[str]] = {
     "el": frozenset({"GREEK", "LATIN"}),
     "grc": frozenset({"GREEK", "LATIN"}),
@@ -225,7 +225,7 @@ def language_shares(text: str) -> dict[str, float]:
 def other_language(text: str, expected: Iterable[str]) -> str | None:
     """The language the text is mostly in when that is clearly none of ``expected`` (wordfreq
     codes): its stopwords cover at least 15 % of the tokens and twice what any expected language's
-    cover. A translation passes every other measure as a fluent reading (issue 32)."""
+    cover. A translation passes every other measure as a fluent reading."""
     wanted = {code for code in expected if code}
     shares = language_shares(text)
     if not wanted or not shares or not any(code in STOPWORDS for code in wanted):

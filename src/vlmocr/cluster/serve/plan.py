@@ -52,7 +52,7 @@ _OWNED_FLAGS = {
     "sglang": ("--host", "--port", "--served-model-name", "--model-path", "--model"),
 }
 # The tensor parallel flag vlmocr writes: SGLang's full name, never `--tp`, which works only as an
-# argparse abbreviation of --tp-size (issue 25: the day SGLang adds another --tp-… flag, it fails).
+# argparse abbreviation of --tp-size (the day SGLang adds another --tp-… flag, it fails).
 TP_FLAG = {"vllm": "--tensor-parallel-size", "sglang": "--tp-size"}
 _TP_FLAGS = {
     "vllm": ("--tensor-parallel-size", "-tp"),

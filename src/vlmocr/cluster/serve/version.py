@@ -1,5 +1,5 @@
 """Which server version will run, told before anything is launched, and the part of a profile's
-serving recipe made for it (issue 25).
+serving recipe made for it.
 
 Released servers change under a recipe: vLLM 0.34 has no ``NGramPerReqLogitsProcessor``, 0.31-0.33
 have one that only the V1 model runner takes, and a server started with a processor it cannot

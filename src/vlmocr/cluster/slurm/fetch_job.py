@@ -183,7 +183,7 @@ def submit_fetch(target: str, dest: str | os.PathLike[str], *, revision: str | N
         raise UsageError("--gpus-per-task: a fetch is a CPU job (no GPU)")
     if endpoint and url_credentials(endpoint) is not None:
         # The Hub client takes a token (HF_TOKEN), not a password in a URL: one in --endpoint would
-        # only land in the job script, on shared storage (issue 32).
+        # only land in the job script, on shared storage.
         raise UsageError(f"--endpoint {public_url(endpoint)}: a user and password in the URL would be written into "
                          "the job script; give the Hub token through HF_TOKEN in the job's environment instead")
     goal = resolve_target(target, revision)

@@ -297,7 +297,7 @@ def submit(run_dir: Path, *, paths: Sequence[str] = (), manifest: str | Path | N
     if part is not None:
         check_part_name(part)
     options = options or SlurmOptions()
-    options.directives()  # every #SBATCH value checked before anything is staged (issue 32)
+    options.directives()  # every #SBATCH value checked before anything is staged
     run_dir = Path(run_dir).resolve()
     # A password in an endpoint URL goes to RUN/slurm/credentials (600), not into the script.
     run_args, found = secrets_out_of_job(run_dir / SLURM_DIR, run_args)
