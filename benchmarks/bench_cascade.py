@@ -17,7 +17,7 @@ signal and the cascade's own rule.
 
     python benchmarks/bench_cascade.py                    # every page of pages.csv (~40 min here)
     python benchmarks/bench_cascade.py --per-set 1        # 8 pages (~4 min)
-    python benchmarks/bench_cascade.py --quick            # 2 pages: a smoke test (tests/test_benchmarks_smoke.py)
+    python benchmarks/bench_cascade.py --quick            # 2 pages: a smoke test (tests/testing/test_benchmarks_smoke.py)
     python benchmarks/bench_cascade.py --paths auto,cascade --no-vlm --keep /tmp/cascade-runs
 
 With `auto` and `tesseract` both run, a bound: how many pages a switch that knew the truth would

@@ -16,7 +16,7 @@ Then the invariants every page record must keep (issue 10, figure 5):
     python benchmarks/bench_soak.py --quick              # 600 pages, 5 kills (~1 min)
 
 Prints a Markdown table of counts and ``RESULT …`` lines; exits 1 if an invariant fails.
-``tests/test_soak.py`` runs the reduced version through :func:`soak`.
+``tests/reading/test_soak.py`` runs the reduced version through :func:`soak`.
 """
 
 from __future__ import annotations

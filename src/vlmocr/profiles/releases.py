@@ -4,7 +4,7 @@
 ``releases_checked.json``, reads from their own source the options each version defines, the
 logits processors it ships and the request fields it validates, and writes, per profile, the
 digest of what the profile sends to a server and the result per server version. A profile whose
-digest is not the checked one has changed since the check (tests/test_profile_releases.py fails
+digest is not the checked one has changed since the check (tests/profiles/test_profile_releases.py fails
 until the script is run again), and the table in docs/servers.md is made from the same file
 (``release_table``)."""
 

@@ -2,7 +2,7 @@
 against the describing model's own server, started on the node (the stand-in
 tests/cluster/fake_vllm through VLMOCR_VLLM_BIN: the job inherits the environment) and stopped
 with the job; the describe options checked on the login node first. The run is a real page run
-of a grounded profile (tests/test_figures_served.grounded_run)."""
+of a grounded profile (support/figures.grounded_run)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_figures_served import SERVED, expected_descriptions, figure_finals, grounded_run
 
 from support.cli import run_cli
+from support.figures import SERVED, expected_descriptions, figure_finals, grounded_run
 from support.serve_standin import FAKE, gone
 from vlmocr.exceptions import ExitCode
 

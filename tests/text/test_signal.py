@@ -21,7 +21,7 @@ from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 from vlmocr.testing.pagecode import expected_text, make_coded_pdf
 from vlmocr.text import signal
 
-DATA = Path(__file__).parent / "data" / "gt"
+DATA = Path(__file__).resolve().parents[1] / "data" / "gt"
 GREEK = DATA / "zonaras" / "zonaras_0054.png"
 FRAKTUR = DATA / "goethe" / "goethe_0014.png"
 

@@ -15,7 +15,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_soak.py"
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_soak.py"
 
 
 def _bench():

@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from test_triage import build_corpus
 
 from support.cli import run_cli
+from support.corpora import build_corpus
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 
 OCR_DOCS = {"scan", "mixed", "book", "symbols", "photo", "multi"}  # readable, unique, pages without text

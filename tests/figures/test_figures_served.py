@@ -8,7 +8,6 @@ figure PDF of test_figures (real figures drawn in, each with its figure code).""
 
 from __future__ import annotations
 
-import json
 import shutil
 import signal
 import subprocess
@@ -17,32 +16,15 @@ import time
 from pathlib import Path
 
 import pytest
-from test_figures import FIGURES, SCRIPT, make_figure_pdf
 
 from support.cli import run_cli
 from support.components import REPO
+from support.figures import SERVED, expected_descriptions, figure_finals, grounded_run
 from support.serve_standin import fake_env, gone, read_record
 from vlmocr.exceptions import ExitCode
 from vlmocr.runfolder.rundir import FIGURES_FILE
-from vlmocr.testing.openai_server import ServerConfig, serve_in_process
-from vlmocr.testing.pagecode import expected_text
 
 pytestmark = pytest.mark.timeout(240)
-
-SERVED = "Qwen/Qwen3-VL-8B-Instruct"  # the qwen3-vl profile's repo id: the served name
-
-
-def grounded_run(root: Path) -> Path:
-    """A real page run with figure blocks: `vlmocr run` with deepseek-ocr against the test server."""
-    pdf = make_figure_pdf(root / "report.pdf")
-    run = root / "run"
-    with serve_in_process(ServerConfig(answer="script", script=SCRIPT, retry_after=0)) as server:
-        res = run_cli("run", str(pdf), "--out", str(run), "--endpoint", server.url, "--profile", "deepseek-ocr",
-                      "--engine", "openai", "--workers", "2", "--request-timeout", "10",
-                      env={"VLMOCR_API_KEY": "", "OPENAI_API_KEY": ""})
-    assert res.returncode == 0, res.stderr
-    return run
-
 
 @pytest.fixture(scope="module")
 def base_run(tmp_path_factory) -> Path:
@@ -61,18 +43,6 @@ def scratch(tmp_path) -> Path:
     d = tmp_path / "scratch"
     d.mkdir()
     return d
-
-
-def expected_descriptions() -> dict[tuple[int, int], str]:
-    """(page, figure) → what the stand-in answers for that figure's crop (the icon is skipped)."""
-    return {(page, i): expected_text(code) for page, (_, figs) in enumerate(sorted(FIGURES.items()), 1)
-            for i, (code, *_rest) in enumerate(figs, 1)}
-
-
-def figure_finals(run: Path) -> dict[tuple[int, int], dict]:
-    path = run / FIGURES_FILE
-    recs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-    return {(r["page"], r["figure"]): r for r in recs}
 
 
 def test_describe_serve_starts_describes_and_stops_and_starts_nothing_when_nothing_is_owed(run, tmp_path, scratch):
