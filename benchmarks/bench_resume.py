@@ -14,7 +14,7 @@ For each size the benchmark builds, once:
   run-N/docs/<id>.md    assembled with `vlmocr.runfolder.assemble.write_document`, so nothing is owed
 
 `doc_id` and `source` come from `vlmocr.inputs.sources.discover` and the settings key from
-`vlmocr.settings.config.RunConfig(engine="textlayer").settings_key()`: exactly what `vlmocr run` derives.
+`RunPlan(RunConfig(engine="textlayer")).settings_key()` (vlmocr.reading.plan): exactly what `vlmocr run` derives.
 
 Then it runs `vlmocr run in-N --out run-N --engine textlayer` as a subprocess, once per size to
 warm the page cache and write run.json, then `--repeats` rounds of (small, large, large with pages.jsonl evicted from the page cache)
@@ -42,6 +42,7 @@ import time
 from pathlib import Path
 
 from vlmocr.inputs.sources import discover
+from vlmocr.reading.plan import RunPlan
 from vlmocr.runfolder.assemble import write_document
 from vlmocr.runfolder.record import PageRecord, Row, Status
 from vlmocr.runfolder.store import PAGES_FILE, RecordWriter
@@ -100,7 +101,7 @@ def build(base: Path, records: int, master_pdf: Path, text: str, text_bytes: int
     span = len(text) - text_bytes - 1
     with RecordWriter(run_dir / PAGES_FILE) as writer:
         for i, doc in enumerate(docs):
-            key = cfg.settings_key(doc.dpi)
+            key = RunPlan(cfg).settings_key(doc.dpi)
             recs = []
             for page in range(1, PAGES_PER_DOC + 1):
                 start = ((i * PAGES_PER_DOC + page) * 7919) % span

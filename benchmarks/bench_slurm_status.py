@@ -43,6 +43,7 @@ from pathlib import Path
 from vlmocr.cluster.slurm.jobs import record_job
 from vlmocr.cluster.slurm.status import status
 from vlmocr.inputs.sources import from_manifest, shard_of
+from vlmocr.reading.plan import RunPlan
 from vlmocr.runfolder.assemble import write_document
 from vlmocr.runfolder.record import PageRecord, Row, Status
 from vlmocr.runfolder.rundir import RunDir
@@ -84,7 +85,7 @@ def build(root: Path, shards: int, per_shard: int) -> Path:
     (staged / "bulk.csv").write_text("doc_id,path\n" + "".join(
         f"{d},{pdf}\n" for k in sorted(by_shard) for d in by_shard[k]), encoding="utf-8")
     docs = {d.doc_id: d for d in from_manifest(staged / "bulk.csv")}
-    key = RunConfig(engine="textlayer").settings_key(next(iter(docs.values())).dpi)
+    key = RunPlan(RunConfig(engine="textlayer")).settings_key(next(iter(docs.values())).dpi)
     n = 0
     for k, ids in by_shard.items():
         shard = RunDir(run).shard(k)

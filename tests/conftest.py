@@ -3,6 +3,9 @@ tests import (documents, the `vlmocr` command, records, components) live in test
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import shutil
 from pathlib import Path
 
@@ -47,12 +50,50 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # in its own order. Workers are handed groups in the order the tests are collected
     # (scripts/test.sh: --no-loadscope-reorder; xdist would otherwise order them by their size).
     first = {"real_vllm:architectures": 0, "real_vllm": 1, "slurm": 2}
+    recorded = _durations()
+    for item in items:
+        if recorded.get(item.nodeid, 0.0) >= SLOW_SECONDS:
+            item.add_marker(pytest.mark.slow)  # `-m "not slow"` (scripts/test.sh --fast) leaves it out
 
     def rank(item: pytest.Item) -> int:
         mark = item.get_closest_marker("xdist_group")
         return first.get(mark.args[0], 3) if mark and mark.args else 3
 
     items.sort(key=rank)
+
+
+# A test that took this long in the last full run (tests/durations.json) is marked `slow`, so the
+# edit loop (scripts/test.sh --fast) leaves it out; CI runs every test. Refresh the record with
+# VLMOCR_STORE_DURATIONS=1 bash scripts/test.sh (the whole suite) and commit it.
+DURATIONS = Path(__file__).resolve().parent / "durations.json"
+SLOW_SECONDS = 2.5
+
+
+def _durations() -> dict[str, float]:
+    try:
+        data = json.loads(DURATIONS.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {str(k): float(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+class StoreDurations:
+    """VLMOCR_STORE_DURATIONS=1: each test's time (setup, call and teardown), written to
+    tests/durations.json at the end of the run, where the reports arrive (the controller under
+    xdist); only the tests that took at least a tenth of SLOW_SECONDS are kept."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        node = re.sub(r"@[\w:]+$", "", report.nodeid)  # xdist's `@group` suffix under --dist loadgroup
+        self.seconds[node] = self.seconds.get(node, 0.0) + report.duration
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if not self.seconds or hasattr(session.config, "workerinput"):
+            return
+        kept = {k: round(v, 2) for k, v in sorted(self.seconds.items()) if v >= SLOW_SECONDS / 10}
+        DURATIONS.write_text(json.dumps(kept, indent=1) + "\n", encoding="utf-8")
 
 
 class LaneTime:
@@ -80,3 +121,5 @@ class LaneTime:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(LaneTime(), "vlmocr-lane-time")
+    if os.environ.get("VLMOCR_STORE_DURATIONS") == "1":
+        config.pluginmanager.register(StoreDurations(), "vlmocr-store-durations")

@@ -10,6 +10,7 @@ from PIL import Image
 
 from vlmocr.engines.base import PageInput, Reading
 from vlmocr.engines.rapidocr import DEFAULTS, SETTINGS, RapidOcrEngine, settings_tag
+from vlmocr.reading.plan import RunPlan
 from vlmocr.runfolder.rundir import dist_version
 from vlmocr.settings.config import load_config
 
@@ -63,9 +64,9 @@ def test_lines_of_a_slanted_dense_page_stay_apart_and_in_order():
 
 def test_the_settings_key_names_rapidocrs_settings():
     """Resume re-reads a page RapidOCR read with other settings: they are in the settings key."""
-    material = load_config({"engine": "rapidocr", "inputs": ["x.pdf"]}).key_material()
+    material = RunPlan(load_config({"engine": "rapidocr", "inputs": ["x.pdf"]})).key_material()
     assert material["rapidocr"] == settings_tag(SETTINGS)
-    assert "rapidocr" not in load_config({"engine": "tesseract", "inputs": ["x.pdf"]}).key_material()
+    assert "rapidocr" not in RunPlan(load_config({"engine": "tesseract", "inputs": ["x.pdf"]})).key_material()
 
 
 def test_a_reading_whose_lines_run_down_the_page_says_so():

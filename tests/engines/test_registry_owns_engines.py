@@ -9,6 +9,7 @@ import re
 
 from support.components import REPO
 from vlmocr.engines.registry import CPU_ENGINES, ENGINE_CHOICES, OCR_ENGINES, engine_key_material, reads_language
+from vlmocr.reading.plan import RunPlan
 from vlmocr.settings.config import RunConfig
 
 SRC = REPO / "src" / "vlmocr"
@@ -16,7 +17,7 @@ NAMED = re.compile(r"[\"'](tesseract|rapidocr)[\"']")
 
 
 def test_settings_worker_and_run_command_name_no_engine():
-    for rel in ("settings/config.py", "reading/worker.py", "cli/run_cmd.py"):
+    for rel in ("settings/config.py", "reading/plan.py", "reading/worker.py", "cli/run_cmd.py"):
         assert not NAMED.findall((SRC / rel).read_text(encoding="utf-8")), rel
 
 
@@ -28,7 +29,7 @@ def test_the_key_share_is_the_registrys():
                                                                 **engine_key_material("rapidocr", "deu")}
     assert engine_key_material("textlayer", "deu") == {}
     for name in CPU_ENGINES:
-        material = RunConfig(inputs=["x"], out="/tmp/o", engine=name, lang="deu").key_material()
+        material = RunPlan(RunConfig(inputs=["x"], out="/tmp/o", engine=name, lang="deu")).key_material()
         assert {k: material[k] for k in engine_key_material(name, "deu")} == engine_key_material(name, "deu")
 
 

@@ -1,5 +1,6 @@
-"""Settings are read, never rewritten (issue 28, point 2): what a run decides and the server it
-starts come as new settings objects, and the key a started server wants travels with them."""
+"""Settings are what the user asked for, read and never rewritten: what a run decides (its OCR
+engine, its workers) and the server it starts are its plan's (reading/plan.RunPlan), and the key a
+started server wants travels with the plan, never in the settings."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from vlmocr.engines.choice import EngineChoice
+from vlmocr.reading.plan import RunPlan
 from vlmocr.settings.config import Endpoint, RunConfig
 from vlmocr.testing.openai_server import ServerConfig, serve_in_thread
 
@@ -22,14 +24,19 @@ def test_settings_cannot_be_assigned_once_made():
     assert cfg.endpoint is None and cfg.engine == "auto"
 
 
-def test_what_a_run_decides_is_a_new_settings_object():
+def test_what_a_run_decides_is_its_plan_not_its_settings():
     cfg = RunConfig(inputs=["a.pdf"], out="run", engine="auto", ocr_engine="auto")
-    chosen = cfg.with_ocr_choice(EngineChoice("rapidocr", "asked for the test"))
+    plan = RunPlan(cfg)
+    chosen = plan.with_ocr(EngineChoice("rapidocr", "asked for the test"))
     assert chosen.ocr_choice().engine == "rapidocr" and chosen.reader() == "rapidocr"
-    sized = chosen.with_pool_workers(1)
+    sized = chosen.with_workers(1)
     assert sized.pool_workers() == 1 and sized.ocr_choice().engine == "rapidocr"
-    assert cfg.pool_workers() == cfg.workers  # the settings asked for are as they were
-    assert sized.public_dict() == cfg.public_dict()  # run.json's settings: what the user asked
+    assert plan.pool_workers() == cfg.workers  # the plan made first is as it was
+    assert sized.cfg is cfg and sized.cfg.public_dict() == cfg.public_dict()  # run.json's settings: what the user asked
+    # RunConfig holds nothing but what was asked: no private state, nothing decided.
+    assert not RunConfig.__private_attributes__
+    assert not any(hasattr(cfg, name) for name in ("ocr_choice", "reader", "pool_workers", "api_key", "served",
+                                                   "document_reading", "key_material"))
 
 
 def test_served_by_points_a_copy_at_the_server_and_keeps_the_original():
@@ -39,8 +46,9 @@ def test_served_by_points_a_copy_at_the_server_and_keeps_the_original():
     served = cfg.served_by(ep)
     assert (served.endpoint, served.model, served.server_kind, served.profile) == \
         ("http://127.0.0.1:9/v1", "Qwen/Qwen3-VL-8B-Instruct", "vllm", "qwen3-vl")
-    assert served.served == {"version": "0.11.0"} and served.api_key() == "hf_secret"
-    assert (cfg.endpoint, cfg.profile, cfg.served, cfg.api_key()) == (None, None, None, None)
+    plan = RunPlan(served, endpoint=ep)
+    assert plan.served == {"version": "0.11.0"} and plan.api_key() == "hf_secret"
+    assert (cfg.endpoint, cfg.profile, RunPlan(cfg).served, RunPlan(cfg).api_key()) == (None, None, None, None)
     # the key is never a setting: not in run.json's settings, not in a printed repr
     assert "hf_secret" not in repr(served.public_dict()) + repr(served) + repr(ep)
     # --profile beside --serve: the prompt is that profile's, the server the served one's
@@ -58,21 +66,21 @@ def test_the_started_servers_key_reaches_the_server_without_the_environment(monk
     with serve_in_thread(ServerConfig(models=["m"], api_key="hf_token_1")) as server:
         cfg = RunConfig(inputs=["a.pdf"], out="run", engine="openai", model="m")
 
-        async def open_reader(c: RunConfig) -> None:
-            reader = await make_vlm_reader(c, WorkerPool(1, {}))
+        async def open_reader(plan: RunPlan) -> None:
+            reader = await make_vlm_reader(plan, WorkerPool(1, {}))
             await reader.aclose()
 
         with pytest.raises(Exception, match="401|unauthori|key"):
-            asyncio.run(open_reader(cfg.model_copy(update={"endpoint": server.url})))
-        asyncio.run(open_reader(cfg.served_by(Endpoint(url=server.url, model="m", server_kind="vllm",
-                                                        profile="generic", api_key="hf_token_1"))))
+            asyncio.run(open_reader(RunPlan(cfg.model_copy(update={"endpoint": server.url}))))
+        ep = Endpoint(url=server.url, model="m", server_kind="vllm", profile="generic", api_key="hf_token_1")
+        asyncio.run(open_reader(RunPlan(cfg.served_by(ep), endpoint=ep)))
     assert "VLMOCR_API_KEY" not in os.environ
 
 
 def test_run_and_describe_ask_an_endpoint_with_one_settings_model():
-    """Issue 28: `describe` used to turn its options into a RunConfig, rewrite it and turn it back.
-    Now both are VlmSettings: the same fields, limits and `served_by`; a served describe's
-    settings reach the RunConfig its reader is made from with the server's key."""
+    """`describe` used to turn its options into a RunConfig, rewrite it and turn it back. Now both
+    are VlmSettings: the same fields, limits and `served_by`; a served describe's options carry
+    the server they were pointed at (never dumped: not a setting) to its reader's plan."""
     from vlmocr.figures.settings import DescribeOptions
     from vlmocr.settings.config import VlmSettings
 
@@ -87,8 +95,10 @@ def test_run_and_describe_ask_an_endpoint_with_one_settings_model():
                   api_key="hf_secret")
     served = opts.served_by(ep)
     assert (served.endpoint, served.model, served.server_kind, served.dpi) == (ep.url, "served-name", "vllm", 150)
-    assert opts.endpoint is None and opts.api_key() is None  # the original is untouched
-    cfg = RunConfig.asking(served, engine="openai", workers=1)
-    assert (cfg.endpoint, cfg.model, cfg.profile, cfg.api_key()) == (ep.url, "served-name", "olmocr-2", "hf_secret")
+    assert opts.endpoint is None and opts.started is None  # the original is untouched
+    assert served.started is ep and "started" not in served.model_dump() and "hf_secret" not in repr(served)
+    cfg = RunConfig.model_validate({**served.vlm_settings(), "engine": "openai", "workers": 1})
+    plan = RunPlan(cfg, endpoint=served.started)
+    assert (cfg.endpoint, cfg.model, cfg.profile, plan.api_key()) == (ep.url, "served-name", "olmocr-2", "hf_secret")
     with pytest.raises(ValidationError):
         opts.dpi = 300  # frozen

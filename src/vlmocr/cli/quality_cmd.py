@@ -437,7 +437,7 @@ def grid_command(
     # --serve: one server for every cell (a prompt × dpi grid loads the model once); each cell's
     # profile brings its prompt and sizing, the served model answers them all.
     asked = RunConfig(serve=serve, out=out, endpoint=endpoint, model=(model if model and "," not in model else None))
-    with serve_for_run(asked) as served:
+    with serve_for_run(asked) as (served, _):
         base = {"endpoint": served.endpoint, "workers": workers}
         if serve:
             base.update(model=served.model, server_kind=served.server_kind)

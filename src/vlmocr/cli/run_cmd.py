@@ -14,7 +14,7 @@ from ..exceptions import UsageError
 from ..progress import RunProgress, console
 from ..reading.scheduler import DocumentFilter
 from ..reading.scheduler import run as run_pages
-from ..settings.config import RunConfig, load_config
+from ..settings.config import Endpoint, RunConfig, load_config
 from ..settings.preflight import check_run
 from . import app
 
@@ -95,7 +95,7 @@ def run_command(
         raise UsageError(f"--target {target!r}: use local or hf-jobs")
     if target == "hf-jobs" and not cfg.serve:
         raise UsageError("--target hf-jobs is where --serve starts its server: give --serve PROFILE")
-    serve_for_run: Callable[[RunConfig], ContextManager[RunConfig]]
+    serve_for_run: Callable[[RunConfig], ContextManager[tuple[RunConfig, Endpoint | None]]]
     if target == "hf-jobs":  # only now: these are heavy and rarely needed
         from ..cluster.serve.hfjob_launch import serve_hf_job_for_run as serve_for_run
     else:
@@ -108,8 +108,8 @@ def run_command(
                       f"({'no server started' if cfg.serve else 'the endpoint is not asked'})", highlight=False)
         summary = run_pages(cfg, RunProgress(enabled=True), skip=_held_by(cfg.library), reader_factory=settled)
     else:
-        with serve_for_run(cfg) as served:  # --serve: start the server, read from it, always stop it
-            summary = run_pages(served, RunProgress(enabled=True), skip=_held_by(cfg.library))
+        with serve_for_run(cfg) as (served, started):  # --serve: start the server, read from it, always stop it
+            summary = run_pages(served, RunProgress(enabled=True), skip=_held_by(cfg.library), endpoint=started)
     if summary.fallback_docs:
         shown = ", ".join(summary.fallback_docs[:10]) + (" …" if len(summary.fallback_docs) > 10 else "")
         console.print(f"[yellow]{len(summary.fallback_docs)} document(s) over --max-fallback "

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from pydantic import Field
 
 from ..exceptions import UsageError
 from ..runfolder.record import LADDER, Status
 from ..runfolder.store import iter_figures
-from ..settings.config import VlmSettings
+from ..settings.config import Endpoint, VlmSettings
 from .find import DEFAULT_DPI, DEFAULT_MARGIN, DEFAULT_MIN_AREA, FIGURE_REVISION, Figure, same_box
 
 # A description is a paragraph, not a page: a short budget also bounds a looping answer.
@@ -47,6 +47,12 @@ class DescribeOptions(VlmSettings):
     source_roots: list[Path] = Field(default_factory=list)
     markdown: bool = True  # re-assemble docs/*.md with the descriptions afterwards
     doc_ids: frozenset[str] | None = None  # only these documents' figures (describe --library); None: all
+    # The server `describe --serve` started (served_by): its key and what it told, for the reader
+    # that asks it. Not a setting: never dumped, so never in the describe key.
+    started: Endpoint | None = Field(default=None, exclude=True, repr=False)
+
+    def served_by(self, endpoint: Endpoint) -> Self:
+        return super().served_by(endpoint).model_copy(update={"started": endpoint})
 
     def check(self, served: bool = False) -> None:
         """Refuse bad values; ``served``: --serve gives the endpoint (and the model) later."""

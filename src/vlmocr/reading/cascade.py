@@ -31,6 +31,7 @@ from ..settings.config import RunConfig
 from .base import PageReader
 from .cpu import CpuReader
 from .limiter import Limiter
+from .plan import RunPlan
 from .vlm import VlmReader, unsupported
 
 # The CPU statuses that send a page on to the VLM: a reading that failed its signal, or none. A
@@ -122,7 +123,7 @@ def other_cpu_tiers(cfg: RunConfig, settings: dict[str, object]) -> tuple[str, s
 
     try:
         theirs = RunConfig.model_validate({k: settings[k] for k in ("engine", "ocr_engine", "lang") if k in settings})
-        pair = [(c.reader(), c.lang) for c in (theirs, cfg)]
+        pair = [(RunPlan(c).reader(), c.lang) for c in (theirs, cfg)]
     except (ValidationError, UsageError, ValueError):
         return None
     (a, a_lang), (b, b_lang) = pair
@@ -196,11 +197,11 @@ class VlmTierReader(PageReader):
         text by the language it was read as)."""
         if task.hard:
             return f"hard: {task.hard}", f"marked hard ({task.hard})"
-        way = self.cpu.cfg.document_reading(task.language)
+        way = self.cpu.plan.document_reading(task.language)
         if way is None or way.note is None:
             return None
         return (f"no data for {task.language}",
-                f"{self.cpu.cfg.reader()} has no data for the document's language {task.language}")
+                f"{self.cpu.plan.reader()} has no data for the document's language {task.language}")
 
     async def process(self, task: PageTask) -> PageRecord:
         first = await self._cpu_reading(task)

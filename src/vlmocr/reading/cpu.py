@@ -3,17 +3,17 @@ process boundary."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..runfolder.record import JsonObject, PageRecord, PageTask, Sizing, Status
 from . import worker
 from .base import PageReader
+from .plan import RunPlan
 from .pool import WorkerPool
 
 
 class CpuReader(PageReader):
-    def __init__(self, cfg: Any, pool: WorkerPool) -> None:
-        self.cfg = cfg
+    def __init__(self, plan: RunPlan, pool: WorkerPool) -> None:
+        self.plan = plan
+        self.cfg = plan.cfg
         self.pool = pool
         # Two pages per worker keep every core busy while results travel back.
         self.max_in_flight = pool.workers * 2
@@ -22,13 +22,13 @@ class CpuReader(PageReader):
         return self.cfg.sizing(doc_dpi)
 
     def key_material(self, doc_dpi: float | None = None) -> JsonObject:
-        return self.cfg.key_material(doc_dpi)
+        return self.plan.key_material(doc_dpi)
 
     def run_language(self) -> tuple[str, str] | None:
         return self.cfg.lang, "--lang" if "lang" in self.cfg.model_fields_set else "default"
 
     def doc_key_material(self, doc_dpi: float | None, language: str | None) -> JsonObject:
-        return self.cfg.key_material(doc_dpi, language=language)
+        return self.plan.key_material(doc_dpi, language=language)
 
     async def inspect(self, path: str) -> tuple[int | None, str | None]:
         ok, result = await self.pool.call_safely(worker.inspect_doc, path)

@@ -393,17 +393,18 @@ async def _describe(run_dir: Path, opts: DescribeOptions, progress: Callable[[st
 
     from ..settings.config import RunConfig
     from .limiter import Limiter
+    from .plan import RunPlan
     from .vlm import make_vlm_reader
 
     workers = opts.workers or available_cores()
     try:
-        cfg = RunConfig.asking(opts, engine="openai", workers=workers)
+        cfg = RunConfig.model_validate({**opts.vlm_settings(), "engine": "openai", "workers": workers})
     except ValueError as exc:
         raise UsageError(f"invalid settings: {exc}") from None
     # The preflight of page reading: the endpoint answers and serves the model.
     pool = WorkerPool(workers, {})
     try:
-        reader = await make_vlm_reader(cfg, pool)
+        reader = await make_vlm_reader(RunPlan(cfg, endpoint=opts.started), pool)
     except BaseException:
         pool.shutdown(abandon=True)
         raise

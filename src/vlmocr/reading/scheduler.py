@@ -35,12 +35,13 @@ from ..runfolder.assemble import write_document
 from ..runfolder.record import JsonObject, PageRecord, PageTask, Row, Status, now_iso
 from ..runfolder.rundir import RunDir, RunInfo, git_commit, reading_said, versions
 from ..runfolder.store import DocState, RecordWriter, ResumeIndex
-from ..settings.config import RunConfig, settings_key
+from ..settings.config import Endpoint, RunConfig, settings_key
 from .bad_inputs import write_bad_inputs
 from .base import PageReader
 from .cpu import CpuReader
 from .limiter import Limiter
 from .owed import PageCounter, first_reads, reopen, select_pages
+from .plan import RunPlan
 from .pool import WorkerPool
 from .tasks import TaskRunner
 
@@ -117,8 +118,9 @@ class Summary:
         return d
 
 
-async def make_reader(cfg: RunConfig) -> PageReader:
-    reader = cfg.reader()
+async def make_reader(plan: RunPlan) -> PageReader:
+    cfg = plan.cfg
+    reader = plan.reader()
     if cfg.vlm_tier and reader == HTTP_ENGINE:
         raise UsageError("--vlm-tier makes a VLM the last tier after a CPU engine: --engine auto, tesseract, "
                          "rapidocr, tesseract,rapidocr … — not openai")
@@ -132,7 +134,7 @@ async def make_reader(cfg: RunConfig) -> PageReader:
                                # a language a person gave, not the default: wrong_language judges by it
                                "lang_given": "lang" in cfg.model_fields_set}
     if cfg.uses_ocr_choice():
-        options["engine_choice"] = str(cfg.ocr_choice())  # on every record `auto` reads by OCR
+        options["engine_choice"] = str(plan.ocr_choice())  # on every record `auto` reads by OCR
     # Engines whose libraries the forkserver imports once for every worker. The VLM reader's
     # fallback engine is rarely needed: its first use imports it instead of every start-up.
     options["preload"] = [] if reader == HTTP_ENGINE else sorted({reader, "textlayer"})
@@ -141,13 +143,13 @@ async def make_reader(cfg: RunConfig) -> PageReader:
         # sent: its onnxruntime is imported once by the forkserver, while the endpoint
         # is asked for its models, not by the first page's worker (~2 s on its critical path).
         options["preload_modules"] = ["onnxruntime", "vlmocr.engines.upright"]
-    engine = CPU_ENGINES[cfg.ocr_choice().engine if reader == HTTP_ENGINE else reader]
+    engine = CPU_ENGINES[plan.ocr_choice().engine if reader == HTTP_ENGINE else reader]
     # A fallback engine `auto` chose was found installed with its data by the choice itself: its
     # check (two tesseract processes) would only slow every VLM run's start.
     named = reader != HTTP_ENGINE or cfg.ocr_engine != "auto"
     if engine.check is not None and named:
         options.update(engine.check(options))
-    pool = WorkerPool(cfg.pool_workers(), options)
+    pool = WorkerPool(plan.pool_workers(), options)
     if reader == HTTP_ENGINE:
         # The pool starts now, in a thread: the forkserver imports the page code on the other
         # core while this process imports the HTTP client and asks the endpoint for its models.
@@ -157,7 +159,7 @@ async def make_reader(cfg: RunConfig) -> PageReader:
         from .vlm import make_vlm_reader
 
         try:
-            return await make_vlm_reader(cfg, pool)
+            return await make_vlm_reader(plan, pool)
         except BaseException:
             pool.shutdown(abandon=True)
             raise
@@ -168,25 +170,29 @@ async def make_reader(cfg: RunConfig) -> PageReader:
 
         pool.warm()
         try:
-            vlm = await make_vlm_reader(cfg.model_copy(update={"engine": HTTP_ENGINE, "vlm_tier": False}), pool)
+            vlm_plan = RunPlan(cfg.model_copy(update={"engine": HTTP_ENGINE, "vlm_tier": False}), plan.ocr,
+                               plan.workers, plan.endpoint)
+            vlm = await make_vlm_reader(vlm_plan, pool)
         except BaseException:
             pool.shutdown(abandon=True)
             raise
-        return VlmTierReader(CpuReader(cfg, pool), vlm, earlier)
-    return CpuReader(cfg, pool)
+        return VlmTierReader(CpuReader(plan, pool), vlm, earlier)
+    return CpuReader(plan, pool)
 
 
 class Scheduler(TaskRunner):
     """Pages: plan the documents, run the reader over the pages owed, write each record."""
 
     def __init__(self, cfg: RunConfig, progress: RunProgress | None = None,
-                 reader_factory: Callable[[RunConfig], Awaitable[PageReader]] = make_reader,
-                 skip: DocumentFilter | None = None) -> None:
+                 reader_factory: Callable[[RunPlan], Awaitable[PageReader]] = make_reader,
+                 skip: DocumentFilter | None = None, endpoint: Endpoint | None = None) -> None:
         if cfg.out is None:
             raise UsageError("--out RUN is required")
         self.progress = progress or RunProgress(enabled=False)
         super().__init__(self.progress.note, cfg.stop_grace)
         self.cfg = cfg
+        # What the run decides (its OCR engine, its workers) joins the server it was given here.
+        self.plan = RunPlan(cfg, endpoint=endpoint)
         self.run_dir = Path(cfg.out)
         self.reader_factory = reader_factory
         self.skip = skip
@@ -238,8 +244,7 @@ class Scheduler(TaskRunner):
         try:
             self._choose_ocr_engine()
             self._choose_workers(docs)
-            cfg = self.cfg  # with what the run chose
-            self.reader = await self.reader_factory(cfg)
+            self.reader = await self.reader_factory(self.plan)
             self.reader.attach(self.progress.note)
             if not self.reader.waits_for_pages_in_flight:
                 self.stop_grace = 0.0  # a CPU run stops at once on SIGTERM too: its pages are redone on resume
@@ -309,8 +314,8 @@ class Scheduler(TaskRunner):
         started = not cfg.force and run_dir.pages.exists() and run_dir.pages.stat().st_size > 0
         earlier = earlier_choice(run_dir.info(), OCR_ENGINES) if started else None
         choice = choose_ocr_engine(cfg.ocr_engine, cfg.lang, earlier=earlier)
-        self.cfg = cfg = cfg.with_ocr_choice(choice)
-        if cfg.engine == "auto" and cfg.reader() != HTTP_ENGINE:
+        self.plan = self.plan.with_ocr(choice)
+        if cfg.engine == "auto" and self.plan.reader() != HTTP_ENGINE:
             self.progress.note(f"engine auto: the text layer where usable, else {choice.engine} ({choice.reason})")
         else:
             self.progress.note(f"fallback engine: {choice.engine} ({choice.reason})")
@@ -319,16 +324,16 @@ class Scheduler(TaskRunner):
         """The pool's size: --workers when given, else the cores or what memory holds of the
         engines' workers (machine.py), said once when memory decides or is exceeded. A
         VLM run's workers only render: not limited."""
-        cfg = self.cfg
+        cfg, plan = self.cfg, self.plan
         engines: tuple[str, ...] = ()
-        if cfg.reader() != HTTP_ENGINE:
-            readings = (cfg.document_reading(lang) for lang in sorted({d.language for d in docs if d.language}))
-            engines = tuple(dict.fromkeys([cfg.reader(), *(way.reader for way in readings if way is not None)]))
+        if plan.reader() != HTTP_ENGINE:
+            readings = (plan.document_reading(lang) for lang in sorted({d.language for d in docs if d.language}))
+            engines = tuple(dict.fromkeys([plan.reader(), *(way.reader for way in readings if way is not None)]))
         per_worker = peak_worker_mb(engines)
         self.worker_count = choose_workers(cores=available_cores(),
                                            asked=cfg.workers if cfg.workers_given() else None, engines=engines,
                                            per_worker_mb=per_worker, memory=system_memory() if per_worker else None)
-        self.cfg = cfg.with_pool_workers(self.worker_count.count)
+        self.plan = plan.with_workers(self.worker_count.count)
         self.summary.workers = self.worker_count.count
         note = self.worker_count.note()
         if note:
@@ -337,11 +342,11 @@ class Scheduler(TaskRunner):
     def _note_document_languages(self, docs: list[Document]) -> None:
         """Said once per language the documents state that changes how they are read: what reads
         them, or what to install when its data is missing (they are then read as the run's)."""
-        if self.cfg.reader() == HTTP_ENGINE:
+        if self.plan.reader() == HTTP_ENGINE:
             return
         for language in sorted({d.language for d in docs if d.language}):
-            way = self.cfg.document_reading(language)
-            if way is not None and (way.note or way.reader != self.cfg.reader() or way.tesseract_lang):
+            way = self.plan.document_reading(language)
+            if way is not None and (way.note or way.reader != self.plan.reader() or way.tesseract_lang):
                 said = way.choice or f"{way.reader} with {way.tesseract_lang}"
                 self.progress.note(way.note or f"documents in {language}: {said}")
 
@@ -391,7 +396,7 @@ class Scheduler(TaskRunner):
         the reader (a bug, an answer of an unforeseen shape): `error`, so a resubmit retries it."""
         reason = f"{type(exc).__name__}: {exc}"[:2000]
         for single in task.singles():
-            self._finish(single.record(Status.error, engine=self.cfg.reader(), flags=["internal_error"],
+            self._finish(single.record(Status.error, engine=self.plan.reader(), flags=["internal_error"],
                                        error=f"internal error while reading: {reason}"), page_done)
 
     async def _read_one(self, task: PageTask) -> None:
@@ -448,9 +453,9 @@ class Scheduler(TaskRunner):
         assert doc_pages is not None
         pages = select_pages(doc, doc_pages)
         # The document's language may choose its engine and Tesseract's data (its key says so).
-        way = cfg.document_reading(doc.language)
+        way = self.plan.document_reading(doc.language)
         first = PageTask(doc_id=doc.doc_id, source=doc.source, path=str(doc.path), page=pages[0] if pages else 1,
-                         doc_pages=doc_pages, key=key, engine=cfg.engine, reader=way.reader if way else cfg.reader(),
+                         doc_pages=doc_pages, key=key, engine=cfg.engine, reader=way.reader if way else self.plan.reader(),
                          sizing=self.reader.sizing(doc.dpi), language=doc.language,
                          ocr_lang=way.tesseract_lang if way else None, engine_choice=way.choice if way else None,
                          language_suggested=doc.language_from == "triage", hard=doc.hard,
@@ -577,8 +582,8 @@ class Scheduler(TaskRunner):
         run.json is written at the start and at the end."""
         if not hasattr(self, "_provenance_cache"):
             # The run's engine and those documents stating their language are read with.
-            readers = [self.cfg.reader(), *sorted({way.reader for d in self._docs
-                                                   if (way := self.cfg.document_reading(d.language))})]
+            readers = [self.plan.reader(), *sorted({way.reader for d in self._docs
+                                                    if (way := self.plan.document_reading(d.language))})]
             engines = [CPU_ENGINES[name] for name in dict.fromkeys(readers) if name in CPU_ENGINES]
             served = self.reader.provenance()  # a VLM's server: {"server": {name, version, revision…}}
             server = served.get("server")
@@ -606,7 +611,7 @@ class Scheduler(TaskRunner):
             key=settings_key(self.reader.key_material()),
             keys=sorted(set(keys.values())),
             key_material=self.reader.key_material(),
-            engine_choice=self.cfg.ocr_choice().as_dict(self.cfg.lang) if self.cfg.uses_ocr_choice() else None,
+            engine_choice=self.plan.ocr_choice().as_dict(self.cfg.lang) if self.cfg.uses_ocr_choice() else None,
             **self._provenance(),
             workers=self.worker_count.as_dict() if self.worker_count is not None else None,
             host=socket.gethostname(),
@@ -646,11 +651,13 @@ class Scheduler(TaskRunner):
 
 
 def run(cfg: RunConfig, progress: RunProgress | None = None, skip: DocumentFilter | None = None,
-        reader_factory: Callable[[RunConfig], Awaitable[PageReader]] = make_reader) -> Summary:
+        reader_factory: Callable[[RunPlan], Awaitable[PageReader]] = make_reader,
+        endpoint: Endpoint | None = None) -> Summary:
     """Library entry point: read every page owed under `cfg` and return the summary. `skip`
     leaves documents out before planning (e.g. those a library already holds) and says why;
-    `reader_factory`: e.g. reading/settled.py's for a run that owes nothing."""
-    return asyncio.run(Scheduler(cfg, progress, reader_factory=reader_factory, skip=skip).run())
+    `reader_factory`: e.g. reading/settled.py's for a run that owes nothing; `endpoint`: the
+    server vlmocr started for it (`--serve`)."""
+    return asyncio.run(Scheduler(cfg, progress, reader_factory=reader_factory, skip=skip, endpoint=endpoint).run())
 
 
 def check_one_reading(run_dir: Path, material: JsonObject, cfg: RunConfig) -> bool:

@@ -25,6 +25,7 @@ from ..runfolder.store import ResumeIndex
 from ..settings.config import RunConfig, settings_key
 from .base import PageReader
 from .owed import first_reads, reopen, select_pages
+from .plan import RunPlan
 from .vlm import owes_ladder, vlm_key_material
 
 STARTED_KINDS = ("vllm", "sglang")  # what --serve starts (cluster/serve/plan.SERVERS); else vLLM
@@ -45,7 +46,7 @@ class SettledReader(PageReader):
         return self.cfg.sizing(doc_dpi, self.profile.image)
 
     def key_material(self, doc_dpi: float | None = None) -> JsonObject:
-        return vlm_key_material(self.cfg, self.profile, self.kind, self.model, self.revision,
+        return vlm_key_material(RunPlan(self.cfg), self.profile, self.kind, self.model, self.revision,
                                 self.cfg.pages_per_request, doc_dpi)
 
     async def inspect(self, path: str) -> tuple[int | None, str | None]:
@@ -89,7 +90,7 @@ def _documents(cfg: RunConfig) -> list[Document]:
     return docs
 
 
-def owes_nothing(cfg: RunConfig) -> Callable[[RunConfig], Awaitable[PageReader]] | None:
+def owes_nothing(cfg: RunConfig) -> Callable[[RunPlan], Awaitable[PageReader]] | None:
     """A reader factory for the scheduler when the run in `cfg.out` owes no page under `cfg`
     (no endpoint asked, no server started); None when it owes some or that cannot be told."""
     vlm = cfg.engine == HTTP_ENGINE or (cfg.engine == "auto" and bool(cfg.endpoint or cfg.profile or cfg.serve))
@@ -121,7 +122,7 @@ def owes_nothing(cfg: RunConfig) -> Callable[[RunConfig], Awaitable[PageReader]]
         if any(owes_ladder(cfg, profile, state.status(p), state.attempts_of(p)) for p in pages):
             return None
 
-    async def factory(_cfg: RunConfig) -> PageReader:
+    async def factory(_plan: RunPlan) -> PageReader:
         return reader
 
     return factory

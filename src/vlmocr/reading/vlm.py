@@ -35,6 +35,7 @@ from .judging import TURN_WHEN, classify, judge_reading
 from .limiter import Limiter, next_limit, render_ahead
 from .orientation import Upright
 from .pagefit import fit_note, page_cost
+from .plan import RunPlan
 from .pool import WorkerPool
 from .prepare import Prepared, prepare_for_http
 from .request import build_chat_request, ladder_overrides
@@ -98,9 +99,10 @@ def unsupported(share: float, run: int, engine: str) -> str | None:
 
 class VlmReader(PageReader):
     waits_for_pages_in_flight = True  # answers already being generated are worth their grace
-    def __init__(self, cfg: RunConfig, profile: Profile, client: OpenAIClient, server_kind: str,
+    def __init__(self, plan: RunPlan, profile: Profile, client: OpenAIClient, server_kind: str,
                  model_name: str, pool: WorkerPool) -> None:
-        self.cfg = cfg
+        self.plan = plan
+        self.cfg = cfg = plan.cfg
         self.profile = profile
         self.client = client
         self.server_kind = server_kind
@@ -141,7 +143,7 @@ class VlmReader(PageReader):
     def key_material(self, doc_dpi: float | None = None) -> JsonObject:
         # The revision served; unknown, the profile's (its "" kept: the keys of earlier runs hold).
         revision = self.revision if self.revision is not None else self.profile.revision
-        return vlm_key_material(self.cfg, self.profile, self.server_kind, self.model_name, revision,
+        return vlm_key_material(self.plan, self.profile, self.server_kind, self.model_name, revision,
                                 self.pages_per_request, doc_dpi)
 
     def owes_retry(self, status: Status | None, attempts: int) -> bool:
@@ -507,14 +509,14 @@ class VlmReader(PageReader):
         run would read the page's document (its manifest language may choose the engine and
         Tesseract's data: a Greek document with tesseract:grc, not the run's RapidOCR). The task
         keeps its VLM settings key: the language changes the fallback, not what a page owes."""
-        way = self.cfg.fallback_reading(task.language)
+        way = self.plan.fallback_reading(task.language)
         if way is None:
-            fallback = task.at(engine="auto", reader=self.cfg.ocr_choice().engine, sizing=self.cfg.sizing(task.doc_dpi))
+            fallback = task.at(engine="auto", reader=self.plan.ocr_choice().engine, sizing=self.cfg.sizing(task.doc_dpi))
         else:
             if way.note and way.note not in self.notes:
                 self.note(way.note)  # the document's data is missing: said once, with what to install
             # A named engine reading with the document's data has no choice of its own to state.
-            choice = way.choice or f"{self.cfg.ocr_choice()}, with the document's language {task.language}"
+            choice = way.choice or f"{self.plan.ocr_choice()}, with the document's language {task.language}"
             fallback = task.at(engine="auto", reader=way.reader, sizing=self.cfg.sizing(task.doc_dpi),
                                ocr_lang=way.tesseract_lang, engine_choice=choice)
         ok, rec = await self.pool.call_safely(read_page, fallback, self.pool.context)
@@ -592,14 +594,14 @@ class VlmReader(PageReader):
         self.pool.shutdown(abandon)
 
 
-def vlm_key_material(cfg: RunConfig, p: Profile, kind: str, model: str, revision: str | None,
+def vlm_key_material(plan: RunPlan, p: Profile, kind: str, model: str, revision: str | None,
                      pages_per_request: int, doc_dpi: float | None = None) -> JsonObject:
     """What changes a page's text under a VLM: the settings key's input. A function of the
     configuration and what serves it (kind, model, revision), so that a resumed run can tell
     what it owes before asking the endpoint (reading/settled.py)."""
-    sizing = cfg.sizing(doc_dpi, p.image)
+    sizing = plan.cfg.sizing(doc_dpi, p.image)
     return {
-        **cfg.key_material(doc_dpi, sizing),
+        **plan.key_material(doc_dpi, sizing),
         "reader": "openai",
         "server_kind": kind,
         "model": model,
@@ -625,12 +627,13 @@ def owes_ladder(cfg: RunConfig, profile: Profile, status: Status | None, attempt
     return attempts <= len(profile.retry.temperatures)
 
 
-async def make_vlm_reader(cfg: RunConfig, pool: WorkerPool) -> VlmReader:
+async def make_vlm_reader(plan: RunPlan, pool: WorkerPool) -> VlmReader:
     """Check the endpoint serves the model before any page is read."""
+    cfg = plan.cfg
     if not cfg.endpoint:
         raise UsageError("the openai engine needs --endpoint URL (or --serve PROFILE)")
     profile = load_profile(cfg.profile or "generic")
-    client = OpenAIClient(cfg.endpoint, api_key=cfg.api_key(), timeout=cfg.request_timeout,
+    client = OpenAIClient(cfg.endpoint, api_key=plan.api_key(), timeout=cfg.request_timeout,
                           max_retries=cfg.max_retries)
     try:
         served = await client.models()
@@ -648,19 +651,19 @@ async def make_vlm_reader(cfg: RunConfig, pool: WorkerPool) -> VlmReader:
     except BaseException:
         await client.aclose()
         raise
-    reader = VlmReader(cfg, profile, client, kind, model, pool)
+    reader = VlmReader(plan, profile, client, kind, model, pool)
     entry = next((m for m in served if m.get("id") == model), ModelEntry(id=model))
     max_len = entry.get("max_model_len")
     reader.max_model_len = max_len if isinstance(max_len, int) else None
-    await _what_serves(reader, cfg, entry)
+    await _what_serves(reader, plan, entry)
     return reader
 
 
-async def _what_serves(reader: VlmReader, cfg: RunConfig, entry: ModelEntry) -> None:
+async def _what_serves(reader: VlmReader, plan: RunPlan, entry: ModelEntry) -> None:
     """Ask once what serves the run (reading/served.py): the version (a server vlmocr started
     was asked already), the model's revision and where it came from; warn once when a declared
     revision is not the one served."""
-    started = cfg.served or {}
+    started = plan.served or {}
     version, version_source = started.get("version"), started.get("version_source")
     if not version:
         version, version_source = await reader.client.server_version(
@@ -671,7 +674,7 @@ async def _what_serves(reader: VlmReader, cfg: RunConfig, entry: ModelEntry) -> 
     reader.revision = revision["revision"]
     reader.server = server_label(reader.server_kind, str(version) if version else None)
     reader.served = {"name": reader.server_kind, "version": version, "version_source": version_source,
-                     "url": public_url(cfg.endpoint or ""), "model": reader.model_name, "root": root, **cast(JsonObject, revision),
+                     "url": public_url(plan.cfg.endpoint or ""), "model": reader.model_name, "root": root, **cast(JsonObject, revision),
                      **{k: v for k, v in started.items() if k not in ("version", "version_source")}}
     declared = revision.get("revision_declared")
     if declared:

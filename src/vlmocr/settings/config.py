@@ -14,18 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..engines.choice import AUTO, DocumentReading, EngineChoice, choose_ocr_engine, data_languages, for_document
+from ..engines.choice import AUTO
 from ..engines.languages import canonical_lang, unknown_names
-from ..engines.registry import (
-    CPU_ENGINES,
-    ENGINE_CHOICES,
-    HTTP_ENGINE,
-    OCR_ENGINES,
-    engine_key_material,
-    reads_language,
-)
+from ..engines.registry import CPU_ENGINES, ENGINE_CHOICES, HTTP_ENGINE, OCR_ENGINES
 from ..exceptions import UsageError
 from ..machine import available_cores
 from ..redact import public_url
@@ -69,26 +62,12 @@ class VlmSettings(BaseModel):
     max_retries: int = Field(default=6, ge=0, le=100)  # HTTP retries per request (429, 5xx, timeouts, dropped, malformed)
     concurrency: int | None = Field(default=None, ge=1, le=4096)  # requests in flight (default: the profile's)
     no_retry: bool = False  # first pass only: review pages stay for a later --retry-only
-    # The server vlmocr started (served_by): its key and what it told, not a setting.
-    _endpoint: Endpoint | None = PrivateAttr(default=None)
-
     def served_by(self, endpoint: Endpoint) -> Self:
         """These settings pointed at a server vlmocr started: its URL, served model name and
-        kind, and its profile unless --profile names another (the prompt may differ)."""
-        new = self.model_copy(update={"endpoint": endpoint.url, "model": endpoint.model,
-                                      "server_kind": endpoint.server_kind, "profile": self.profile or endpoint.profile})
-        new._endpoint = endpoint
-        return new
-
-    @property
-    def served(self) -> JsonObject | None:
-        """What vlmocr learnt starting the server these settings ask (None: it did not)."""
-        ep = self._endpoint
-        return dict(ep.provenance) if ep is not None and ep.provenance is not None else None
-
-    def api_key(self) -> str | None:
-        """The key the started server wants, when it said one (None: the client's own rule)."""
-        return self._endpoint.api_key if self._endpoint is not None else None
+        kind, and its profile unless --profile names another (the prompt may differ). The
+        Endpoint itself (its key, what it told) is the run's (reading/plan.RunPlan), not a setting."""
+        return self.model_copy(update={"endpoint": endpoint.url, "model": endpoint.model,
+                                       "server_kind": endpoint.server_kind, "profile": self.profile or endpoint.profile})
 
     def vlm_settings(self) -> dict[str, object]:
         """The fields of this model alone (what a RunConfig built for a describe takes)."""
@@ -96,10 +75,9 @@ class VlmSettings(BaseModel):
 
 
 class RunConfig(VlmSettings):
-    # Frozen: the settings a run was asked for are read, never rewritten. What a run decides
-    # (its OCR engine, its worker count, the server it started) comes as a new settings object
-    # (with_ocr_choice, with_pool_workers, served_by), so run.json's settings stay the user's.
-    # The endpoint's settings are VlmSettings' (shared with describe).
+    # Frozen: the settings a run was asked for, as given: run.json records them. What a run
+    # decides (its OCR engine, its worker count, the server it started) is its plan's
+    # (reading/plan.RunPlan). The endpoint's settings are VlmSettings' (shared with describe).
 
     inputs: list[str] = Field(default_factory=list)
     out: Path | None = None
@@ -152,15 +130,6 @@ class RunConfig(VlmSettings):
     pages_per_request: int = Field(default=1, ge=1, le=64)  # profiles with multi-page support
     adaptive: bool = True  # size concurrency from the server's /metrics queue gauges when exported
     max_fallback: float = Field(default=0.2, ge=0, le=1)  # a document with a larger share of fallback pages is marked
-    # The OCR engine `ocr_engine` resolves to (set by the scheduler for a run; else chosen on
-    # first use): not a setting, so run.json's settings keep what the user asked for.
-    _ocr_choice: EngineChoice | None = PrivateAttr(default=None)
-    # How the documents stating each language are read (document_reading, fallback_reading),
-    # decided once per run: by (language, reader, auto).
-    _doc_readings: dict[tuple[str, str, bool], DocumentReading | None] = PrivateAttr(default_factory=dict)
-    # The worker processes the run starts (machine.py: `workers` when given, else the cores
-    # or fewer when memory holds fewer), decided by the scheduler: not a setting either.
-    _pool_workers: int | None = PrivateAttr(default=None)
 
     @field_validator("engine", "ocr_engine")
     @classmethod
@@ -227,101 +196,13 @@ class RunConfig(VlmSettings):
             return Sizing(dpi=None, longest_side=image.longest_side, max_pixels=max_pixels)
         return Sizing(dpi=float(image.dpi), longest_side=None, max_pixels=max_pixels)
 
-    def ocr_choice(self) -> EngineChoice:
-        """The OCR engine for scans (`auto`'s, and a VLM's fallback) and why it was chosen."""
-        if self._ocr_choice is None:
-            self._ocr_choice = choose_ocr_engine(self.ocr_engine, self.lang)
-        return self._ocr_choice
-
-    def with_ocr_choice(self, choice: EngineChoice) -> "RunConfig":
-        """These settings with the run's OCR engine fixed (the scheduler, which also knows what
-        the run started with)."""
-        new = self.model_copy()
-        new._ocr_choice = choice
-        return new
-
-    @classmethod
-    def asking(cls, vlm: VlmSettings, **more: Any) -> "RunConfig":
-        """Settings that ask the endpoint `vlm` asks (a describe's), and the server it was
-        served by, with `more` set (engine, workers …)."""
-        new = cls.model_validate({**vlm.vlm_settings(), **more})
-        new._endpoint = vlm._endpoint
-        return new
-
     def workers_given(self) -> bool:
         """Whether `workers` was set (option, VLMOCR_WORKERS, config file), not the default."""
         return "workers" in self.model_fields_set
 
-    def pool_workers(self) -> int:
-        """The worker processes to start: the scheduler's choice, else `workers`."""
-        return self._pool_workers or self.workers
-
-    def with_pool_workers(self, count: int) -> "RunConfig":
-        new = self.model_copy()
-        new._pool_workers = count
-        return new
-
     def uses_ocr_choice(self) -> bool:
         """Whether `ocr_engine` reads anything: behind `auto`, or as a VLM's fallback."""
         return self.engine in (AUTO, HTTP_ENGINE)
-
-    def reader(self) -> str:
-        """The engine that reads pages without a usable text layer."""
-        if self.engine == "auto":
-            vlm = (self.endpoint or self.profile or self.serve) and not self.vlm_tier
-            return HTTP_ENGINE if vlm else self.ocr_choice().engine
-        return self.engine
-
-    def document_reading(self, language: str | None) -> DocumentReading | None:
-        """How the scans of a document stating `language` (its manifest row) are read, when not
-        as the run's (engines/choice.for_document): as a run with --lang = that language would.
-        A VLM run's pages are the model's: its language changes nothing there."""
-        if self.reader() == HTTP_ENGINE:
-            return None
-        return self._cpu_reading(language, self.reader(), auto=self.engine == AUTO and self.ocr_engine == AUTO)
-
-    def fallback_reading(self, language: str | None) -> DocumentReading | None:
-        """How a VLM run's fallback (a page whose retry ladder is spent) reads a scan of a
-        document stating `language`: as a CPU run of the fallback engine (`--ocr-engine`, `auto`'s
-        choice) with --lang = that language would; None: as the run's. Not in the settings key:
-        a VLM page's key ignores the language, so settled.py's owed pages stay as they were."""
-        return self._cpu_reading(language, self.ocr_choice().engine, auto=self.ocr_engine == AUTO)
-
-    def _cpu_reading(self, language: str | None, reader: str, *, auto: bool) -> DocumentReading | None:
-        """engines/choice.for_document for scans `reader` reads (`auto`: chosen, not named),
-        decided once per run and language."""
-        if not language or language == self.lang:
-            return None
-        if (language, reader, auto) not in self._doc_readings:
-            probe = auto or reads_language(reader)  # else no data is asked for
-            self._doc_readings[(language, reader, auto)] = for_document(
-                language, run_lang=self.lang, reader=reader, auto=auto,
-                languages=data_languages() if probe else None)
-        return self._doc_readings[(language, reader, auto)]
-
-    def key_material(self, doc_dpi: float | None = None, sizing: Sizing | None = None,
-                     language: str | None = None) -> JsonObject:
-        """`language`: the document's own (its manifest row): the engine and data that read it
-        are the key's, so a document whose language changes nothing keeps the run's key."""
-        doc = self.document_reading(language)
-        reader, lang = (doc.reader, doc.lang) if doc else (self.reader(), self.lang)
-        material: JsonObject = {
-            "reader_revision": READER_REVISION,
-            "engine": self.engine,
-            "reader": reader,
-            "sizing": (sizing or self.sizing(doc_dpi)).as_dict(),
-        }
-        material.update(engine_key_material(reader, lang))  # each engine's own share (engines/registry.py)
-        if self.rotate_pages != "auto":
-            material["rotate_pages"] = self.rotate_pages  # only when not auto: the keys of runs before it hold
-        if self.deskew != "auto":
-            material["deskew"] = self.deskew  # the same
-        if self.clean_scans:
-            material["clean_scans"] = True
-        return material
-
-    def settings_key(self, doc_dpi: float | None = None) -> str:
-        return settings_key(self.key_material(doc_dpi))
 
     def public_dict(self) -> JsonObject:
         """What run.json records: never secrets (API keys are not part of this model; a user

@@ -59,7 +59,7 @@ from .running import (
 )
 
 if TYPE_CHECKING:
-    from ...settings.config import RunConfig
+    from ...settings.config import Endpoint, RunConfig
 
 TOKEN_ENV = "HF_TOKEN"
 READY_LINES = ("The server is fired up", "Application startup complete")
@@ -336,10 +336,11 @@ def running_hf_job(plan: HfJobPlan, *, ready_timeout: float = DEFAULT_HEALTH_TIM
 
 
 @contextlib.contextmanager
-def serve_hf_job_for_run(cfg: RunConfig, environ: Mapping[str, str] | None = None) -> Iterator[RunConfig]:
+def serve_hf_job_for_run(cfg: RunConfig, environ: Mapping[str, str] | None = None
+                         ) -> Iterator[tuple[RunConfig, Endpoint | None]]:
     """For ``vlmocr run --serve P --target hf-jobs``: launch the job, yield ``cfg`` pointed at it
-    (endpoint, served model, profile, server kind, and the HF token as the requests' API key:
-    RunConfig.served_by), cancel it. Without ``cfg.serve`` it yields ``cfg`` as it is.
+    (endpoint, served model, profile, server kind: RunConfig.served_by) and the Endpoint (the HF
+    token as the requests' API key), cancel it. Without ``cfg.serve`` it yields ``(cfg, None)``.
 
     As for a local ``--serve``: the model path, revision, extra flags and readiness timeout come
     from ``VLMOCR_SERVE_MODEL_PATH``, ``VLMOCR_SERVE_REVISION``, ``VLMOCR_SERVE_ARGS`` and
@@ -347,7 +348,7 @@ def serve_hf_job_for_run(cfg: RunConfig, environ: Mapping[str, str] | None = Non
     ``VLMOCR_HF_JOBS_FLAVOR`` and ``VLMOCR_HF_JOBS_TIMEOUT`` (default: the profile's flavor, 30m).
     The job's log goes to ``RUN/logs/hf-job-<id>.log``."""
     if not cfg.serve:
-        yield cfg
+        yield cfg, None
         return
     env = os.environ if environ is None else environ
     check_serve_options(cfg)
@@ -369,8 +370,9 @@ def serve_hf_job_for_run(cfg: RunConfig, environ: Mapping[str, str] | None = Non
 
         # The *.hf.jobs proxy takes the HF token as the bearer token: the endpoint carries it to
         # the client (never into the environment, where a child process would inherit it).
-        yield cfg.served_by(Endpoint(url=job.endpoint, model=job.model_name, server_kind=kind, profile=cfg.serve,
-                                     api_key=token))
+        endpoint = Endpoint(url=job.endpoint, model=job.model_name, server_kind=kind, profile=cfg.serve,
+                            api_key=token)
+        yield cfg.served_by(endpoint), endpoint
 
 
 __all__ = ["READY_LINES", "HfJob", "JobsApi", "hf_token", "launch_hf_job", "running_hf_job",

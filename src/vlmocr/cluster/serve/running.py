@@ -209,10 +209,11 @@ def check_serve_options(cfg: RunConfig) -> None:
 
 
 @contextlib.contextmanager
-def serve_for_run(cfg: RunConfig, environ: Mapping[str, str] | None = None) -> Iterator[RunConfig]:
+def serve_for_run(cfg: RunConfig, environ: Mapping[str, str] | None = None
+                  ) -> Iterator[tuple[RunConfig, Endpoint | None]]:
     """For ``vlmocr run --serve P``: start the server, yield ``cfg`` pointed at it (endpoint,
-    served model name, profile, server kind: RunConfig.served_by), stop it. Without ``cfg.serve``
-    it yields ``cfg`` as it is.
+    served model name, profile, server kind: RunConfig.served_by) and the Endpoint (its key and
+    provenance, for the run's plan), stop it. Without ``cfg.serve`` it yields ``(cfg, None)``.
 
     The server kind is ``--server-kind`` when it is vllm or sglang, else vLLM; ``--model`` names
     the served model. Model path, revision, extra flags, health timeout and ``--no-p2p`` come
@@ -220,12 +221,12 @@ def serve_for_run(cfg: RunConfig, environ: Mapping[str, str] | None = None) -> I
     (shell-split), ``VLMOCR_SERVE_HEALTH_TIMEOUT`` and ``VLMOCR_SERVE_NO_P2P=1``. The log goes to
     ``RUN/logs/server-<time>-<pid>.log``."""
     if not cfg.serve:
-        yield cfg
+        yield cfg, None
         return
     check_serve_options(cfg)
     assert cfg.out is not None  # a run's settings always name its folder
     with start_server(cfg.serve, cfg.server_kind, cfg.model, Path(cfg.out), environ) as endpoint:
-        yield cfg.served_by(endpoint)
+        yield cfg.served_by(endpoint), endpoint
 
 
 @contextlib.contextmanager
