@@ -78,11 +78,13 @@ def _durations() -> dict[str, float]:
 
 
 class StoreDurations:
-    """VLMOCR_STORE_DURATIONS=1: each test's time (setup, call and teardown), written to
-    tests/durations.json at the end of the run, where the reports arrive (the controller under
-    xdist); only the tests that took at least a tenth of SLOW_SECONDS are kept."""
+    """VLMOCR_STORE_DURATIONS=1 (or =PATH): each test's time (setup, call and teardown), written to
+    tests/durations.json (or PATH: a run in a copy of the checkout, as .ci/run makes) at the end of
+    the run, where the reports arrive (the controller under xdist); only the tests that took at
+    least a tenth of SLOW_SECONDS are kept."""
 
-    def __init__(self) -> None:
+    def __init__(self, path: Path) -> None:
+        self.path = path
         self.seconds: dict[str, float] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -93,7 +95,7 @@ class StoreDurations:
         if not self.seconds or hasattr(session.config, "workerinput"):
             return
         kept = {k: round(v, 2) for k, v in sorted(self.seconds.items()) if v >= SLOW_SECONDS / 10}
-        DURATIONS.write_text(json.dumps(kept, indent=1) + "\n", encoding="utf-8")
+        self.path.write_text(json.dumps(kept, indent=1) + "\n", encoding="utf-8")
 
 
 class LaneTime:
@@ -121,5 +123,6 @@ class LaneTime:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(LaneTime(), "vlmocr-lane-time")
-    if os.environ.get("VLMOCR_STORE_DURATIONS") == "1":
-        config.pluginmanager.register(StoreDurations(), "vlmocr-store-durations")
+    store = os.environ.get("VLMOCR_STORE_DURATIONS", "")
+    if store:
+        config.pluginmanager.register(StoreDurations(DURATIONS if store == "1" else Path(store)), "vlmocr-store-durations")
