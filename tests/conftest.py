@@ -66,7 +66,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # edit loop (scripts/test.sh --fast) leaves it out; CI runs every test. Refresh the record with
 # VLMOCR_STORE_DURATIONS=1 bash scripts/test.sh (the whole suite) and commit it.
 DURATIONS = Path(__file__).resolve().parent / "durations.json"
-SLOW_SECONDS = 2.5
+SLOW_SECONDS = 2.0
 
 
 def _durations() -> dict[str, float]:
