@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from functools import lru_cache
 
 from ..engines.choice import AUTO, DocumentReading, EngineChoice, choose_ocr_engine, data_languages, for_document
 from ..engines.registry import HTTP_ENGINE, engine_key_material, reads_language
@@ -20,7 +19,8 @@ from ..settings.config import READER_REVISION, Endpoint, RunConfig, settings_key
 class RunPlan:
     cfg: RunConfig
     # The OCR engine for scans (`auto`'s, and a VLM's fallback) when the run chose it; None: the
-    # choice the settings make by themselves (chosen when first asked, the same every time).
+    # choice the settings make by themselves (engines/choice: the installed data is probed once a
+    # process there, so asking again costs nothing).
     ocr: EngineChoice | None = None
     workers: int | None = None  # the pool's processes (machine.choose_workers); None: --workers
     endpoint: Endpoint | None = None  # the server vlmocr started (--serve), its key and provenance
@@ -33,7 +33,7 @@ class RunPlan:
 
     def ocr_choice(self) -> EngineChoice:
         """The OCR engine for scans (`auto`'s, and a VLM's fallback) and why it was chosen."""
-        return self.ocr if self.ocr is not None else _chosen(self.cfg.ocr_engine, self.cfg.lang)
+        return self.ocr if self.ocr is not None else choose_ocr_engine(self.cfg.ocr_engine, self.cfg.lang)
 
     def pool_workers(self) -> int:
         """The worker processes to start: the run's choice, else `workers`."""
@@ -64,9 +64,12 @@ class RunPlan:
         return self._cpu_reading(language, self.ocr_choice().engine, auto=self.cfg.ocr_engine == AUTO)
 
     def _cpu_reading(self, language: str | None, reader: str, *, auto: bool) -> DocumentReading | None:
+        """engines/choice.for_document for scans `reader` reads (`auto`: chosen, not named)."""
         if not language or language == self.cfg.lang:
             return None
-        return _document_reading(language, self.cfg.lang, reader, auto)
+        probe = auto or reads_language(reader)  # else no data is asked for
+        return for_document(language, run_lang=self.cfg.lang, reader=reader, auto=auto,
+                            languages=data_languages() if probe else None)
 
     def key_material(self, doc_dpi: float | None = None, sizing: Sizing | None = None,
                      language: str | None = None) -> JsonObject:
@@ -103,16 +106,3 @@ class RunPlan:
         """What vlmocr learnt starting the server (None: it started none)."""
         ep = self.endpoint
         return dict(ep.provenance) if ep is not None and ep.provenance is not None else None
-
-
-@lru_cache(maxsize=64)
-def _chosen(asked: str, lang: str) -> EngineChoice:
-    return choose_ocr_engine(asked, lang)
-
-
-@lru_cache(maxsize=256)
-def _document_reading(language: str, run_lang: str, reader: str, auto: bool) -> DocumentReading | None:
-    """engines/choice.for_document for scans `reader` reads (`auto`: chosen, not named)."""
-    probe = auto or reads_language(reader)  # else no data is asked for
-    return for_document(language, run_lang=run_lang, reader=reader, auto=auto,
-                        languages=data_languages() if probe else None)
