@@ -115,8 +115,8 @@ def escalated(p: dict[str, Any], margin: float | None = None) -> bool:
     `margin`: score under its threshold + margin), so that RapidOCR reads the page too? Not a page
     in a script RapidOCR has no model for (polytonic Greek): the cascade does not ask it
     (CpuEngine.reads_script)."""
-    from vlmocr.engines.languages import script_of_lang
     from vlmocr.engines.registry import CPU_ENGINES
+    from vlmocr.languages import script_of_lang
 
     t = p["tesseract"]
     q = t["quality"]

@@ -25,7 +25,7 @@ def test_an_engine_is_named_in_its_own_files_only():
     line classifier, which finds its model in the rapidocr wheel), and the SLURM job's list of
     packages whose versions it logs (a distribution's name, not a rule)."""
     _, where = counts()["files naming an OCR engine"]
-    assert set(where) <= {"engines/rapidocr.py", "engines/tesseract.py", "engines/languages.py", "engines/osd.py",
+    assert set(where) <= {"engines/rapidocr.py", "engines/tesseract.py", "languages.py", "engines/osd.py",
                           "engines/upright.py", "cluster/slurm/__main__.py"}, where
 
 

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from support.components import REPO, need, system_packages
-from vlmocr.engines.languages import debian_package
+from vlmocr.languages import debian_package
 
 
 def named_packages() -> dict[str, list[str]]:

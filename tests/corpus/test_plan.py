@@ -96,7 +96,7 @@ def test_usage_errors(triaged, tmp_path):
 
 
 def test_sample_pages_come_from_documents_to_ocr(triaged):
-    from vlmocr.corpus.plan import sample_pages
+    from vlmocr.trials.rate import sample_pages
 
     picks = sample_pages(triaged, 5)
     assert sum(len(p) for _, _, p in picks) == 5 and {d for d, _, _ in picks} <= OCR_DOCS

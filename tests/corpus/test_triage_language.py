@@ -11,7 +11,7 @@ import pytest
 
 from support.components import REPO, need
 from vlmocr.corpus.triage import TriageOptions, triage_document
-from vlmocr.engines.languages import canonical_name
+from vlmocr.languages import canonical_name
 from vlmocr.text.signal import page_language
 
 GT = REPO / "tests" / "data" / "gt"

@@ -13,8 +13,8 @@ import pytest
 from support.cli import run_cli
 from support.components import REPO, need
 from support.documents import make_text_pdf
+from vlmocr import languages
 from vlmocr.corpus.facts import greek_language, text_script
-from vlmocr.engines import languages
 from vlmocr.engines.osd import PageScript, document_script, parse_osd
 
 GT = REPO / "tests" / "data" / "gt"

@@ -13,8 +13,9 @@ from PIL import Image
 
 from support.cli import run_cli
 from support.components import REPO, need
-from vlmocr.engines import languages
-from vlmocr.engines.languages import (
+from vlmocr import languages
+from vlmocr.exceptions import UsageError
+from vlmocr.languages import (
     DEBIAN_LANGUAGES,
     canonical_lang,
     debian_package,
@@ -24,7 +25,6 @@ from vlmocr.engines.languages import (
     suggest_lang,
     tesseract_has_language,
 )
-from vlmocr.exceptions import UsageError
 from vlmocr.settings.config import load_config
 
 
@@ -166,8 +166,8 @@ def test_a_language_no_tesseract_reads_by_is_refused_before_any_page(tmp_path):
 
     from support.cli import run_cli
     from support.documents import make_text_pdf
-    from vlmocr.engines.languages import did_you_mean, unknown_names
     from vlmocr.exceptions import ExitCode
+    from vlmocr.languages import did_you_mean, unknown_names
 
     doc = make_text_pdf(tmp_path / "letter.pdf", [["Sehr geehrter Herr"]])
     for lang, guess in (("german", "deu"), ("Deu", "deu"), ("deuu", "deu"), ("deu+english", "eng")):

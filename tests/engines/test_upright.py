@@ -15,7 +15,7 @@ from PIL import Image
 from support.cli import run_cli
 from support.components import GT, need
 from support.records import finals
-from vlmocr.engines import languages
+from vlmocr import languages
 from vlmocr.engines.osd import osd_image
 from vlmocr.engines.upright import line_pieces, lines_turn, upright_score
 from vlmocr.reading.orientation import turn_to_upright

@@ -35,13 +35,13 @@ from support.records import finals
 from vlmocr.exceptions import EndpointUnavailable
 from vlmocr.figures.find import Figure, normalize_bbox, page_figures, pixel_boxes
 from vlmocr.figures.placement import FigureRef, add_figures, alt_text, apply_descriptions, figure_markdown
-from vlmocr.figures.settings import DEFAULT_PROMPT, DescribeOptions
 from vlmocr.profiles import prompt_id
 from vlmocr.reading.describe import describe_run
 from vlmocr.runfolder.assemble import assemble_markdown
 from vlmocr.runfolder.record import Row
 from vlmocr.runfolder.rundir import FIGURES_FILE
 from vlmocr.runfolder.store import checked_line
+from vlmocr.settings.figures import DEFAULT_PROMPT, DescribeOptions
 from vlmocr.testing.openai_server import NOCODE, ServerConfig, serve_in_process
 
 
@@ -356,8 +356,8 @@ def test_boxes_are_normalized_and_numbered_in_block_order():
 
 
 def test_describing_prompt_comes_from_option_user_profile_or_default(tmp_path):
-    from vlmocr.figures.settings import describing_profile
     from vlmocr.profiles import load_profile
+    from vlmocr.settings.figures import describing_profile
 
     shipped = load_profile("deepseek-ocr")  # a page-reading recipe: its prompt transcribes
     prof, text = describing_profile(shipped, None, None)

@@ -24,7 +24,7 @@ from PIL import Image
 from support.cli import run_cli
 from support.components import GT, need
 from support.records import finals
-from vlmocr.engines import languages
+from vlmocr import languages
 from vlmocr.engines.osd import looks_sideways
 from vlmocr.reading.prepare import Prepared, prepare_for_http
 from vlmocr.runfolder.record import PageTask, Sizing

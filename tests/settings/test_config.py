@@ -81,8 +81,8 @@ def test_run_and_describe_ask_an_endpoint_with_one_settings_model():
     """`describe` used to turn its options into a RunConfig, rewrite it and turn it back. Now both
     are VlmSettings: the same fields, limits and `served_by`; a served describe's options carry
     the server they were pointed at (never dumped: not a setting) to its reader's plan."""
-    from vlmocr.figures.settings import DescribeOptions
     from vlmocr.settings.config import VlmSettings
+    from vlmocr.settings.figures import DescribeOptions
 
     assert issubclass(RunConfig, VlmSettings) and issubclass(DescribeOptions, VlmSettings)
     for name in VlmSettings.model_fields:

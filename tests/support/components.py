@@ -50,7 +50,7 @@ def need_tesseract_osd() -> None:
     """Tesseract and its orientation data (OSD): what turning a page upright asks."""
     import shutil
 
-    from vlmocr.engines import languages
+    from vlmocr import languages
 
     need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
     need("osd" in languages.installed_languages(), "tesseract OSD data", "tesseract-ocr-osd")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 def only_data(folder: Path, *langs: str) -> dict[str, str]:
     """The environment of a Tesseract that has these languages' data only."""
-    from vlmocr.engines.languages import tessdata_folder
+    from vlmocr.languages import tessdata_folder
 
     folder.mkdir(parents=True, exist_ok=True)
     installed = Path(tessdata_folder())
@@ -24,7 +24,7 @@ def need_tesseract(*langs: str) -> None:
 
     from support.components import need
     from vlmocr.engines.choice import data_languages
-    from vlmocr.engines.languages import debian_package
+    from vlmocr.languages import debian_package
 
     need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
     have = data_languages() or frozenset()

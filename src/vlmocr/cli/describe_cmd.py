@@ -1,8 +1,10 @@
 """`vlmocr describe RUN`: describe the figures of a run with a VLM; the logic lives in
-vlmocr.figures."""
+vlmocr.reading.describe (a run), vlmocr.library.describe (a library) and
+vlmocr.cluster.serve.describing (--serve)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, List, Optional
 
@@ -10,10 +12,9 @@ import typer
 from pydantic import ValidationError
 
 from ..exceptions import UsageError
-from ..figures.find import DEFAULT_DPI, DEFAULT_MARGIN, DEFAULT_MIN_AREA
-from ..figures.settings import DescribeOptions
 from ..progress import console
 from ..reading.describe import describe_run
+from ..settings.figures import DEFAULT_DPI, DEFAULT_MARGIN, DEFAULT_MIN_AREA, DescribeOptions
 from . import app
 from .output import emit
 
@@ -58,10 +59,10 @@ def describe_command(
         raise UsageError("give a run directory or --library LIB (one of them)")
     note = lambda msg: console.print(f"[dim][describe] {msg}")  # noqa: E731
     if library is not None:
-        from ..library.describe import describe_library, describe_library_served
+        from ..library.describe import describe_library
 
         if serve:
-            result = describe_library_served(library, opts, serve, progress=note, handle_signals=True)
+            result = _describe_library_served(library, opts, serve, note)
         else:
             result = describe_library(library, opts, progress=note, handle_signals=True)
         emit(result.as_dict(), result.line(), json_out)
@@ -80,6 +81,23 @@ def describe_command(
         console.print("Nothing to do: every figure already has a final description.")
     emit(summary.as_dict(), summary.done_line(), json_out)
     return int(summary.exit_code())
+
+
+def _describe_library_served(library: Path, opts: DescribeOptions, serve: str, note: Callable[[str], None]) -> Any:
+    """`describe --library LIB --serve PROFILE`: one server for every run the library's documents
+    came from, started only when one of them owes a figure (its log in LIB/logs). The library
+    knows no server and the server no library: they meet here."""
+    from ..cluster.serve.describing import NOTHING_OWED, describe_server, served_options
+    from ..library.describe import describe_library, describe_library_settled, library_owes
+
+    opts = served_options(opts, serve)
+    if opts.dry_run:
+        return describe_library(library, opts, progress=note, handle_signals=True)
+    if not library_owes(library, opts):
+        note(NOTHING_OWED)
+        return describe_library_settled(library, opts, progress=note, handle_signals=True)
+    with describe_server(opts, serve, Path(library)) as served:
+        return describe_library(library, served, progress=note, handle_signals=True)
 
 
 def describe_options(params: dict[str, Any]) -> DescribeOptions:

@@ -417,8 +417,8 @@ def grid_command(
     json_out: bool = typer.Option(False, "--json", help="Print the ranking as JSON on stdout."),
 ) -> int:
     """Read one sample under every combination of settings and rank the cells by CER."""
-    from ..evaluation import run_grid
     from ..files import write_json_atomic
+    from ..trials.grid import run_grid
 
     axes = {"engine": _axis(engine), "ocr_engine": _axis(ocr_engine), "profile": _axis(profile),
             "model": _axis(model), "dpi": _axis(dpi, float), "longest_side": _axis(longest_side, int),

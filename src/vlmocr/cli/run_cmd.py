@@ -12,10 +12,10 @@ from ..engines.choice import AUTO_RULE
 from ..engines.registry import ENGINE_CHOICES, ocr_engine_names
 from ..exceptions import UsageError
 from ..progress import RunProgress, console
+from ..reading.preflight import check_run
 from ..reading.scheduler import DocumentFilter
 from ..reading.scheduler import run as run_pages
 from ..settings.config import Endpoint, RunConfig, load_config
-from ..settings.preflight import check_run
 from . import app
 
 

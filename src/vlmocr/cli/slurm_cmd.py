@@ -22,8 +22,8 @@ from ..cluster.slurm.submit import compress_ranges, submit, submit_grid
 from ..exceptions import ExitCode, UsageError
 from ..files import check_output_path
 from ..progress import console
+from ..reading.preflight import check_inputs
 from ..runfolder.rundir import SHARDS
-from ..settings.preflight import check_inputs
 from . import (
     app,
     plain_typer,

@@ -96,9 +96,9 @@ def plan_command(  # noqa: PLR0915 (long: to be split)
     --partitions, which partitions hold each profile's model and how to split the pages; with
     --pilot, each tier's share of the pages, hours and cost."""
     from ..corpus.plan import Plan, load_corpus, make_cpu_plan, make_plan, parse_gpus, render_plan
-    from ..corpus.plan import measure as measure_rate
     from ..engines.registry import HTTP_ENGINE
     from ..machine import available_cores
+    from ..trials.rate import measure as measure_rate
 
     profiles = list(profile or [])
     if split_out is not None:

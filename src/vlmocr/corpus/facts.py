@@ -15,9 +15,9 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 from PIL import Image
 
-from ..engines.languages import canonical_name
 from ..exceptions import BadInput
 from ..inputs.render import check_frame, image_dpi, is_djvu, open_pdf, pdfium_lock, text_layer, usable_text_layer
+from ..languages import canonical_name
 from ..text.textquality import WORD_RE, guess_language
 
 LANG_SAMPLE_CHARS = 6_000  # a few hundred words settle a stopword vote

@@ -50,7 +50,7 @@ the others over all pages):
   script_source       "text layer" (the letters of the text layer; Fraktur spelled in Latin letters
                       says Latn), "osd k/N pages" (`--osd N`: Tesseract's script detection, k of
                       the N scanned pages it ran on agreeing; engines/osd.py), or "unknown (scan…)"
-  suggest_lang        the --lang to read the document with (engines/languages.suggest_lang): the
+  suggest_lang        the --lang to read the document with (languages.suggest_lang): the
                       language's Tesseract data, frk for Fraktur, grc/ell for Greek; "" = unknown"""
 
 from __future__ import annotations
@@ -72,13 +72,13 @@ from typing import Any, Iterable, Iterator, Mapping, TypeAlias
 
 import pypdfium2 as pdfium
 
-from ..engines.languages import install_hint, suggest_lang, tesseract_has_language
 from ..exceptions import BadInput, UsageError
 from ..files import atomic_file, check_output_path, file_sha256
 from ..inputs.render import MIN_TEXT_CHARS, count_pages, kind_of, shown
 from ..inputs.skipped import SkippedCounts, SkippedFiles, file_type
 from ..inputs.skipped import phrase as skipped_phrase
 from ..inputs.sources import Document, derive_doc_id, discover, neutralise_cell, printable, restore_cell
+from ..languages import install_hint, suggest_lang, tesseract_has_language
 from ..machine import available_cores
 from ..runfolder.record import JsonObject, Sizing
 from .facts import (

@@ -3,7 +3,7 @@
 Two decisions, both written on the record (`engine_choice`) so a person can see them:
 
 * **For a run** (`--engine auto`, and a VLM run's fallback), by the script of `--lang`
-  (engines/languages.py): RapidOCR for Latin-script languages (Fraktur included), Tesseract
+  (languages.py): RapidOCR for Latin-script languages (Fraktur included), Tesseract
   with the language's data for scripts RapidOCR's shipped models cannot read (Greek, Cyrillic,
   Arabic, Hebrew, …), else RapidOCR with the reason; `--ocr-engine` named on the command line
   wins. Measured on the development pages (BENCHMARKS.md, "Which engine reads a scan"): RapidOCR with
@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import UsageError
+from ..languages import debian_package, missing_message, resolve_name, script_of_lang, split_lang
 from .base import CpuEngine
-from .languages import debian_package, missing_message, resolve_name, script_of_lang, split_lang
 from .registry import CPU_ENGINES, reads_language
 
 AUTO = "auto"
@@ -83,7 +83,7 @@ def data_languages() -> frozenset[str] | None:
 
 def best_for(lang: str, languages: frozenset[str] | None) -> EngineChoice:
     """The better engine for a page in `lang` (Tesseract's names, `deu+eng`; aliases and either
-    layout of script models resolved as engines/languages.py does) on this machine, by the
+    layout of script models resolved as languages.py does) on this machine, by the
     engines' ranks (registry): `languages` is what the data engine has installed."""
     script = script_of_lang(lang) or "Latn"
     engines = ranked()

@@ -11,9 +11,9 @@ import tempfile
 from typing import Any
 
 from ..exceptions import UsageError
+from ..languages import installed_languages, resolve_lang
 from ..runfolder.record import Line, Positions, WordBox
 from .base import CpuEngine, EngineOptions, PageInput, Reading, weighted_mean
-from .languages import installed_languages, resolve_lang
 
 os.environ["OMP_THREAD_LIMIT"] = "1"
 
@@ -43,7 +43,7 @@ class TesseractEngine:
         """`version`: what the scheduler's check found, so that workers skip the two
         tesseract processes (languages, version) the check costs; `lang` is then the resolved
         name the check returned. Without it, `lang` is resolved against the installed data
-        (aliases, either layout of script models: engines/languages.py) and a missing pack is
+        (aliases, either layout of script models: languages.py) and a missing pack is
         a one-line usage error naming its Debian package."""
         pytesseract = _pytesseract()
         self._tess = pytesseract

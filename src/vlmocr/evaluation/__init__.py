@@ -2,7 +2,7 @@
 (`compare`), and the grid of settings ranked on a sample (`grid`)."""
 
 from .compare import Comparison, PageDiff, Verdict, compare_records, compare_runs
-from .grid import GRID_AXES, GridCell, cell_name, grid_cells, rank_cells, run_grid, sample_truth
+from .grid import GRID_AXES, GridCell, cell_name, grid_cells, rank_cells, sample_truth
 from .score import (
     BOOTSTRAP,
     FOLDS,
@@ -35,5 +35,5 @@ __all__ = [
     "Verdict",
     "aggregate", "bootstrap_ci", "cell_name", "cer", "char_errors", "check_gate", "check_gates", "compare_records",
     "compare_runs", "distances", "evaluate_run", "grid_cells", "load_truth", "match_truth", "normalize",
-    "parse_gate", "rank_cells", "rate", "run_grid", "run_records", "sample_truth", "score",
+    "parse_gate", "rank_cells", "rate", "run_records", "sample_truth", "score",
 ]

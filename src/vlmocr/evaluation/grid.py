@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import csv
 import itertools
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from ..exceptions import UsageError
 from ..runfolder.record import JsonObject
-from ..runfolder.rundir import RunDir
-from .score import BOOTSTRAP, SEED, Evaluation, score
-from .truth import TruthPage, load_truth
+from .score import Evaluation
+from .truth import TruthPage
 
 GRID_AXES = ("engine", "ocr_engine", "profile", "model", "dpi", "longest_side", "lang")
 
@@ -73,53 +69,3 @@ def rank_cells(cells: list[GridCell]) -> list[GridCell]:
         a = c.evaluation.corpus
         c.near_best = bool(best and a.cer_ci and best.cer_ci and a.cer_ci[0] <= best.cer_ci[1] and not a.missing)
     return ranked
-
-
-def run_grid(truth_path: Path, out: Path, axes: dict[str, list[Any]], *, inputs: list[str] | None = None,
-             manifest: Path | None = None, base: dict[str, Any] | None = None, config_file: Path | None = None,
-             sample: int | None = None, resamples: int = BOOTSTRAP, seed: int = SEED,
-             on_cell: Any = None) -> list[GridCell]:
-    """Read the sample once per combination of settings (each cell a resumable run directory
-    under `out`), score every cell against the truth and rank them.
-
-    The sample is `inputs`/`manifest` when given, else the truth's own page images (a manifest
-    written to OUT/manifest.csv names them with the truth's doc ids)."""
-    # The scheduler is imported only when a grid runs: scoring needs none of it.
-    from ..progress import RunProgress
-    from ..reading.scheduler import run as run_pages
-    from ..settings.config import load_config
-
-    out = Path(out)
-    truth = sample_truth(load_truth(truth_path), sample)
-    if not inputs and manifest is None:
-        images: dict[str, str] = {}
-        for t in truth:
-            if t.page != 1 or not t.image:
-                raise UsageError("the truth names no image for some pages: give the sample as PATH… or --manifest")
-            images[t.doc_id] = t.image
-        out.mkdir(parents=True, exist_ok=True)
-        manifest = out / "manifest.csv"
-        with manifest.open("w", encoding="utf-8", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow(["doc_id", "path"])
-            for doc_id, image in sorted(images.items()):
-                w.writerow([doc_id, str(Path(image).resolve())])
-    cells: list[GridCell] = []
-    combos = grid_cells(axes)
-    for i, settings in enumerate(combos, 1):
-        name = cell_name(settings)
-        run_dir = out / name
-        if on_cell:
-            on_cell(i, len(combos), name, None)
-        cli = {**(base or {}), **settings, "inputs": list(inputs or []) or None, "manifest": manifest, "out": run_dir}
-        summary = run_pages(load_config(cli, config_file), RunProgress(enabled=False))
-        records = RunDir(run_dir).reading()
-        ev = score(records, truth, (), resamples, seed)
-        ev.layer = "raw"
-        scored = {(p.doc_id, p.page) for p in ev.pages if not p.missing}
-        seconds = sum(records[k].seconds for k in scored)
-        cell = GridCell(name, settings, str(run_dir), int(summary.exit_code()), ev, round(seconds, 3))
-        cells.append(cell)
-        if on_cell:
-            on_cell(i, len(combos), name, cell)
-    return rank_cells(cells)

@@ -25,17 +25,6 @@ from ..runfolder.store import iter_rows
 from ..text.postprocess import is_figure_block
 
 FIGURES_DIR = "figures"
-# Bump when a change here alters what is sent for the same settings (cropping rules, say), so
-# old descriptions are not mistaken for current ones.
-FIGURE_REVISION = 1
-
-DEFAULT_DPI = 200.0
-# Margin around the box, as a share of the page's longer side: 0.5 % is ~11 px at 200 dpi on
-# A4/letter. Grounding boxes are tight and sometimes a few units short; a margin keeps the edge
-# of a frame or an axis label inside the crop.
-DEFAULT_MARGIN = 0.005
-# Share of the page area below which a figure is an icon, a logo or a bullet: not worth a request.
-DEFAULT_MIN_AREA = 0.01
 # Anchors (where a figure sits in the page text) are one line of the neighbouring blocks.
 ANCHOR_CHARS = 200
 MIN_ANCHOR_CHARS = 4

@@ -314,7 +314,7 @@ def manifest_language(value: object, where: str) -> str | None:
     if value is None or str(value).strip() == "":
         return None
     # Imported here: sources sits low in the import floors (evaluation and report build on it).
-    from ..engines.languages import canonical_lang, unknown_names
+    from ..languages import canonical_lang, unknown_names
 
     try:
         lang = canonical_lang(str(value).strip())

@@ -12,16 +12,16 @@ document the library took from another run."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..exceptions import ExitCode
-from ..figures.settings import DescribeOptions
 from ..reading.describe import DescribeSummary, describe_run
 from ..runfolder.record import JsonObject
 from ..runfolder.rundir import RunDir
+from ..settings.figures import DescribeOptions
 from .catalog import Catalog
 from .publish import PublishResult, publish
 
@@ -102,27 +102,20 @@ def describe_library(library: Path, opts: DescribeOptions, *, progress: Callable
     return result
 
 
-def describe_library_served(library: Path, opts: DescribeOptions, serve: str, *,
-                            progress: Callable[[str], None] | None = None, handle_signals: bool = False,
-                            environ: Mapping[str, str] | None = None) -> LibraryDescribe:
-    """`vlmocr describe --library LIB --serve PROFILE`: one server for every run the library's
-    documents came from, started only when one of them owes a figure (its log in LIB/logs)."""
-    from ..cluster.serve.describing import NOTHING_OWED, describe_server, served_options
+def library_owes(library: Path, opts: DescribeOptions) -> bool:
+    """Does any run the library's documents came from owe a figure a description under ``opts``
+    (counted offline: no endpoint asked)? `describe --library --serve` starts a server only then."""
     from ..reading.describe import settled_summary
 
-    note = progress or (lambda _msg: None)
-    opts = served_options(opts, serve, environ)
-    if opts.dry_run:
-        return describe_library(library, opts, progress=progress, handle_signals=handle_signals)
     _, by_run = library_runs(library)
-    owed = any(settled_summary(run, opts.model_copy(update={"doc_ids": frozenset(ids)})).owed
+    return any(settled_summary(run, opts.model_copy(update={"doc_ids": frozenset(ids)})).owed
                for (run, _), ids in sorted(by_run.items()) if RunDir(run).pages.is_file())
-    if not owed:
-        note(NOTHING_OWED)
-        return describe_library(library, opts, progress=progress, handle_signals=handle_signals,
-                                describe=_settled)
-    with describe_server(opts, serve, Path(library), environ) as served:
-        return describe_library(library, served, progress=progress, handle_signals=handle_signals)
+
+
+def describe_library_settled(library: Path, opts: DescribeOptions, *, progress: Callable[[str], None] | None = None,
+                             handle_signals: bool = False) -> LibraryDescribe:
+    """What a library owing nothing reports: each run's settled summary, no endpoint asked."""
+    return describe_library(library, opts, progress=progress, handle_signals=handle_signals, describe=_settled)
 
 
 def _settled(run: str, opts: DescribeOptions, **_: Any) -> DescribeSummary:

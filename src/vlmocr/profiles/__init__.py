@@ -343,7 +343,7 @@ class Profile(_Strict):
         if self.sglang_logit_processor and ":" not in self.sglang_logit_processor:
             raise ValueError("sglang_logit_processor must look like 'package.module:ClassName'")
         if self.language:
-            from ..engines.languages import canonical_lang
+            from ..languages import canonical_lang
 
             self.language = canonical_lang(self.language)  # ValueError: named with the profile's file
         return self

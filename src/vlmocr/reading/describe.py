@@ -37,15 +37,15 @@ from typing import Any
 
 from ..exceptions import BadInput, ExitCode, UsageError, outcome
 from ..figures.find import Figure, crop_page, find_figures, pixel_boxes, same_box, shrink_crop
-from ..figures.settings import DescribeOptions, describe_key_material, describing_profile, load_state, owes
 from ..files import RunLock
 from ..inputs.finder import SourceFinder
 from ..inputs.render import DEFAULT_MAX_PIXELS, Sizing, page_pixel_size
 from ..machine import available_cores
 from ..runfolder.record import LADDER, FigureRecord, JsonObject, Status
 from ..runfolder.rundir import FIGURES_FILE, RunDir
-from ..runfolder.store import PAGES_FILE, RecordWriter
+from ..runfolder.store import PAGES_FILE, RecordWriter, iter_figures
 from ..settings.config import settings_key
+from ..settings.figures import DescribeOptions, describe_key_material, describing_profile
 from .tasks import TaskRunner
 
 # One image token per 28×28 patch (Qwen-style ViTs); chars per text token for the estimate.
@@ -302,6 +302,42 @@ def _estimate(figs: list[Figure], finder: SourceFinder, opts: DescribeOptions, p
     out["input_tokens"] = out["image_tokens"] + out["prompt_tokens"]
     out["total_tokens"] = out["input_tokens"] + out["output_tokens"]
     return out
+
+
+@dataclass
+class FigureState:
+    status: Status
+    attempts: int  # highest attempt number under the key
+    steps: int  # ladder steps taken (records with a ladder status) under the key
+    bbox: list[float] | None
+
+
+def load_state(path: Path, key: str) -> dict[tuple[str, int, int], FigureState]:
+    """The last record of each figure under ``key``, with its attempt and ladder counts."""
+    out: dict[tuple[str, int, int], FigureState] = {}
+    for rec in iter_figures(path):
+        if rec.key != key:
+            continue
+        ident = (rec.doc_id, rec.page, rec.figure)
+        prev = out.get(ident)
+        attempts = max(rec.attempt, prev.attempts if prev else 0)
+        steps = (prev.steps if prev else 0) + (rec.status in LADDER)
+        out[ident] = FigureState(rec.status, attempts, steps, rec.bbox)
+    return out
+
+
+def owes(fig: Figure, state: FigureState | None, opts: DescribeOptions, ladder_len: int) -> tuple[bool, int, int]:
+    """(is the figure owed a description now, its next attempt number, its next ladder step)."""
+    if state is None:
+        return True, 1, 0
+    if opts.force or not same_box(state.bbox, fig.bbox):
+        # --force, or the page was re-read and the box moved: a new figure as far as we know.
+        return True, state.attempts + 1, 0
+    if state.status is Status.error:
+        return True, state.attempts + 1, state.steps
+    if state.status in LADDER and not opts.no_retry and state.steps <= ladder_len:
+        return True, state.attempts + 1, state.steps
+    return False, state.attempts, state.steps
 
 
 def _select(figures: list[Figure], opts: DescribeOptions, state: dict, ladder_len: int,

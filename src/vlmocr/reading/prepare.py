@@ -14,9 +14,9 @@ from pathlib import Path
 
 from PIL import Image
 
-from ..engines.languages import script_of_lang
 from ..exceptions import BadInput
 from ..inputs.render import Rendered, blank_and_ink, encode, grey_if_neutral, render_page
+from ..languages import script_of_lang
 from ..positions.geometry import Step, steps_before
 from ..runfolder.record import JsonObject, PageRecord, PageTask, Status
 from .context import PageContext

@@ -21,12 +21,12 @@ from typing import Any
 from PIL import Image
 
 from ..engines.base import LINES_RUN_DOWN, SMALL_LETTERS, PageInput, Reading
-from ..engines.languages import script_of_lang
 from ..engines.pick import pick
 from ..engines.registry import cpu_engine
 from ..exceptions import BadInput
 from ..inputs.render import blank_and_ink, count_pages, grey_if_neutral, render_page
 from ..inputs.sources import printable
+from ..languages import script_of_lang
 from ..positions.geometry import Step, to_page
 from ..positions.order import SIDE_NOTES
 from ..runfolder.record import PageRecord, PageTask, Positions, Status

@@ -17,9 +17,9 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..engines.choice import AUTO
-from ..engines.languages import canonical_lang, unknown_names
 from ..engines.registry import CPU_ENGINES, ENGINE_CHOICES, HTTP_ENGINE, OCR_ENGINES
 from ..exceptions import UsageError
+from ..languages import canonical_lang, unknown_names
 from ..machine import available_cores
 from ..redact import public_url
 from ..runfolder.record import DEFAULT_DPI, DEFAULT_MAX_PIXELS, JsonObject, Sizing
@@ -49,7 +49,7 @@ class Endpoint:
 
 class VlmSettings(BaseModel):
     """How pages or figures are asked of a VLM endpoint: one model for `run` (RunConfig) and
-    `describe` (figures/settings.DescribeOptions). Where, which model and profile, how hard to
+    `describe` (settings/figures.DescribeOptions). Where, which model and profile, how hard to
     try; and once vlmocr started the server (`served_by`), the Endpoint it serves at."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -150,7 +150,7 @@ class RunConfig(VlmSettings):
     @field_validator("lang")
     @classmethod
     def _lang(cls, v: str) -> str:
-        # Aliases to Tesseract's names (de → deu, fraktur → frk: engines/languages.py), so the
+        # Aliases to Tesseract's names (de → deu, fraktur → frk: languages.py), so the
         # settings key and the records name the data that reads. Installed? The pre-run check.
         # A name no Tesseract reads by (`german`) is refused here, before any page is read.
         lang = canonical_lang(v)

@@ -237,7 +237,7 @@ from pathlib import Path
 from vlmocr.stopsignal import listen_early
 listen_early()
 from vlmocr.cli import main
-from vlmocr.evaluation import grid
+from vlmocr.trials import grid
 real = grid.score
 def score_slowly(*args, **kwargs):
     # The window made wide and sure: a timed window (0.2 s into a long bootstrap) was missed on a

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from ...exceptions import UsageError
-from ...figures.settings import DescribeOptions
 from ...reading.describe import DescribeSummary, describe_run, settled_summary
+from ...settings.figures import DescribeOptions
 
 NOTHING_OWED = "nothing owed: every figure has a final description under these settings (no server started)"
 

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Sequence
 
 from ...exceptions import UsageError
-from ...figures.settings import DescribeOptions
 from ...runfolder.record import JsonObject
 from ...runfolder.rundir import RunDir
 from ...runfolder.store import PAGES_FILE
+from ...settings.figures import DescribeOptions
 from .jobs import check_not_active
 from .script import SlurmOptions
 from .submit import submit_single

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from ..exceptions import UsageError
 from ..files import check_output_path
 from ..inputs.sources import printable
-from .config import RunConfig
+from ..settings.config import RunConfig
 
 
 def missing_inputs(paths: Iterable[str | os.PathLike[str]]) -> list[str]:

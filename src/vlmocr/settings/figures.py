@@ -1,20 +1,28 @@
-"""What a describe is asked with: the options, the profile and prompt it describes with, the describe
-key (what changes a description), and the state of each figure under that key (done, owed a
-ladder step, or its box moved since)."""
+"""What a describe is asked with: the options, the profile and prompt it describes with, and the
+describe key (what changes a description). The state of each figure under that key is
+reading/describe.py's."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
 from pydantic import Field
 
 from ..exceptions import UsageError
-from ..runfolder.record import LADDER, Status
-from ..runfolder.store import iter_figures
-from ..settings.config import Endpoint, VlmSettings
-from .find import DEFAULT_DPI, DEFAULT_MARGIN, DEFAULT_MIN_AREA, FIGURE_REVISION, Figure, same_box
+from .config import Endpoint, VlmSettings
+
+# Bump when a change to figures/find.py alters what is sent for the same settings (cropping rules, say), so
+# old descriptions are not mistaken for current ones.
+FIGURE_REVISION = 1
+
+DEFAULT_DPI = 200.0
+# Margin around the box, as a share of the page's longer side: 0.5 % is ~11 px at 200 dpi on
+# A4/letter. Grounding boxes are tight and sometimes a few units short; a margin keeps the edge
+# of a frame or an axis label inside the crop.
+DEFAULT_MARGIN = 0.005
+# Share of the page area below which a figure is an icon, a logo or a bullet: not worth a request.
+DEFAULT_MIN_AREA = 0.01
 
 # A description is a paragraph, not a page: a short budget also bounds a looping answer.
 DEFAULT_MAX_TOKENS = 1024
@@ -126,39 +134,3 @@ def describe_key_material(profile: Any, model: str | None, opts: DescribeOptions
         "max_tokens": profile.max_tokens,
         "sampling": profile.sampling.model_dump(exclude_none=True),
     }
-
-
-@dataclass
-class FigureState:
-    status: Status
-    attempts: int  # highest attempt number under the key
-    steps: int  # ladder steps taken (records with a ladder status) under the key
-    bbox: list[float] | None
-
-
-def load_state(path: Path, key: str) -> dict[tuple[str, int, int], FigureState]:
-    """The last record of each figure under ``key``, with its attempt and ladder counts."""
-    out: dict[tuple[str, int, int], FigureState] = {}
-    for rec in iter_figures(path):
-        if rec.key != key:
-            continue
-        ident = (rec.doc_id, rec.page, rec.figure)
-        prev = out.get(ident)
-        attempts = max(rec.attempt, prev.attempts if prev else 0)
-        steps = (prev.steps if prev else 0) + (rec.status in LADDER)
-        out[ident] = FigureState(rec.status, attempts, steps, rec.bbox)
-    return out
-
-
-def owes(fig: Figure, state: FigureState | None, opts: DescribeOptions, ladder_len: int) -> tuple[bool, int, int]:
-    """(is the figure owed a description now, its next attempt number, its next ladder step)."""
-    if state is None:
-        return True, 1, 0
-    if opts.force or not same_box(state.bbox, fig.bbox):
-        # --force, or the page was re-read and the box moved: a new figure as far as we know.
-        return True, state.attempts + 1, 0
-    if state.status is Status.error:
-        return True, state.attempts + 1, state.steps
-    if state.status in LADDER and not opts.no_retry and state.steps <= ladder_len:
-        return True, state.attempts + 1, state.steps
-    return False, state.attempts, state.steps

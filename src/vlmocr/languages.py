@@ -27,7 +27,7 @@ import re
 import subprocess
 from functools import lru_cache
 
-from ..exceptions import UsageError
+from .exceptions import UsageError
 
 DEBIAN_RELEASE = "Debian 12"
 
