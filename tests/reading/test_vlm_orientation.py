@@ -27,7 +27,7 @@ from support.records import finals
 from vlmocr import languages
 from vlmocr.engines.osd import looks_sideways
 from vlmocr.reading.prepare import Prepared, prepare_for_http
-from vlmocr.runfolder.record import PageTask, Sizing
+from vlmocr.runfolder.record import PageTask, Sizing, VlmHints
 from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 from vlmocr.testing.pagecode import draw_code, read_code
 
@@ -75,7 +75,7 @@ def test_a_page_of_a_turned_document_is_turned_before_it_is_sent(scans):
     def prepared(look_before: bool) -> Prepared:
         task = PageTask(doc_id="quarter", source="quarter.png", path=str(scans / "quarter.png"), page=1,
                         doc_pages=1, key="k", engine="openai", reader="openai", sizing=Sizing(dpi=None),
-                        look_before=look_before)
+                        vlm=VlmHints(look_before=look_before))
         prep = prepare_for_http(task)
         assert isinstance(prep, Prepared)
         return prep
@@ -96,7 +96,7 @@ def test_a_page_on_its_side_osd_is_unsure_of_is_turned_by_its_lines(tmp_path):
     with Image.open(GT / "ehri_da" / "EHRI-DR-19431002-DK_01.jpg") as im:
         im.convert("L").transpose(Image.Transpose.ROTATE_270).save(tmp_path / "side.png")
     task = PageTask(doc_id="side", source="side.png", path=str(tmp_path / "side.png"), page=1, doc_pages=1,
-                    key="k", engine="openai", reader="openai", sizing=Sizing(dpi=None), look_before=True)
+                    key="k", engine="openai", reader="openai", sizing=Sizing(dpi=None), vlm=VlmHints(look_before=True))
     prep = prepare_for_http(task)
     assert isinstance(prep, Prepared)
     assert (prep.rotation, prep.rotation_from) == (90, "lines") and prep.width < prep.height, prep.flags
@@ -115,7 +115,7 @@ def test_a_greek_page_upside_down_is_asked_of_osd_whatever_the_line_classifier_s
     def prepared(language: str) -> Prepared:
         task = PageTask(doc_id="down", source="down.png", path=str(tmp_path / "down.png"), page=1, doc_pages=1,
                         key="k", engine="openai", reader="openai", sizing=Sizing(dpi=None, longest_side=2271),
-                        look_before=True, run_language=(language, "--lang"))
+                        vlm=VlmHints(look_before=True), run_language=(language, "--lang"))
         prep = prepare_for_http(task)
         assert isinstance(prep, Prepared)
         return prep

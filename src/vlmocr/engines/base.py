@@ -7,6 +7,7 @@ from typing import Any, Callable, Protocol, TypedDict, runtime_checkable
 
 from PIL import Image
 
+from ..runfolder.flags import Flag
 from ..runfolder.record import JsonObject, Positions
 
 
@@ -31,13 +32,13 @@ class EngineOptions(TypedDict, total=False):
 # A reading's flag: the engine found the page's lines running down it, not across — the page lies
 # on its side, whatever its text's quality signal says. The worker asks OSD for such a page as for
 # one that failed its signal (reading/worker.py).
-LINES_RUN_DOWN = "lines_run_down"
+LINES_RUN_DOWN = Flag.lines_run_down.of()
 # A reading's flag, `small_letters:H`: the engine saw the page's line boxes H pixels high or less
 # after its own scaling (RapidOCR shrinks a page to its max_side_len; its boxes stand ~1.5 times
 # the letters' height) — letters of 7 px or so, too small to read however sure its recogniser is of
 # the result. Such a reading never passes as `ok` (reading/worker.read_judged). The pages of
 # the development pages are seen with boxes of 45 px and more.
-SMALL_LETTERS = "small_letters"
+SMALL_LETTERS = Flag.small_letters.name
 SMALL_LETTERS_PX = 12
 
 

@@ -73,7 +73,7 @@ class PageScript:
 
 
 # The cheap look before OSD, for the pages a VLM is about to read of a document that
-# already had a page turned (PageTask.look_before; an upright collection is never looked at):
+# already had a page turned (VlmHints.look_before; an upright collection is never looked at):
 # lines of text run across the page, so the ink of a page
 # upright changes sharply from row to row (line, gap, line) and smoothly from column to column,
 # and it has empty rows between its lines where its columns have few; on its side, the other way

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..positions.order import column_gutter, column_keys
+from ..runfolder.flags import Flag
 from ..runfolder.record import JsonObject, Line, Positions, WordBox
 from .base import (
     LINES_RUN_DOWN,
-    SMALL_LETTERS,
     SMALL_LETTERS_PX,
     CpuEngine,
     EngineOptions,
@@ -234,7 +234,7 @@ class RapidOcrEngine:
                                size=page.image.size)
         seen = line_height_seen(boxes, image.size)
         if seen is not None and seen <= SMALL_LETTERS_PX:
-            reading.flags = [*reading.flags, f"{SMALL_LETTERS}:{seen:.0f}"]
+            reading.flags = [*reading.flags, Flag.small_letters.of(px=f"{seen:.0f}")]
         return reading
 
     def reading(self, boxes: list, texts: list[str], scores: list[float], words: list | None = None,

@@ -20,6 +20,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..runfolder.flags import Flag
+
 # Pieces of lines asked, spread over the page (more cost more; 12 gave the margins measured).
 PIECES = 12
 # The page's ink is looked at this small to find its lines (box-reduced).
@@ -158,7 +160,7 @@ def second_opinion(image: Any, proposed: int) -> tuple[int, str | None]:
         return proposed, None
     # The pieces turned over score the opposite way (the classifier's two classes): no second call.
     other = (proposed + 180) % 360
-    return other, f"osd_overruled:{proposed}>{other}:{score:.2f}"
+    return other, Flag.osd_overruled.of(proposed=proposed, kept=other, score=f"{score:.2f}")
 
 
 def one_line(image: Any) -> bool:

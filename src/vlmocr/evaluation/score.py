@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 from rapidfuzz.distance import Levenshtein
 
 from ..exceptions import UsageError
+from ..runfolder.flags import Flag, flag_name
 from ..runfolder.record import JsonObject, Row
 from ..runfolder.store import PAGES_FILE
 from ..text import historic
@@ -267,6 +268,26 @@ class Evaluation:
             self._spelling = measure_spelling(self.records)
         return self._spelling
 
+    def by_flag(self) -> dict[str, JsonObject]:
+        """The scored pages by each flag their records carry (runfolder/flags.py): how many, their
+        CER and WER taken together, and what the flag means — do turned, downscaled or fallen-back
+        pages read worse than the rest?"""
+        groups: dict[str, list[PageScore]] = {}
+        for p in self.pages:
+            rec = self.records.get((p.doc_id, p.page))
+            if p.missing or rec is None:
+                continue
+            for name in dict.fromkeys(flag_name(f) for f in rec.flags):
+                groups.setdefault(name, []).append(p)
+        out: dict[str, JsonObject] = {}
+        for name, ps in sorted(groups.items()):
+            rc, rw = sum(p.ref_chars for p in ps), sum(p.ref_words for p in ps)
+            flag = Flag.__members__.get(name)
+            out[name] = {"pages": len(ps), "cer": sum(p.char_edits for p in ps) / rc if rc else 0.0,
+                         "wer": sum(p.word_edits for p in ps) / rw if rw else 0.0,
+                         "means": flag.means if flag is not None else None}
+        return out
+
     def worst(self, n: int) -> list[PageScore]:
         scored = [p for p in self.pages if not p.missing]
         return sorted(scored, key=lambda p: (-p.cer, -p.wer, p.doc_id, p.page))[:n]
@@ -301,6 +322,7 @@ class Evaluation:
             "unscored_records": self.unscored_records,
             "notes": self.notes,
             "spelling": self._spelling["corpus"].as_dict() if self._spelling else None,  # when a gate asked
+            "flags": self.by_flag(),
             "pages": [p.as_dict() for p in self.pages],
         }
 

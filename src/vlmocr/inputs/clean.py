@@ -21,6 +21,8 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
+from ..runfolder.flags import Flag
+
 # Sauvola's window spans about a line of text: the page's height over this many rows.
 WINDOW_ROWS = 60
 SAUVOLA_K = 0.2
@@ -48,7 +50,7 @@ def clean_page(img: Image.Image) -> tuple[Image.Image, list[str]]:
     kept = remove_small_objects(ink, max_size=speck)
     removed = int(ink.sum() - kept.sum())
     out = np.where(kept, 0, 255).astype(np.uint8)
-    flags = ["cleaned:flatten+sauvola"]
+    flags = [Flag.cleaned.of(how="flatten+sauvola")]
     if removed:
-        flags.append(f"specks_removed:{removed}")
+        flags.append(Flag.specks_removed.of(count=removed))
     return Image.fromarray(out, mode="L"), flags

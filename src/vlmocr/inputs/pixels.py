@@ -21,12 +21,14 @@ from __future__ import annotations
 
 from PIL import Image, ImageOps
 
+from ..runfolder.flags import Flag
+
 HIGH_DEPTH = frozenset({"I;16", "I;16L", "I;16B", "I;16N", "I;32", "I", "F"})
 ALPHA = frozenset({"LA", "La", "RGBA", "RGBa", "PA"})
 GREY = frozenset({"1", "L", "LA", "La", "I;16", "I;16L", "I;16B", "I;16N", "I;32", "I", "F"})
-FLAG_SCALED = "scaled_16bit"
-FLAG_ALPHA = "alpha_on_white"
-FLAG_INVERTED = "inverted"
+FLAG_SCALED = Flag.scaled_16bit.of()
+FLAG_ALPHA = Flag.alpha_on_white.of()
+FLAG_INVERTED = Flag.inverted.of()
 
 # Polarity: a page is a negative when its ground (the median) is this dark, most of it lies near
 # the ground (a page, not a photograph's spread of greys), and its marks are lighter than it.

@@ -24,6 +24,7 @@ from PIL import ExifTags, Image, ImageOps, UnidentifiedImageError
 
 from ..envvars import MAX_DOC_PAGES, env_int
 from ..exceptions import BadInput
+from ..runfolder.flags import Flag
 from ..runfolder.record import DEFAULT_DPI, DEFAULT_MAX_PIXELS, Sizing  # noqa: F401  (the renderer's settings)
 from .master import Master, image_file_master, pdf_page_master
 from .pixels import dark_on_light, engine_mode
@@ -244,7 +245,7 @@ def _scale_for(w_pt: float, h_pt: float, sizing: Sizing) -> tuple[float, list[st
     pixels = (w_pt * scale) * (h_pt * scale)
     if pixels > sizing.max_pixels:
         scale *= (sizing.max_pixels / pixels) ** 0.5
-        flags.append("downscaled")
+        flags.append(Flag.downscaled.of())
     return scale, flags
 
 
@@ -270,7 +271,7 @@ def _target(w: int, h: int, sizing: Sizing) -> tuple[tuple[int, int], float, lis
         target = sizing.longest_side / max(w, h)
     if w * h * target * target > sizing.max_pixels:
         target = (sizing.max_pixels / (w * h)) ** 0.5
-        flags.append("downscaled")
+        flags.append(Flag.downscaled.of())
     return (max(1, round(w * target)), max(1, round(h * target))), target, flags
 
 
@@ -430,7 +431,7 @@ def _render_frame(img: Image.Image, path: Path, page: int, sizing: Sizing) -> Re
     check_frame(w, h, page, path)
     size, target, flags = _target(w, h, sizing)
     if img.format == "GIF" and getattr(img, "is_animated", False):
-        flags.append("animated")  # frame 1 of an animation: its other frames are no pages
+        flags.append(Flag.animated.of())  # frame 1 of an animation: its other frames are no pages
     if target < 1 and img.format == "JPEG":
         img.draft(None, size)  # JPEG decodes at 1/2, 1/4 or 1/8 of its size: never more than needed
     cost = _decoded_bytes(img)

@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..runfolder.flags import Flag
 from ..runfolder.record import Line, Positions
 
 # A reading's flag (engines/base.py names the others): lines beside the body, read apart from it.
-SIDE_NOTES = "side_notes"
+SIDE_NOTES = Flag.side_notes.of()  # a flag, and the signal's count of them
 
 # So many side notes on one side of the body make an order in doubt. One or two are a label
 # beside a value ("REMISE DES RECOMPENSES:" beside its paragraph, tapus_btv1b10583138r) or a

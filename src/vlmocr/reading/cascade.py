@@ -24,6 +24,7 @@ from typing import Callable
 from ..engines.pick import Candidate, pick
 from ..exceptions import UsageError
 from ..inputs.finder import SourceFinder
+from ..runfolder.flags import Flag
 from ..runfolder.record import REVIEW, JsonObject, PageRecord, PageTask, Row, Sizing, Status
 from ..runfolder.rundir import RunDir
 from ..runfolder.store import FinalRecords
@@ -221,7 +222,7 @@ class VlmTierReader(PageReader):
             # No reading (the server failed the page, bad input): the CPU reading stands, said so.
             return first.model_copy(update={
                 "tiers": [*cpu_tiers, {**_summary(answer, "openai"), "error": answer.error}],
-                "flags": [*first.flags, f"vlm_tier_failed:{answer.status.value}"],
+                "flags": [*first.flags, Flag.vlm_tier_failed.of(status=answer.status.value)],
                 "seconds": round(first.seconds + (time.monotonic() - t0), 4)})
         if sent_on is None:  # a reading of a page the CPU cannot read (its script, its hand) supports nothing
             answer = self._supported(answer, first)
@@ -245,12 +246,13 @@ class VlmTierReader(PageReader):
             return first.model_copy(update={"tiers": tiers, "engine_choice": f"{first.engine}: {choice}; the "
                                             f"VLM's answer is {answer.status.value}",
                                             "seconds": round(first.seconds + answer.seconds, 4)})
-        unsupported = [f for f in answer.flags if f.startswith(f"unsupported_by_{first.engine}:")]
+        unsupported = [f for f in answer.flags if (v := Flag.unsupported_by.values([f])) and v["engine"] == first.engine]
         if unsupported:
+            said = Flag.unsupported_by.values(unsupported) or {}
             # Its words are not on the page as the CPU read it: the CPU's reading, poor as it is,
             # is what the page holds; the answer stays in `tiers`, and the flag says why.
             return first.model_copy(update={
-                "tiers": tiers, "flags": [*first.flags, f"vlm_tier_{unsupported[0]}"],
+                "tiers": tiers, "flags": [*first.flags, Flag.vlm_tier_unsupported_by.of(**said)],
                 "engine_choice": f"{first.engine}: tier {n} of {n}, {failed} failed the signal; the VLM's answer "
                                  f"is not in its reading ({unsupported[0]})",
                 "seconds": round(first.seconds + answer.seconds, 4)})

@@ -27,6 +27,7 @@ from yarl import URL
 
 from ..exceptions import EndpointUnavailable, UsageError
 from ..redact import public_url  # noqa: F401  (re-exported for the readers)
+from ..runfolder.flags import Flag
 from ..runfolder.record import JsonObject
 from .served import version_from
 
@@ -119,7 +120,7 @@ def mean_logprob(choice: JsonObject) -> float | None:
 
 # A UTF-16 surrogate standing alone: valid as a JSON escape ("\ud800"), not a character.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-LONE_SURROGATES_FLAG = "lone_surrogates_replaced"
+LONE_SURROGATES_FLAG = Flag.lone_surrogates_replaced.of()
 
 
 def _loads_lenient(content: bytes) -> object:

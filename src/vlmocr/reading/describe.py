@@ -41,6 +41,7 @@ from ..files import RunLock
 from ..inputs.finder import SourceFinder
 from ..inputs.render import DEFAULT_MAX_PIXELS, Sizing, page_pixel_size
 from ..machine import available_cores
+from ..runfolder.flags import Flag
 from ..runfolder.record import LADDER, FigureRecord, JsonObject, Status
 from ..runfolder.rundir import FIGURES_FILE, RunDir
 from ..runfolder.store import PAGES_FILE, RecordWriter, iter_figures
@@ -256,9 +257,9 @@ class _Describer:
         status, qflags = classify_description(text, result.finish_reason, bool(crop.get("blank")))
         flags += qflags
         if step:
-            flags.append(f"ladder:{step}")
+            flags.append(Flag.ladder.of(step=step))
         if result.requests > 1:
-            flags.append(f"http_tries:{result.requests}")
+            flags.append(Flag.http_tries.of(count=result.requests))
         return self.record(fig, attempt, status, t0, crop, page, description=text, finish_reason=result.finish_reason,
                            tokens_in=result.tokens_in, tokens_out=result.tokens_out, flags=flags)
 

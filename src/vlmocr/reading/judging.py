@@ -13,6 +13,7 @@ from PIL import Image
 from ..engines.base import Reading
 from ..engines.pick import Candidate, pick
 from ..positions.order import SIDE_NOTES, side_notes
+from ..runfolder.flags import Flag
 from ..runfolder.record import JsonObject, Status
 from ..text.signal import judge
 from .context import PageContext
@@ -96,7 +97,7 @@ def cjk_punctuation_folded(reading: Reading) -> Reading:
                  for line in positions.lines]
         positions = positions.model_copy(update={"lines": lines})
     return dataclasses.replace(reading, text=text, positions=positions,
-                               flags=[*reading.flags, f"cjk_punctuation_folded:{n}"])
+                               flags=[*reading.flags, Flag.cjk_punctuation_folded.of(count=n)])
 
 
 def out_of_order_only(judged: Judged) -> bool:

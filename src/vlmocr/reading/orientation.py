@@ -8,7 +8,9 @@ from typing import NamedTuple
 
 from PIL import Image
 
-# Degrees counter-clockwise → the transposition that turns a page image so (PageTask.rotate).
+from ..runfolder.flags import Flag
+
+# Degrees counter-clockwise → the transposition that turns a page image so (VlmHints.rotate).
 ROTATIONS = {90: Image.Transpose.ROTATE_90, 180: Image.Transpose.ROTATE_180, 270: Image.Transpose.ROTATE_270}
 
 
@@ -47,7 +49,7 @@ def turn_to_upright(img: Image.Image) -> Upright:
     # says which quarter a page on its side needs, or that a page lies upside down.
     turn, score = lines_turn(img, looks_sideways(img))
     if turn:
-        return Upright(turn, osd.turn_confidence, f"lines_turned:{turn}:{score:.2f}", osd.turn, "lines")
+        return Upright(turn, osd.turn_confidence, Flag.lines_turned.of(turn=turn, score=f"{score:.2f}"), osd.turn, "lines")
     return Upright(0, osd.turn_confidence, None, osd.turn)
 
 

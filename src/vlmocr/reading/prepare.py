@@ -18,6 +18,7 @@ from ..exceptions import BadInput
 from ..inputs.render import Rendered, blank_and_ink, encode, grey_if_neutral, render_page
 from ..languages import script_of_lang
 from ..positions.geometry import Step, steps_before
+from ..runfolder.flags import Flag
 from ..runfolder.record import JsonObject, PageRecord, PageTask, Status
 from .context import PageContext
 from .orientation import ROTATIONS, Upright, turn_if_not_upright, turn_to_upright
@@ -67,9 +68,9 @@ def prepare_image(task: PageTask, ctx: PageContext, *, for_vlm: bool, rendered: 
     steps: list[Step] = []
     rotation, rotation_from, up = 0, "", None
     rotate = ctx.rotate_pages
-    if for_vlm and task.rotate:
-        img = img.transpose(ROTATIONS[task.rotate])  # the task's turn: the record says it (VlmReader)
-    elif look and not blank and (rotate == "always" or (for_vlm and task.look_before and rotate == "auto")):
+    if for_vlm and task.vlm.rotate:
+        img = img.transpose(ROTATIONS[task.vlm.rotate])  # the task's turn: the record says it (VlmReader)
+    elif look and not blank and (rotate == "always" or (for_vlm and task.vlm.look_before and rotate == "auto")):
         # A page on its side or upside down should not be read as it lies. A CPU engine under
         # `auto` reads first and asks OSD only when the reading fails (worker.read_page). A VLM's
         # first page of each document, and every page of a document that had a page turned, is
@@ -83,7 +84,7 @@ def prepare_image(task: PageTask, ctx: PageContext, *, for_vlm: bool, rendered: 
         if up.turn:
             steps.append(Step("turn", up.turn, *img.size))
             img = img.transpose(ROTATIONS[up.turn])
-            flags += [f"rotated:{up.turn}", f"osd_confidence:{up.confidence:.1f}"]
+            flags += [Flag.rotated.of(turn=up.turn), Flag.osd_confidence.of(confidence=f"{up.confidence:.1f}")]
             rotation, rotation_from = up.turn, up.how
     skew = None
     cleaned: list[str] = []
@@ -179,8 +180,8 @@ def prepare_for_http(task: PageTask, ctx: PageContext | None = None) -> Prepared
                 return rec
         page = prepare_image(task, ctx, for_vlm=True)
         img = page.image
-        fmt = task.image_format
-        data = encode(img, fmt, task.jpeg_quality)
+        fmt = task.vlm.image_format
+        data = encode(img, fmt, task.vlm.jpeg_quality)
         mime = "image/jpeg" if fmt in ("jpeg", "jpg") else "image/png"
         master = page.rendered.master
         return Prepared(image=f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}",

@@ -32,6 +32,7 @@ from ..machine import WorkerCount, available_cores, choose_workers, system_memor
 from ..progress import RunProgress
 from ..redact import public_argv
 from ..runfolder.assemble import write_document
+from ..runfolder.flags import Flag
 from ..runfolder.record import JsonObject, PageRecord, PageTask, Row, Status, now_iso
 from ..runfolder.rundir import RunDir, RunInfo, git_commit, reading_said, versions
 from ..runfolder.store import DocState, RecordWriter, ResumeIndex
@@ -396,7 +397,7 @@ class Scheduler(TaskRunner):
         the reader (a bug, an answer of an unforeseen shape): `error`, so a resubmit retries it."""
         reason = f"{type(exc).__name__}: {exc}"[:2000]
         for single in task.singles():
-            self._finish(single.record(Status.error, engine=self.plan.reader(), flags=["internal_error"],
+            self._finish(single.record(Status.error, engine=self.plan.reader(), flags=[Flag.internal_error.of()],
                                        error=f"internal error while reading: {reason}"), page_done)
 
     async def _read_one(self, task: PageTask) -> None:

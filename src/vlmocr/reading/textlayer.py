@@ -11,6 +11,7 @@ from ..engines.base import PageInput
 from ..engines.registry import cpu_engine
 from ..inputs.render import DEFAULT_DPI, kind_of, pdf_master, text_layer, text_layer_lines, usable_text_layer
 from ..positions.lines import text_layer_positions
+from ..runfolder.flags import Flag
 from ..runfolder.record import PageRecord, PageTask, Status
 from .context import PageContext
 from .judging import classify, judge_reading
@@ -23,11 +24,11 @@ def from_text_layer(task: PageTask, ctx: PageContext, mode: str, t0: float) -> t
     usable, why = usable_text_layer(layer)
     if mode != "textlayer" and not usable:
         # Only a PDF has a text layer that can be unusable: an image file has none to judge.
-        return None, layer, [f"textlayer_unusable:{why}"] if kind_of(Path(task.path)) == "pdf" else []
+        return None, layer, [Flag.textlayer_unusable.of(why=why)] if kind_of(Path(task.path)) == "pdf" else []
     reading = cpu_engine("textlayer", ctx.engine_options()).read(PageInput(task.doc_id, task.page, None, layer))
     status, qflags = classify(reading.text, reading.finish_reason, blank_image=False)
     if mode == "textlayer" and status is Status.empty:
-        qflags.append("no_text_layer")
+        qflags.append(Flag.no_text_layer.of())
     status, quality = judge_reading(status, reading, "textlayer", page_lang=task.language, ctx=ctx)
     positions = None
     if reading.text.strip():
@@ -39,6 +40,6 @@ def from_text_layer(task: PageTask, ctx: PageContext, mode: str, t0: float) -> t
     master = pdf_master(Path(task.path), task.page) if positions is not None else None
     return task.record(
         status, text=reading.text, quality=quality, engine="textlayer", finish_reason=reading.finish_reason,
-        seconds=round(time.perf_counter() - t0, 4), flags=qflags + (["textlayer"] if usable else []),
+        seconds=round(time.perf_counter() - t0, 4), flags=qflags + ([Flag.textlayer.of()] if usable else []),
         positions=positions, master=master.to_json() if master is not None else None,
     ), layer, []

@@ -17,6 +17,7 @@ from ..exceptions import EndpointUnavailable, UsageError
 from ..positions.geometry import steps_before
 from ..positions.lines import block_positions
 from ..profiles import Profile, load_profile
+from ..runfolder.flags import Flag
 from ..runfolder.record import LADDER, JsonObject, PageRecord, PageTask, Positions, Sizing, Status
 from ..settings.config import RunConfig
 from ..text.postprocess import is_figure_block, postprocess, rotation_asked, split_pages
@@ -91,9 +92,9 @@ def unsupported(share: float, run: int, engine: str) -> str | None:
     words in it, `run` words in a row opposite nothing: positions/align.shared_words), or None
     when the reading supports it."""
     if share < SUPPORT_BELOW:
-        return f"unsupported_by_{engine}:{share:.2f}"  # invented, or another page's (point 0)
+        return Flag.unsupported_by.of(engine=engine, share=f"{share:.2f}")  # invented, or another page's (point 0)
     if run >= UNSUPPORTED_RUN:
-        return f"unsupported_passage_by_{engine}:{run}"  # the page's text and a passage beside it
+        return Flag.unsupported_passage_by.of(engine=engine, run=run)  # the page's text and a passage beside it
     return None
 
 
@@ -109,7 +110,7 @@ class VlmReader(PageReader):
         self.model_name = model_name
         self.pool = pool
         # Documents a page of which OSD found turned: their pages are looked at before
-        # they are sent (PageTask.look_before); a book fed sideways costs one wasted request.
+        # they are sent (VlmHints.look_before); a book fed sideways costs one wasted request.
         self._turned_docs: set[str] = set()
         self._checked_docs: set[str] = set()  # documents whose first page was looked at (_for_http)
         # Two limits: `requests` counts requests at the server (--concurrency); the scheduler's
@@ -166,8 +167,8 @@ class VlmReader(PageReader):
         # document's pages alike: one check a document), and every page of a document found turned.
         look = task.doc_id in self._turned_docs or task.doc_id not in self._checked_docs
         self._checked_docs.add(task.doc_id)
-        return task.at(image_format=self.profile.image.format, jpeg_quality=self.profile.image.jpeg_quality,
-                       look_before=look)
+        return task.for_vlm(image_format=self.profile.image.format, jpeg_quality=self.profile.image.jpeg_quality,
+                            look_before=look)
 
     async def _prepare(self, task: PageTask) -> Prepared | PageRecord:
         ok, prep = await self.pool.call_safely(prepare_for_http, self._for_http(task), self.pool.context)
@@ -252,7 +253,7 @@ class VlmReader(PageReader):
             result = None
         parts = split_pages(self.profile, result.text, len(batch)) if result is not None else None
         if parts is None or result is None:
-            why = "multipage_failed" if result is None else "multipage_split_mismatch"
+            why = (Flag.multipage_failed if result is None else Flag.multipage_split_mismatch).of()
             done = []
             for s, _ in batch:
                 rec = await self._attempt(s, {}, 0)
@@ -269,7 +270,7 @@ class VlmReader(PageReader):
             done.append(self._record(
                 s, status, t0, prep=prep, text=text, quality=quality, finish_reason=result.finish_reason,
                 tokens_in=share(result.tokens_in), tokens_out=share(result.tokens_out),
-                flags=[*prep.flags, *qflags, f"multipage:{n}"], blocks=blocks or None, fields=fields,
+                flags=[*prep.flags, *qflags, Flag.multipage.of(pages=n)], blocks=blocks or None, fields=fields,
             ))
         return done
 
@@ -343,16 +344,16 @@ class VlmReader(PageReader):
                         # page's prompt, or its max_model_len when /v1/models did not say it).
                         room = exc.answer_room
                         self.max_model_len = self.max_model_len or exc.model_len
-                        flags.append("answer_fitted_to_context")
+                        flags.append(Flag.answer_fitted_to_context.of())
                         continue
                     if exc.overflow and profile.retry.shrink_on_overflow and not shrunk and shrink is not None:
                         shrunk = True
                         smaller = await shrink(shrink_to_fit(profile.retry.shrink_factor, exc.prompt_over))
                         if smaller is not None:
                             image = smaller
-                            flags.append("shrunk_for_context")
+                            flags.append(Flag.shrunk_for_context.of())
                             continue
-                    return Answer(None, str(exc), flags + (["context_overflow"] if exc.overflow else []), image)
+                    return Answer(None, str(exc), flags + ([Flag.context_overflow.of()] if exc.overflow else []), image)
 
     async def _attempt(self, task: PageTask, overrides: JsonObject, step: int) -> PageRecord:
         t0 = time.monotonic()
@@ -382,14 +383,14 @@ class VlmReader(PageReader):
                                 flags=[*prep.flags, *answer.flags])
         text, blocks, fields = postprocess(self.profile, result.text)
         turn = rotation_asked(fields)
-        if turn and not task.rotate:
+        if turn and not task.vlm.rotate:
             # The model says the page is not upright and by how much (olmOCR's front matter): turn
             # it and ask once more, as olmOCR's pipeline does; that answer is the page's record.
-            again = await self._attempt(task.at(rotate=turn), overrides, step)
-            return again.model_copy(update={"flags": [*again.flags, f"asked_again_rotated:{turn}"]})
+            again = await self._attempt(task.for_vlm(rotate=turn), overrides, step)
+            return again.model_copy(update={"flags": [*again.flags, Flag.asked_again_rotated.of(turn=turn)]})
         status, qflags = classify(text, result.finish_reason, blank_image=prep.blank)
         status, quality = self._judge(task, status, text, result.confidence, prep, fields, blocks)
-        if (status in TURN_WHEN and not step and not task.rotate and not prep.rotation and not prep.blank
+        if (status in TURN_WHEN and not step and not task.vlm.rotate and not prep.rotation and not prep.blank
                 and self.cfg.rotate_pages == "auto"):  # once, at the first pass: OSD's answer stays
             # The answer failed its signal: a page upside down (the cheap look before sending
             # sees only pages on their side) or one it missed. OSD decides; sure, the page is
@@ -400,11 +401,11 @@ class VlmReader(PageReader):
             qflags = [*qflags, *said]
         flags = [*prep.flags, *answer.flags, *qflags]
         if turn:
-            flags.append("rotation_still_invalid")  # turned once already: kept, and said
+            flags.append(Flag.rotation_still_invalid.of())  # turned once already: kept, and said
         if step:
-            flags.append(f"ladder:{step}")
+            flags.append(Flag.ladder.of(step=step))
         if result.requests > 1:
-            flags.append(f"http_tries:{result.requests}")
+            flags.append(Flag.http_tries.of(count=result.requests))
         if result.repaired:
             flags.append(LONE_SURROGATES_FLAG)
         support = await self._aligned(task, prep, text, flags)
@@ -428,7 +429,7 @@ class VlmReader(PageReader):
         back through the turn and straightening made before it was sent."""
         if not blocks:
             return None
-        turn = task.rotate or prep.rotation or 0
+        turn = task.vlm.rotate or prep.rotation or 0
         # The page as rendered: before a quarter turn, its sides the other way round.
         page = (prep.height, prep.width) if turn in (90, 270) else (prep.width, prep.height)
         return block_positions(blocks, self.profile.postprocess.grounding_format, (prep.width, prep.height),
@@ -441,10 +442,10 @@ class VlmReader(PageReader):
         if self.cfg.align_with is None or prep.blank or not text.strip():
             return None
         ok, support = await self.pool.call_safely(aligned_positions, self._for_http(task), self.pool.context, text,
-                                                  self.cfg.align_with, task.rotate or prep.rotation or None,
+                                                  self.cfg.align_with, task.vlm.rotate or prep.rotation or None,
                                                   prep.skew)
         if not ok:
-            flags.append("align_failed")  # the CPU engine crashed on the page: the answer stands, unplaced
+            flags.append(Flag.align_failed.of())  # the CPU engine crashed on the page: the answer stands, unplaced
             return None
         return support
 
@@ -458,10 +459,10 @@ class VlmReader(PageReader):
         if not up.turn:
             return None, up.flags
         self._turned_docs.add(task.doc_id)  # its next pages are looked at before they are sent
-        again = await self._attempt(task.at(rotate=up.turn, rotate_from=up.how), overrides, step)
+        again = await self._attempt(task.for_vlm(rotate=up.turn, rotate_from=up.how), overrides, step)
         return again.model_copy(update={"flags": [*again.flags, *up.flags,
-                                                  f"asked_again_rotated:{up.turn}",
-                                                  f"osd_confidence:{up.confidence:.1f}"]}), []
+                                                  Flag.asked_again_rotated.of(turn=up.turn),
+                                                  Flag.osd_confidence.of(confidence=f"{up.confidence:.1f}")]}), []
 
     def _judge(self, task: PageTask, status: Status, text: str, confidence: float | None, prep: Prepared,
                fields: JsonObject | None, blocks: list[Any] | None = None) -> tuple[Status, JsonObject]:
@@ -494,9 +495,9 @@ class VlmReader(PageReader):
                 flags: list[str] | None = None, **fields: Any) -> PageRecord:
         seen = {} if prep is None else dict(dpi=prep.dpi, image_sha256=prep.sha256, width=prep.width,
                                              height=prep.height, skew=prep.skew, master=prep.master)
-        if task.rotate:
-            fields.setdefault("rotation", task.rotate)
-            fields.setdefault("rotation_from", task.rotate_from)
+        if task.vlm.rotate:
+            fields.setdefault("rotation", task.vlm.rotate)
+            fields.setdefault("rotation_from", task.vlm.rotate_from)
         elif prep is not None and prep.rotation:
             fields.setdefault("rotation", prep.rotation)
             fields.setdefault("rotation_from", prep.rotation_from or "osd")
@@ -526,7 +527,7 @@ class VlmReader(PageReader):
         # (review, exit 2), never `fallback` (a success).
         return rec.model_copy(update={
             "status": Status.fallback if rec.status is Status.ok else rec.status,
-            "flags": [*rec.flags, "fallback", f"fallback_reason:{why}"],
+            "flags": [*rec.flags, Flag.fallback.of(), Flag.fallback_reason.of(why=why)],
         })
 
     async def control_concurrency(self, window: Limiter, interval: float = 0.5) -> None:

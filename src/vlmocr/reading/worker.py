@@ -20,7 +20,7 @@ from typing import Any
 
 from PIL import Image
 
-from ..engines.base import LINES_RUN_DOWN, SMALL_LETTERS, PageInput, Reading
+from ..engines.base import LINES_RUN_DOWN, PageInput, Reading
 from ..engines.pick import pick
 from ..engines.registry import cpu_engine
 from ..exceptions import BadInput
@@ -29,6 +29,7 @@ from ..inputs.sources import printable
 from ..languages import script_of_lang
 from ..positions.geometry import Step, to_page
 from ..positions.order import SIDE_NOTES
+from ..runfolder.flags import Flag
 from ..runfolder.record import PageRecord, PageTask, Positions, Status
 from .context import PageContext
 from .judging import (
@@ -121,7 +122,7 @@ def read_judged(name: str, page: PageInput, blank_page: bool, ink: float | None,
         reading = cjk_punctuation_folded(reading)
     status, qflags = classify(reading.text, reading.finish_reason, blank_image=blank_page and not reading.text.strip())
     status, quality = judge_reading(status, reading, name, ink=ink, page_lang=page_lang, suggested=suggested, ctx=ctx)
-    if status is Status.ok and any(f.startswith(SMALL_LETTERS + ":") for f in reading.flags):
+    if status is Status.ok and Flag.small_letters.found(reading.flags):
         status = Status.suspect  # read from letters too small to read, however sure the recogniser was
     return Judged(name, reading, status, quality, qflags + ([SIDE_NOTES] if SIDE_NOTES in quality else []),
                   round(time.perf_counter() - t0, 4))
@@ -243,7 +244,7 @@ def _with_local_thresholds(judged: Judged, page: PageInput, blank_page: bool, in
                         task.language_suggested, local_thresholds=True, ctx=ctx)
     if not keeps_second(judged, after):
         return dataclasses.replace(judged, seconds=round(judged.seconds + after.seconds, 4))
-    return dataclasses.replace(after, flags=[*after.flags, "local_thresholds"], replaced=judged,
+    return dataclasses.replace(after, flags=[*after.flags, Flag.local_thresholds.of()], replaced=judged,
                                seconds=round(judged.seconds + after.seconds, 4))
 
 
@@ -275,7 +276,7 @@ def read_page(task: PageTask, ctx: PageContext | None = None) -> PageRecord:
             lay_read = _read_image(task, ctx, reader, lay.image, layer, page.rendered.dpi, lay_flags, None)
             if reads_better(lay_read.chosen, read.chosen):
                 read, img, skew, steps = lay_read, lay.image, lay.skew, list(lay.steps)
-                flags = [*lay_flags, f"turn_not_kept:{up.turn}"]
+                flags = [*lay_flags, Flag.turn_not_kept.of(turn=up.turn)]
                 rotation_fields = {}
                 turn_tried = True
         chosen = read.chosen
@@ -290,7 +291,8 @@ def read_page(task: PageTask, ctx: PageContext | None = None) -> PageRecord:
         if turned is not None:
             steps.append(Step("turn", turned.turn, *img.size))
             read, img = turned.read, turned.image
-            flags = [*flags, *turned.flags, f"rotated:{turned.turn}", f"osd_confidence:{turned.confidence:.1f}"]
+            flags = [*flags, *turned.flags, Flag.rotated.of(turn=turned.turn),
+                     Flag.osd_confidence.of(confidence=f"{turned.confidence:.1f}")]
             rotation_fields = {"rotation": turned.turn, "rotation_from": turned.how}
         return _record(task, ctx, mode, reader, read, img, flags, steps, skew, rotation_fields, page, t0)
     except BadInput as exc:

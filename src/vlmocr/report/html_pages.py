@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+from ..runfolder.flags import flag_name, parse_flag
 from ..runfolder.record import tier_went_on
 from . import svg
 from .gather import STATUS_ORDER, Page, ReportOptions, RunData, languages_read, status_group
@@ -173,6 +174,30 @@ def _tiers_table(pages: list[Page]) -> str:
             f"</thead><tbody>{body}</tbody></table>")
 
 
+def flag_rows(pages: list[Page]) -> list[tuple[str, int, str]]:
+    """(flag, pages carrying it, what it means) for the final pages, most frequent first: the
+    flags parsed by the vocabulary (runfolder/flags.py), their values set aside."""
+    counts: Counter[str] = Counter()
+    means: dict[str, str] = {}
+    for p in pages:
+        for text in dict.fromkeys(p.rec.flags):
+            flag, _ = parse_flag(text)
+            name = flag_name(text)
+            counts[name] += 1
+            means.setdefault(name, flag.means if flag is not None else "not in this vlmocr's vocabulary")
+    return [(name, n, means[name]) for name, n in sorted(counts.items(), key=lambda x: (-x[1], x[0]))]
+
+
+def _flags_table(pages: list[Page]) -> str:
+    rows = flag_rows(pages)
+    if not rows:
+        return ""
+    body = "".join(f"<tr><td><code>{escape(name)}</code></td><td>{n:,}</td><td>{escape(means)}</td></tr>"
+                   for name, n, means in rows)
+    return ('<h3>Flags</h3><table class="grid" id="flags-table"><thead><tr><th>flag</th><th>pages</th>'
+            f"<th>what it says</th></tr></thead><tbody>{body}</tbody></table>")
+
+
 def _settings_table(run_info: dict[str, Any], read: str = "") -> str:
     """The run's settings; `read`: the languages its pages were read as (a document's own from
     its manifest row beats the run's --lang, so the setting alone would say `eng` for Danish)."""
@@ -331,6 +356,7 @@ def index_html(ctx: IndexContext) -> str:
         + truth_html
         + clean_note
         + _tiers_table(ctx.run.pages)
+        + _flags_table(ctx.run.pages)
         + _charts(ctx)
         + "</section>\n"
         + '<section id="review"><h2>Review queue</h2>'

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .flags import Flag
 from .safe import record_made_safe
 
 SCHEMA = 1
@@ -270,7 +271,7 @@ class PageRecord(BaseModel):
     @model_validator(mode="after")
     def _bounded_text(self) -> "PageRecord":
         if len(self.text) > MAX_TEXT_CHARS:
-            self.flags = [*self.flags, f"text_cut:{len(self.text)}"]
+            self.flags = [*self.flags, Flag.text_cut.of(chars=len(self.text))]
             self.text = self.text[:MAX_TEXT_CHARS]
             if self.status in (Status.ok, Status.fallback, Status.suspect):
                 self.status = Status.truncated
@@ -463,6 +464,27 @@ class Sizing:
 
 
 @dataclass(frozen=True)
+class VlmHints:
+    """What only a page sent to a VLM carries (PageTask.vlm): how its image is encoded, a turn
+    asked for, and whether to look how it lies first."""
+
+    # How the page is encoded for the request (the profile's image settings).
+    image_format: str = "png"
+    jpeg_quality: int = 90
+    # Degrees the rendered page is turned counter-clockwise before it is sent (0, 90, 180, 270;
+    # PIL's Transpose.ROTATE_*, olmOCR's convention): set when the model said the page is not
+    # upright (olmOCR's is_rotation_valid: false, rotation_correction: N) and it is asked again.
+    rotate: int = 0
+    # Who said to turn it: the model (its own rotation answer) or OSD (the reading failed its
+    # signal and OSD is sure the page is not upright).
+    rotate_from: str = "model"
+    # Look how the page lies before it is sent, and turn it when OSD is sure: set for the first
+    # page of each document and the pages of a document that already had a page turned (a look
+    # at the ink and RapidOCR's line classifier, ~60 ms; OSD only when they say turned).
+    look_before: bool = False
+
+
+@dataclass(frozen=True)
 class PageTask:
     """A page owed a read (or several consecutive pages read in one request): what the
     scheduler hands a reader and a reader hands a pool worker. Frozen and picklable; a
@@ -481,9 +503,6 @@ class PageTask:
     # Several pages in one request (profiles with multi-page support): their numbers and attempts.
     pages: tuple[int, ...] = ()
     attempts: tuple[int, ...] = ()
-    # How a VLM page is encoded for the request.
-    image_format: str = "png"
-    jpeg_quality: int = 90
     # The page's language as its manifest row states it (Tesseract's names): the quality signal
     # judges the page by it, and it may choose the engine and Tesseract's data
     # (RunConfig.document_reading: those are in the settings key, the judgement is not).
@@ -502,20 +521,15 @@ class PageTask:
     # The document's own dpi (its manifest row): a VLM's fallback renders the page for a CPU
     # engine with it, not with the run's --dpi (`sizing` is the VLM's, the profile's image included).
     doc_dpi: float | None = None
-    # Degrees the rendered page is turned counter-clockwise before it is sent (0, 90, 180, 270;
-    # PIL's Transpose.ROTATE_*, olmOCR's convention): set when the model said the page is not
-    # upright (olmOCR's is_rotation_valid: false, rotation_correction: N) and it is asked again.
-    rotate: int = 0
-    # Who said to turn it: the model (its own rotation answer) or OSD (the reading failed its
-    # signal and OSD is sure the page is not upright).
-    rotate_from: str = "model"
-    # Look how the page lies before it is sent, and turn it when OSD is sure (VLM path): set for
-    # the first page of each document and the pages of a document that already had a page turned
-    # (a look at the ink and RapidOCR's line classifier, ~60 ms; OSD only when they say turned).
-    look_before: bool = False
+    # How a page goes to a VLM (image encoding, a turn, a look first); a CPU engine ignores it.
+    vlm: VlmHints = VlmHints()
 
     def at(self, **changes: Any) -> "PageTask":
         return dataclasses.replace(self, **changes)
+
+    def for_vlm(self, **hints: Any) -> "PageTask":
+        """The task with VLM hints changed (a turn, the image encoding, a look first)."""
+        return dataclasses.replace(self, vlm=dataclasses.replace(self.vlm, **hints))
 
     def singles(self) -> list["PageTask"]:
         """One task per page of a multi-page task (itself when it holds one page)."""

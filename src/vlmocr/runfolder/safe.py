@@ -23,12 +23,14 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from .flags import Flag
+
 # XML 1.0's Char production leaves out #x0-#x8, #xB, #xC, #xE-#x1F, #xFFFE, #xFFFF and the surrogates.
 _XML_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
 _LINE_BREAKS = frozenset("\x0b\x0c")
 _REPLACED = frozenset("\ufffe\uffff")
 
-MADE_SAFE_FLAG = "chars_made_safe"
+MADE_SAFE_FLAG = Flag.chars_made_safe.name
 
 
 def _safe_char(match: re.Match[str]) -> str:
@@ -80,7 +82,7 @@ def record_made_safe(data: dict[str, Any]) -> dict[str, Any]:
         data["anchor"] = {k: safe_str(v) if isinstance(v, str) else v for k, v in anchor.items()}
     if made:
         data["flags"] = [*(f for f in data.get("flags") or () if not str(f).startswith(MADE_SAFE_FLAG + ":")),
-                         f"{MADE_SAFE_FLAG}:{made}"]
+                         Flag.chars_made_safe.of(count=made)]
     return data
 
 

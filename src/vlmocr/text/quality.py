@@ -37,19 +37,20 @@ from dataclasses import dataclass
 
 from vlmocr.runfolder.record import Status
 
+from ..runfolder.flags import Flag
 from .loops import LoopFinding, detect_loop
 from .nonanswers import is_empty, is_no_text_answer, is_refusal
 
 # --------------------------------------------------------------------------------------------
 # Flags (strings stored in the page record's `flags`)
 
-FLAG_BLANK_PAGE = "blank_page"  # empty reading of an image known to be blank: fine
-FLAG_NO_TEXT_ANSWER = "no_text_answer"  # the model said there is no text instead of reading
-FLAG_TEXT_ON_BLANK = "text_on_blank_image"  # text read from an image the caller thinks is blank
-FLAG_LOOP = "loop_detected"  # detect_loop found repetition in the text
-FLAG_FINISH_LENGTH = "finish_length"  # generation hit max_tokens
-FLAG_FINISH_REPETITION = "finish_repetition"  # vLLM's repetition detector stopped generation
-FLAG_FINISH_CONTENT_FILTER = "finish_content_filter"  # the server withheld the content
+FLAG_BLANK_PAGE = Flag.blank_page.of()  # empty reading of an image known to be blank: fine
+FLAG_NO_TEXT_ANSWER = Flag.no_text_answer.of()  # the model said there is no text instead of reading
+FLAG_TEXT_ON_BLANK = Flag.text_on_blank_image.of()  # text read from an image the caller thinks is blank
+FLAG_LOOP = Flag.loop_detected.of()  # detect_loop found repetition in the text
+FLAG_FINISH_LENGTH = Flag.finish_length.of()  # generation hit max_tokens
+FLAG_FINISH_REPETITION = Flag.finish_repetition.of()  # vLLM's repetition detector stopped generation
+FLAG_FINISH_CONTENT_FILTER = Flag.finish_content_filter.of()  # the server withheld the content
 
 # finish_reason values that mean "the model ended its answer normally".
 NORMAL_FINISH = frozenset({None, "", "stop", "eos", "eos_token", "end_turn", "stop_sequence"})
@@ -79,7 +80,7 @@ def assess(reading_text: str, finish_reason: str | None, *, blank_image: bool = 
     elif reason == "content_filter":
         flags.append(FLAG_FINISH_CONTENT_FILTER)
     elif reason not in NORMAL_FINISH:
-        flags.append(f"finish_{reason}")
+        flags.append(Flag.finish_other.of(reason=reason))
 
     if reason != "content_filter":
         if is_empty(text):
