@@ -304,8 +304,12 @@ class Row:
     was written, and its CRC-32 says it is as written) — so reading 100 000 of them costs little.
     `quality` is a Signal; `data` is the line as stored, for the few that pass a record on whole
     (export's jsonl, the cluster's merge) or read a field another layer adds (the clean layer's
-    `clean`). A field PageRecord gains is a field here too (tests/runfolder/test_record.py holds them equal)."""
+    `clean`). Its fields and `of` are made from PageRecord's by scripts/make_row.py (one source: a
+    field PageRecord gains is one here after the script runs; tests/runfolder/test_record.py checks);
+    `positions` and `master` stay as stored, parsed when asked for (`word_positions`): a page holds
+    hundreds of words, and most readers of a run (evaluate, report, merge) never look at them."""
 
+    # --- made by scripts/make_row.py from PageRecord's fields; run it after changing them ---
     schema_: int
     doc_id: str
     source: str
@@ -340,38 +344,53 @@ class Row:
     flags: tuple[str, ...]
     blocks: tuple[Block, ...] | None
     fields: Mapping[str, Any] | None
-    # As stored, parsed only when asked for (`word_positions`): a page holds hundreds of words,
-    # and most readers of a run (evaluate, report, merge) never look at them.
     positions: Mapping[str, Any] | None
     master: Mapping[str, Any] | None
     finished_at: str
-    data: Mapping[str, Any]
+    data: Mapping[str, Any]  # the line as stored
 
     @classmethod
     def of(cls, d: Mapping[str, Any]) -> "Row":
-        q = d.get("quality")
-        blocks = d.get("blocks")
-        fields = d.get("fields")
         return cls(
-            schema_=int(d.get("schema") or SCHEMA), doc_id=str(d["doc_id"]), source=str(d.get("source") or ""),
-            page=int(d["page"]), doc_pages=_int(d.get("doc_pages")), key=str(d.get("key") or ""),
-            status=Status(d["status"]), attempt=int(d.get("attempt") or 1), text=str(d.get("text") or ""),
-            quality=Signal.of(q) if isinstance(q, Mapping) else None, engine=str(d.get("engine") or ""),
-            rotation=_int(d.get("rotation")), rotation_from=d.get("rotation_from"), skew=_float(d.get("skew")),
+            schema_=int(d.get("schema") or SCHEMA),
+            doc_id=str(d["doc_id"]),
+            source=str(d.get("source") or ""),
+            page=int(d["page"]),
+            doc_pages=_int(d.get("doc_pages")),
+            key=str(d.get("key") or ""),
+            status=Status(d["status"]),
+            attempt=int(d.get("attempt") or 1),
+            text=str(d.get("text") or ""),
+            quality=_signal(d.get("quality")),
+            engine=str(d.get("engine") or ""),
+            rotation=_int(d.get("rotation")),
+            rotation_from=d.get("rotation_from"),
+            skew=_float(d.get("skew")),
             language=d.get("language"),
-            language_from=d.get("language_from"), engine_choice=d.get("engine_choice"),
-            tiers=tuple(t for t in tiers if isinstance(t, Mapping)) if isinstance(tiers := d.get("tiers"), list) else None,
+            language_from=d.get("language_from"),
+            engine_choice=d.get("engine_choice"),
+            tiers=_mappings(d.get("tiers")),
             model=d.get("model"),
-            revision=d.get("revision"), server=d.get("server"), prompt_id=d.get("prompt_id"),
-            dpi=_float(d.get("dpi")), finish_reason=d.get("finish_reason"), tokens_in=_int(d.get("tokens_in")),
-            tokens_out=_int(d.get("tokens_out")), seconds=float(d.get("seconds") or 0.0),
-            image_sha256=d.get("image_sha256"), width=_int(d.get("width")), height=_int(d.get("height")),
-            error=d.get("error"), flags=tuple(d.get("flags") or ()),
-            blocks=tuple(Block.model_validate(b) for b in blocks) if isinstance(blocks, list) else None,
-            fields=fields if isinstance(fields, Mapping) else None,
-            positions=positions if isinstance(positions := d.get("positions"), Mapping) else None,
-            master=master if isinstance(master := d.get("master"), Mapping) else None,
-            finished_at=str(d.get("finished_at") or ""), data=d)
+            revision=d.get("revision"),
+            server=d.get("server"),
+            prompt_id=d.get("prompt_id"),
+            dpi=_float(d.get("dpi")),
+            finish_reason=d.get("finish_reason"),
+            tokens_in=_int(d.get("tokens_in")),
+            tokens_out=_int(d.get("tokens_out")),
+            seconds=float(d.get("seconds") or 0.0),
+            image_sha256=d.get("image_sha256"),
+            width=_int(d.get("width")),
+            height=_int(d.get("height")),
+            error=d.get("error"),
+            flags=tuple(d.get("flags") or ()),
+            blocks=_blocks(d.get("blocks")),
+            fields=_mapping(d.get("fields")),
+            positions=_mapping(d.get("positions")),
+            master=_mapping(d.get("master")),
+            finished_at=str(d.get("finished_at") or ""),
+            data=d)
+    # --- end of what scripts/make_row.py makes ---
 
     @property
     def page_id(self) -> tuple[str, int]:
@@ -402,6 +421,22 @@ def _int(v: Any) -> int | None:
 
 def _float(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _mapping(v: Any) -> Mapping[str, Any] | None:
+    return v if isinstance(v, Mapping) else None
+
+
+def _mappings(v: Any) -> tuple[Mapping[str, Any], ...] | None:
+    return tuple(t for t in v if isinstance(t, Mapping)) if isinstance(v, list) else None
+
+
+def _blocks(v: Any) -> tuple[Block, ...] | None:
+    return tuple(Block.model_validate(b) for b in v) if isinstance(v, list) else None
+
+
+def _signal(v: Any) -> Signal | None:
+    return Signal.of(v) if isinstance(v, Mapping) else None
 
 
 class FigureRecord(BaseModel):
