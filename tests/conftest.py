@@ -13,6 +13,29 @@ import pytest
 
 from support.components import GT, need
 
+# Real engines' readings cached for the suite (tests/plugins/reading_cache.py, a vlmocr plugin): set
+# here, at import, so that every process a test starts — `vlmocr` in a subprocess, its workers, a
+# SLURM job — loads it. VLMOCR_TEST_READING_CACHE=0 turns it off; a test that needs a reading to
+# take its time asks for `real_readings`.
+READING_CACHE = "VLMOCR_TEST_READING_CACHE"
+os.environ.setdefault(READING_CACHE, str(Path.home() / ".cache" / "vlmocr" / "test-readings"))
+if os.environ[READING_CACHE] != "0":
+    _plugins = Path(__file__).resolve().parent / "plugins"
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(_plugins), os.environ.get("PYTHONPATH", "")) if p)
+    _names = [n for n in os.environ.get("VLMOCR_PLUGINS", "").split(",") if n]
+    os.environ["VLMOCR_PLUGINS"] = ",".join([*_names, *(["reading_cache"] if "reading_cache" not in _names else [])])
+    import sys
+
+    if str(_plugins) not in sys.path:
+        sys.path.insert(0, str(_plugins))  # the in-process `vlmocr` and its forkserver import it too
+
+
+@pytest.fixture
+def real_readings(monkeypatch) -> None:
+    """Every page read by its engine, none from the cache: a stop or a kill while pages are in the
+    workers' hands, an engine's speed."""
+    monkeypatch.setenv(READING_CACHE, "0")
+
 
 @pytest.fixture
 def gt() -> Path:

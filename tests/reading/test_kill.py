@@ -18,7 +18,7 @@ from support.cli import run_cli
 from support.documents import make_scan_pdf, page_lines
 from support.records import read_records
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("real_readings")]
 
 
 def corpus(tmp_path: Path, docs: int = 4, pages: int = 6) -> Path:

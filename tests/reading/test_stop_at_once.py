@@ -19,7 +19,7 @@ import pytest
 
 from support.documents import make_scan_pdf
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.usefixtures("real_readings")]
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,7 @@ except ImportError:  # pragma: no cover
 from rich.markup import escape
 from typer.core import TyperGroup
 
+from ..engines.plugins import check_plugins
 from ..envvars import check_environment
 from ..exceptions import ExitCode, UsageError, VlmocrError
 from ..progress import console
@@ -160,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_working_folder()
         check_environment()  # a broken VLMOCR_* value: one line naming it, before any work
+        check_plugins()  # VLMOCR_PLUGINS names modules that import
         rv = command.main(args=args, prog_name="vlmocr", standalone_mode=False)
     except click_exceptions.ClickException as exc:  # a usage error, a file click could not open
         exc.show(file=sys.stderr)

@@ -12,6 +12,7 @@ from typing import Any
 from ..runfolder.record import JsonObject
 from . import rapidocr, tesseract, textlayer
 from .base import CpuEngine, EngineOptions
+from .plugins import wrap_engine
 
 
 def composite(*members: CpuEngine, cascade: bool = False) -> CpuEngine:
@@ -60,7 +61,7 @@ def make_cpu_engine(name: str, options: EngineOptions) -> Any:
     entry = CPU_ENGINES.get(name)
     if entry is None or entry.build is None:
         raise ValueError(f"unknown CPU engine {name!r}" if entry is None else f"{name} is read by its parts")
-    return entry.build(options)
+    return wrap_engine(name, options, entry.build(options))
 
 
 # The engines a process built, by name and options: a worker builds each once and keeps it, its

@@ -1,0 +1,48 @@
+"""Plugins a run loads by name: VLMOCR_PLUGINS=module[,module…] (modules on the Python path). A
+plugin may define `wrap_engine(name, options, engine) -> engine`, called for every CPU engine a
+worker builds, and return the engine or one standing in front of it. The test suite caches real
+engines' readings with one (tests/plugins/reading_cache.py), as OCRmyPDF's tests cache Tesseract's
+output; a user may log or time each page's reading the same way. A module that cannot be imported
+is a usage error naming it, at the command's start (cli: check_plugins)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Mapping
+from functools import lru_cache
+from types import ModuleType
+from typing import Any
+
+from ..exceptions import UsageError
+
+PLUGINS = "VLMOCR_PLUGINS"
+
+
+def plugin_names(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    raw = (os.environ if environ is None else environ).get(PLUGINS, "")
+    return tuple(name.strip() for name in raw.split(",") if name.strip())
+
+
+@lru_cache(maxsize=8)
+def _load(names: tuple[str, ...]) -> tuple[ModuleType, ...]:
+    out = []
+    for name in names:
+        try:
+            out.append(importlib.import_module(name))
+        except ImportError as exc:
+            raise UsageError(f"environment variable {PLUGINS}: cannot import the plugin {name!r} ({exc})") from None
+    return tuple(out)
+
+
+def check_plugins(environ: Mapping[str, str] | None = None) -> None:
+    _load(plugin_names(environ))
+
+
+def wrap_engine(name: str, options: Mapping[str, Any], engine: Any) -> Any:
+    """`engine` as the plugins hand it back (itself when none is loaded)."""
+    for module in _load(plugin_names()):
+        hook = getattr(module, "wrap_engine", None)
+        if hook is not None:
+            engine = hook(name, options, engine)
+    return engine

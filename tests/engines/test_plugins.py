@@ -1,0 +1,71 @@
+"""Plugins (engines/plugins.py, VLMOCR_PLUGINS): a module named there wraps each CPU engine a worker
+builds; one that cannot be imported stops the command at its start, naming it. The test suite's
+reading cache (tests/plugins/reading_cache.py) is such a plugin: a page read once is answered from
+it, with the engine's own reading."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from support.cli import run_cli
+from support.records import read_records
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+
+
+def test_a_plugin_that_cannot_be_imported_is_a_usage_error_naming_it(tmp_path):
+    res = run_cli("run", str(SAMPLES / "born-digital.pdf"), "--out", str(tmp_path / "r"),
+                  env={"VLMOCR_PLUGINS": "reading_cache,no_such_plugin_here"})
+    assert res.returncode == 3, res.stderr
+    assert "VLMOCR_PLUGINS" in res.stderr and "no_such_plugin_here" in res.stderr
+    assert not (tmp_path / "r" / "pages.jsonl").exists()
+
+
+def test_a_plugin_wraps_every_engine_a_worker_builds(tmp_path):
+    (tmp_path / "plugs").mkdir()
+    log = tmp_path / "wrapped.log"
+    (tmp_path / "plugs" / "count_reads.py").write_text(
+        "import os\n"
+        "class Counting:\n"
+        "    def __init__(self, name, engine):\n"
+        "        self.name, self.engine = name, engine\n"
+        "    def __getattr__(self, a):\n"
+        "        return getattr(self.engine, a)\n"
+        "    def read(self, page, **kw):\n"
+        "        with open(os.environ['COUNT_LOG'], 'a') as fh:\n"
+        "            fh.write(f'{self.name} {page.doc_id} {page.page}\\n')\n"
+        "        return self.engine.read(page, **kw)\n"
+        "def wrap_engine(name, options, engine):\n"
+        "    return Counting(name, engine)\n", encoding="utf-8")
+    env = {"VLMOCR_PLUGINS": "count_reads", "COUNT_LOG": str(log),
+           "PYTHONPATH": os.pathsep.join([str(tmp_path / "plugs"), os.environ.get("PYTHONPATH", "")])}
+    res = run_cli("run", str(SAMPLES / "born-digital.pdf"), "--out", str(tmp_path / "r"), "--engine", "textlayer",
+                  "--workers", "1", env=env)
+    assert res.returncode == 0, res.stderr
+    pages = len(read_records(tmp_path / "r"))
+    assert sorted(log.read_text().splitlines()) == sorted(f"textlayer born-digital {p}" for p in range(1, pages + 1))
+
+
+def test_the_reading_cache_answers_a_page_read_before_with_the_engines_own_reading(tmp_path, tesseract):
+    cache = tmp_path / "cache"
+    env = {"VLMOCR_TEST_READING_CACHE": str(cache)}
+    page = SAMPLES / "typescript-fr.png"
+    first = run_cli("run", str(page), "--out", str(tmp_path / "a"), "--engine", "tesseract", "--lang", "fra",
+                    "--workers", "1", env={"VLMOCR_TEST_READING_CACHE": "0"})
+    assert first.returncode == 0, first.stderr
+    for run in ("b", "c"):
+        res = run_cli("run", str(page), "--out", str(tmp_path / run), "--engine", "tesseract", "--lang", "fra",
+                      "--workers", "1", env=env)
+        assert res.returncode == 0, res.stderr
+    assert len(list(cache.rglob("*.pickle"))) == 1  # read once, by the first run that had the cache
+    texts = {run: read_records(tmp_path / run)[0]["text"] for run in ("a", "b", "c")}
+    assert texts["a"] and texts["a"] == texts["b"] == texts["c"]
+    quality = [json.dumps(read_records(tmp_path / run)[0]["quality"], sort_keys=True) for run in ("a", "c")]
+    assert quality[0] == quality[1]
+    # Another language is another reading.
+    res = run_cli("run", str(page), "--out", str(tmp_path / "d"), "--engine", "tesseract", "--lang", "eng",
+                  "--workers", "1", env=env)
+    assert res.returncode in (0, 2), res.stderr  # French read as English may be suspect
+    assert len(list(cache.rglob("*.pickle"))) >= 2  # (a suspect page is read again with local thresholds too)
