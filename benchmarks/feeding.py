@@ -292,12 +292,12 @@ def raw_task(args: tuple[str, int, int]) -> int:
 def prepare_task(args: tuple[str, int, int]) -> Prepared | PageRecord:
     """vlmocr's worker function for HTTP engines; the data URL crosses the pipe as in a run."""
     from vlmocr.reading.prepare import prepare_for_http
-    from vlmocr.runfolder.record import PageTask, Sizing
+    from vlmocr.runfolder.record import PageTask, Sizing, VlmHints
 
     path, page, side = args
     task = PageTask(doc_id="d", source=path, path=path, page=page, doc_pages=None, key="k", engine="openai",
                     reader="openai", sizing=Sizing(dpi=None, longest_side=side, max_pixels=25_000_000),
-                    image_format="png", jpeg_quality=90)
+                    vlm=VlmHints(image_format="png", jpeg_quality=90))
     return prepare_for_http(task)
 
 

@@ -20,21 +20,19 @@ from support.components import GT, need
 READING_CACHE = "VLMOCR_TEST_READING_CACHE"
 os.environ.setdefault(READING_CACHE, str(Path.home() / ".cache" / "vlmocr" / "test-readings"))
 if os.environ[READING_CACHE] != "0":
-    _plugins = Path(__file__).resolve().parent / "plugins"
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(_plugins), os.environ.get("PYTHONPATH", "")) if p)
+    _plugin = str(Path(__file__).resolve().parent / "plugins" / "reading_cache.py")
     _names = [n for n in os.environ.get("VLMOCR_PLUGINS", "").split(",") if n]
-    os.environ["VLMOCR_PLUGINS"] = ",".join([*_names, *(["reading_cache"] if "reading_cache" not in _names else [])])
-    import sys
-
-    if str(_plugins) not in sys.path:
-        sys.path.insert(0, str(_plugins))  # the in-process `vlmocr` and its forkserver import it too
+    os.environ["VLMOCR_PLUGINS"] = ",".join([*_names, *([_plugin] if _plugin not in _names else [])])
 
 
 @pytest.fixture
-def real_readings(monkeypatch) -> None:
+def real_readings(monkeypatch) -> dict[str, str]:
     """Every page read by its engine, none from the cache: a stop or a kill while pages are in the
-    workers' hands, an engine's speed."""
+    workers' hands, an engine's speed. Yields the environment with the cache, for what the test
+    then runs that may take readings from it (a resume after the stop)."""
+    cached = {READING_CACHE: os.environ[READING_CACHE]}
     monkeypatch.setenv(READING_CACHE, "0")
+    return cached
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ it, with the engine's own reading."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from support.cli import run_cli
@@ -16,11 +15,12 @@ SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
 
 def test_a_plugin_that_cannot_be_imported_is_a_usage_error_naming_it(tmp_path):
-    res = run_cli("run", str(SAMPLES / "born-digital.pdf"), "--out", str(tmp_path / "r"),
-                  env={"VLMOCR_PLUGINS": "reading_cache,no_such_plugin_here"})
-    assert res.returncode == 3, res.stderr
-    assert "VLMOCR_PLUGINS" in res.stderr and "no_such_plugin_here" in res.stderr
-    assert not (tmp_path / "r" / "pages.jsonl").exists()
+    for name in ("no_such_plugin_here", str(tmp_path / "no_such_plugin.py")):
+        res = run_cli("run", str(SAMPLES / "born-digital.pdf"), "--out", str(tmp_path / "r"),
+                      env={"VLMOCR_PLUGINS": name})
+        assert res.returncode == 3, res.stderr
+        assert "VLMOCR_PLUGINS" in res.stderr and name in res.stderr
+        assert not (tmp_path / "r" / "pages.jsonl").exists()
 
 
 def test_a_plugin_wraps_every_engine_a_worker_builds(tmp_path):
@@ -34,13 +34,12 @@ def test_a_plugin_wraps_every_engine_a_worker_builds(tmp_path):
         "    def __getattr__(self, a):\n"
         "        return getattr(self.engine, a)\n"
         "    def read(self, page, **kw):\n"
-        "        with open(os.environ['COUNT_LOG'], 'a') as fh:\n"
+        "        with open(os.environ['VLMOCR_COUNT_LOG'], 'a') as fh:\n"
         "            fh.write(f'{self.name} {page.doc_id} {page.page}\\n')\n"
         "        return self.engine.read(page, **kw)\n"
         "def wrap_engine(name, options, engine):\n"
         "    return Counting(name, engine)\n", encoding="utf-8")
-    env = {"VLMOCR_PLUGINS": "count_reads", "COUNT_LOG": str(log),
-           "PYTHONPATH": os.pathsep.join([str(tmp_path / "plugs"), os.environ.get("PYTHONPATH", "")])}
+    env = {"VLMOCR_PLUGINS": str(tmp_path / "plugs" / "count_reads.py"), "VLMOCR_COUNT_LOG": str(log)}
     res = run_cli("run", str(SAMPLES / "born-digital.pdf"), "--out", str(tmp_path / "r"), "--engine", "textlayer",
                   "--workers", "1", env=env)
     assert res.returncode == 0, res.stderr

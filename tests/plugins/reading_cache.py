@@ -4,7 +4,7 @@ vlmocr code of engines/, positions/ and text/ — is answered from the cache ins
 As OCRmyPDF's tests cache Tesseract's output: the reading is the engine's own, made once, and
 every test after the first that reads that page gets it in milliseconds.
 
-tests/conftest.py loads it (VLMOCR_PLUGINS=plugins.reading_cache, tests/ on PYTHONPATH) with
+tests/conftest.py loads it (VLMOCR_PLUGINS=the path of this file) with
 VLMOCR_TEST_READING_CACHE=DIR (~/.cache/vlmocr/test-readings unless set; `0`: off). A test that needs
 a reading to take its time — a stop or a kill while pages are in the workers' hands, an engine's
 speed — asks for the `real_readings` fixture, which turns it off for the processes it starts."""

@@ -1,4 +1,5 @@
-"""Plugins a run loads by name: VLMOCR_PLUGINS=module[,module…] (modules on the Python path). A
+"""Plugins a run loads by name: VLMOCR_PLUGINS=module[,module…] (modules on the Python path, or
+.py files by their path). A
 plugin may define `wrap_engine(name, options, engine) -> engine`, called for every CPU engine a
 worker builds, and return the engine or one standing in front of it. The test suite caches real
 engines' readings with one (tests/plugins/reading_cache.py), as OCRmyPDF's tests cache Tesseract's
@@ -8,9 +9,12 @@ is a usage error naming it, at the command's start (cli: check_plugins)."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
+import sys
 from collections.abc import Mapping
 from functools import lru_cache
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -29,10 +33,25 @@ def _load(names: tuple[str, ...]) -> tuple[ModuleType, ...]:
     out = []
     for name in names:
         try:
-            out.append(importlib.import_module(name))
-        except ImportError as exc:
+            out.append(_import(name))
+        except (ImportError, OSError) as exc:
             raise UsageError(f"environment variable {PLUGINS}: cannot import the plugin {name!r} ({exc})") from None
     return tuple(out)
+
+
+def _import(name: str) -> ModuleType:
+    """A module by name, or a .py file by its path (no PYTHONPATH needed: any Python with vlmocr
+    loads it)."""
+    if not name.endswith(".py"):
+        return importlib.import_module(name)
+    path = Path(name)
+    spec = importlib.util.spec_from_file_location(f"vlmocr_plugin_{path.stem}", path)
+    if spec is None or spec.loader is None or not path.is_file():
+        raise ImportError(f"no Python file at {name}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def check_plugins(environ: Mapping[str, str] | None = None) -> None:
