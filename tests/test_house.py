@@ -15,6 +15,25 @@ WHITEBOARDS = (REPO / "docs" / "house.json", REPO / "docs" / "house-pages.json")
 # positions → runfolder → files → exceptions.
 MAX_FLOORS = 10
 MAX_MODULE_LINES = 700
+# Imports of vlmocr's own modules made inside a function, outside the start-up (cli/, __main__: a
+# command imports only what it runs). Each defers a heavy library the imported module brings
+# (tesserocr, onnxruntime, wordfreq, lxml, Chromium's driver, huggingface_hub …) or a command's
+# rarely taken path. The count per file may fall, never rise: a new one is a top-level import, or
+# is listed here with its reason.
+LATE_IMPORTS = {
+    "cluster/serve/describing.py": 4, "cluster/serve/hfjob_launch.py": 1, "cluster/serve/plan.py": 4,
+    "cluster/serve/process.py": 1, "cluster/serve/running.py": 1, "cluster/slurm/__main__.py": 3,
+    "cluster/slurm/describe_job.py": 1, "cluster/slurm/fetch_job.py": 1, "cluster/slurm/gate.py": 6,
+    "cluster/slurm/status.py": 4, "cluster/slurm/submit.py": 1, "corpus/facts.py": 1, "corpus/placement.py": 4,
+    "corpus/triage.py": 4, "engines/rapidocr.py": 1, "evaluation/score.py": 8, "evaluation/spelling.py": 1,
+    "evaluation/truth.py": 1, "formats/__init__.py": 2, "formats/pdf.py": 3, "inputs/render.py": 3,
+    "inputs/sources.py": 1, "library/dedup.py": 3, "library/describe.py": 2, "library/export.py": 1,
+    "library/identify.py": 1, "library/publish.py": 2, "library/runs.py": 3, "profiles/__init__.py": 1,
+    "reading/cascade.py": 4, "reading/client.py": 1, "reading/describe.py": 12, "reading/judging.py": 3,
+    "reading/orientation.py": 5, "reading/preflight.py": 1, "reading/prepare.py": 3, "reading/scheduler.py": 4,
+    "reading/vlm.py": 1, "reading/worker.py": 4, "report/gather.py": 1, "report/thumbs.py": 2,
+    "runfolder/rundir.py": 2, "settings/figures.py": 2, "testing/fake_vllm.py": 1, "testing/real_vllm.py": 1,
+}
 
 
 def test_every_never_rule_is_kept():
@@ -60,3 +79,24 @@ def test_a_broken_rule_a_new_circle_or_an_undrawn_arrow_is_caught():
     assert ["vlmocr.text.loop_a", "vlmocr.text.loop_b"] in house.circles()
     assert ("src/vlmocr/corpus/long.py", MAX_MODULE_LINES + 2) in house.longest_modules(MAX_MODULE_LINES)
     assert any(u.startswith("Corpus -> Library") for u in house.undrawn())
+
+
+def late_imports(house) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for imp in house.imports:
+        if imp.lazy and imp.source.startswith("src/vlmocr/") and not imp.source.startswith("src/vlmocr/cli/") \
+                and imp.source != "src/vlmocr/__main__.py":
+            name = imp.source.removeprefix("src/vlmocr/")
+            out[name] = out.get(name, 0) + 1
+    return out
+
+
+def test_no_module_imports_more_of_vlmocr_late_than_it_is_allowed():
+    over = {f: n for f, n in late_imports(read_house()).items() if n > LATE_IMPORTS.get(f, 0)}
+    assert over == {}, ("imports of vlmocr made inside a function beyond what LATE_IMPORTS allows (make them "
+                        f"top-level imports, or list them with their reason): {over}")
+
+
+def test_a_new_late_import_is_caught():
+    house = read_house(extra={"vlmocr.text.latecomer": "def f():\n    from . import quality\n    return quality\n"})
+    assert late_imports(house).get("text/latecomer.py") == 1 and "text/latecomer.py" not in LATE_IMPORTS
