@@ -72,7 +72,9 @@ export VLMOCR_TEST_STRICT=1
 # (which gave one worker both halves of the lane, one after the other).
 xdist=()
 if [[ " $* " != *" -n "* && " $* " != *" -n="* ]] && python -c "import xdist" 2>/dev/null; then
-  xdist=(-n "${VLMOCR_TEST_WORKERS:-$(nproc)}" --dist loadgroup --no-loadscope-reorder)
+  # One worker more than the cores: a worker waiting on SLURM, a stand-in's latency or a vLLM start
+  # leaves a core the others use (2 cores: 20 min of pytest with 3 workers, 24 min with 2; BENCHMARKS.md).
+  xdist=(-n "${VLMOCR_TEST_WORKERS:-$(($(nproc) + 1))}" --dist loadgroup --no-loadscope-reorder)
 fi
 # The static checks first (ruff; mypy with its cache kept between runs): seconds, not a cold minute
 # inside the tests. Their findings fail the run after the tests have run too.
