@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pytest
 
+from support.components import need
 from support.slurm import cluster_logs, use_test_cluster
 
 SLURM_CONF = use_test_cluster()  # before any sbatch/squeue/scontrol, in this process and its children
@@ -55,10 +56,6 @@ TERMINAL_STATES = frozenset(
 USABLE_NODE_STATES = ("idle", "mixed", "allocated", "completing")
 
 _HERE = Path(__file__).resolve().parent
-
-
-def _strict() -> bool:
-    return os.environ.get("VLMOCR_TEST_STRICT", "") == "1"
 
 
 def _run(*cmd: str, timeout: float = 30, check: bool = False, cwd: str | os.PathLike | None = None):
@@ -200,9 +197,7 @@ class Slurm:
 def _unavailable(reason: str) -> None:
     msg = (f"SLURM test cluster not available: {reason} (SLURM_CONF={SLURM_CONF}; start it with: "
            "sudo scripts/slurm-up.sh)")
-    if _strict():
-        pytest.fail(msg, pytrace=False)
-    pytest.skip(msg)
+    need(False, msg)
 
 
 @pytest.fixture(scope="session")

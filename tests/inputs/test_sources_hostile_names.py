@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from support.cli import cli_in_process
+from support.components import need
 from support.documents import make_text_pdf
 from support.records import read_records
 from vlmocr.exceptions import UsageError
@@ -38,8 +39,10 @@ def non_utf8(folder: Path, name: bytes) -> Path:
     target = os.path.join(os.fsencode(folder), name)
     try:
         os.rename(os.fsencode(good), target)
+        taken = True
     except OSError:
-        pytest.skip("this file system refuses names that are not UTF-8")
+        taken = False
+    need(taken, "a file system that takes names that are not UTF-8")
     return Path(os.fsdecode(target))
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from support.cli import run_cli
-from support.components import REPO
+from support.components import REPO, need
 from vlmocr.evaluation.score import canonical_folds, normalisation_name, normalize
 from vlmocr.exceptions import UsageError
 from vlmocr.text import historic
@@ -60,8 +60,7 @@ def test_evaluate_folds_are_named_and_validated():
 def fraktur_run(tmp_path_factory) -> tuple[Path, Path]:
     """A real Fraktur page (Goethe 1809) read with Tesseract's frk, which writes ſ where the
     transcription (OCR-D level 1 for s) has s."""
-    if shutil.which("tesseract") is None:
-        pytest.skip("tesseract")
+    need(shutil.which("tesseract") is not None, "tesseract binary", "tesseract-ocr")
     base = tmp_path_factory.mktemp("fraktur")
     truth = base / "truth"
     truth.mkdir()

@@ -16,6 +16,7 @@ import httpx2 as httpx
 import pytest
 
 from support.cli import run_cli
+from support.components import need
 from support.serve_standin import UNLIMITED, fake_env, gone, launch, read_record
 from vlmocr.cluster.serve import plan as serve_plan
 from vlmocr.cluster.serve import running as serve_running
@@ -154,8 +155,8 @@ def test_serve_foreground_until_sigterm_then_exit_0(tmp_path, scratch):
     assert " ready in " in err and "0.0.0+fake-vllm" in err and "vlmocr 0.1.0" in err
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")
 def test_server_goes_when_vlmocr_is_killed_outright(tmp_path, scratch):
+    need(sys.platform.startswith("linux"), "Linux (PR_SET_PDEATHSIG)")
     env = fake_env(tmp_path, scratch)
     proc = subprocess.Popen([sys.executable, "-m", "vlmocr", "serve", "dots-ocr"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

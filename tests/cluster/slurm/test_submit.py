@@ -389,8 +389,7 @@ def test_job_serving_its_own_model_stops_the_server_on_sigterm_and_resumes(slurm
     stand-in tests/cluster/fake_vllm through VLMOCR_VLLM_BIN (the job inherits the environment).
     SIGTERM to the batch shell: vlmocr finishes pages in flight, stops the server, exits 130."""
     fake = FAKE
-    if not fake.exists():
-        pytest.skip("tests/cluster/fake_vllm (the vlmocr serve stand-in) is not there")
+    assert fake.exists(), f"{fake}: the vlmocr serve stand-in is part of the repository"
     make_coded_pdf(tmp_path / "many.pdf", list(range(1, 31)))
     record = tmp_path / "server.json"
     env = {"VLMOCR_VLLM_BIN": f"{sys.executable} {fake}", "FAKE_VLLM_RECORD": str(record),
