@@ -38,7 +38,6 @@ LINES_RUN_DOWN = Flag.lines_run_down.of()
 # the letters' height) — letters of 7 px or so, too small to read however sure its recogniser is of
 # the result. Such a reading never passes as `ok` (reading/worker.read_judged). The pages of
 # the development pages are seen with boxes of 45 px and more.
-SMALL_LETTERS = Flag.small_letters.name
 SMALL_LETTERS_PX = 12
 
 
