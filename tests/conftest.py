@@ -17,6 +17,9 @@ from support.components import GT, need
 # here, at import, so that every process a test starts — `vlmocr` in a subprocess, its workers, a
 # SLURM job — loads it. VLMOCR_TEST_READING_CACHE=0 turns it off; a test that needs a reading to
 # take its time asks for `real_readings`.
+# vlmocr's own cache (the vLLM model-info entries kept between server starts) is the suite's, not
+# the user's: ~/.cache/vlmocr/test-cache.
+os.environ.setdefault("VLMOCR_CACHE_DIR", str(Path.home() / ".cache" / "vlmocr" / "test-cache"))
 READING_CACHE = "VLMOCR_TEST_READING_CACHE"
 os.environ.setdefault(READING_CACHE, str(Path.home() / ".cache" / "vlmocr" / "test-readings"))
 if os.environ[READING_CACHE] != "0":

@@ -36,6 +36,9 @@ TRUTH_OUTSIDE = "VLMOCR_TRUTH_OUTSIDE"
 # For tests: a file in /proc/meminfo's format read instead of /proc/meminfo and the cgroup limits,
 # as the memory the default --workers is sized by (machine.py). A path: read where used.
 MEMINFO = "VLMOCR_MEMINFO"
+# vlmocr's own cache (a path, read where used): what is kept between runs — vLLM's model-info
+# entries (cluster/serve/modelinfo.py). Default ${XDG_CACHE_HOME:-~/.cache}/vlmocr.
+CACHE_DIR = "VLMOCR_CACHE_DIR"
 
 FLAG_VALUES = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 

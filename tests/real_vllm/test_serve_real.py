@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -63,7 +64,7 @@ def test_run_serve_starts_the_release_reads_and_stops_it_cleanly(tmp_path, profi
     doc = make_coded_pdf(tmp_path / "d.pdf", [1, 2])
     env = {**server_environ(python), "VLMOCR_SERVE_MODEL_PATH": str(model_dir(family)),
            "VLMOCR_SERVE_ARGS": "--max-model-len 4096 --enforce-eager --max-num-seqs 16",
-           "VLMOCR_API_KEY": "", "OPENAI_API_KEY": ""}
+           "VLMOCR_API_KEY": "", "OPENAI_API_KEY": "", "VLMOCR_CACHE_DIR": str(tmp_path / "cache")}
     named = ("--model", served) if profile == "generic" else ()  # generic names no model of its own
     # The profile's own recipe (its --max-model-len overridden by the lane's smaller one).
     res = run_cli("run", str(doc), "--out", str(tmp_path / "r"), "--serve", profile, "--workers", "2", *named,
@@ -80,6 +81,12 @@ def test_run_serve_starts_the_release_reads_and_stops_it_cleanly(tmp_path, profi
     assert server["model"] == served  # served under the profile's repo id
     if profile == "deepseek-ocr":  # the part for 0.31-0.33: the V1 runner and the n-gram processor
         assert server["recipe"]["versions"] == ">=0.31,<0.34" and server["recipe"]["version"] == "0.32.0"
+    # vLLM inspected the model's class and wrote what it learnt into the server's private cache,
+    # where vlmocr took it to be kept (cluster/serve/modelinfo.py): the release's registry reads it
+    # back from that same place (test_the_release_reads_model_info_where_vlmocr_seeds_it).
+    architecture = json.loads((model_dir(family) / "config.json").read_text())["architectures"][0]
+    kept = [p.name for p in (tmp_path / "cache" / "vllm-modelinfos").glob("*.json")]
+    assert any(name.endswith(f"-{architecture}.json") for name in kept), kept
     (log,) = (tmp_path / "r" / "logs").glob("server-*.log")
     text = log.read_text(errors="replace")
     assert "-m vllm.entrypoints.openai.api_server --model" in text
@@ -94,3 +101,16 @@ def test_run_serve_starts_the_release_reads_and_stops_it_cleanly(tmp_path, profi
     assert "Process manager: send sigterm to process EngineCore" in shutdown, shutdown[:3000]
     assert "EngineCore: trigger received signal=SIGTERM" in shutdown
     assert text.index("[shutdown] API server: shutdown triggered") < text.index("EngineCore: trigger received")
+
+
+def test_the_release_reads_model_info_where_vlmocr_seeds_it():
+    """modelinfo.seed puts the kept entries in VLLM_CACHE_ROOT/modelinfos/<module>-<class>.json:
+    where the release's registry looks, and it checks each against its source's hash itself."""
+    python = the_lane()
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, timeout=120, check=True).stdout.strip()
+    text = (Path(site) / "vllm" / "model_executor" / "models" / "registry.py").read_text(encoding="utf-8")
+    assert 'return Path(envs.VLLM_CACHE_ROOT) / "modelinfos"' in text
+    assert 'cls_name = f"{self.module_name}-{self.class_name}".replace(".", "-")' in text
+    assert 'return f"{cls_name}.json"' in text
+    assert 'if mi_dict["hash"] != module_hash:' in text  # a stale entry is inspected again

@@ -18,6 +18,7 @@ from typing import Any
 from ... import __version__
 from ...exceptions import EndpointUnavailable
 from ...reading.served import VERSION_PATHS, version_from
+from . import modelinfo
 from .plan import ENV_SGLANG_BIN, ENV_VLLM_BIN, ServePlan
 
 DEFAULT_HEALTH_TIMEOUT = 1200.0  # model loads from network storage take many minutes
@@ -164,6 +165,13 @@ class ServerProcess:
         self.plan = plan
         plan.log.parent.mkdir(parents=True, exist_ok=True)
         plan.cache_root.mkdir(parents=True, exist_ok=True)
+        # The kept directory is found from the inherited environment: the server's own moves
+        # XDG_CACHE_HOME into its private cache.
+        self._environ = environ
+        self._modelinfos = Path(plan.env["VLLM_CACHE_ROOT"]) if plan.server == "vllm" and plan.env.get(
+            "VLLM_CACHE_ROOT") else None
+        if self._modelinfos is not None:
+            modelinfo.seed(self._modelinfos, environ)
         with open(plan.log, "ab") as fh:
             self.log_offset = fh.tell()
             fh.write(f"=== vlmocr {__version__}: {plan.command_line()}\n".encode())
@@ -241,6 +249,7 @@ class ServerProcess:
                 if healthy:
                     self._check_ours(client)
                     if self.proc.poll() is None:
+                        self.keep_modelinfos()
                         return
                     continue  # it exited meanwhile: reported at the top of the loop
                 now = time.monotonic()
@@ -253,6 +262,11 @@ class ServerProcess:
                     next_note = now + progress_every
                 time.sleep(min(interval, max(0.0, deadline - now)))
                 interval = min(interval * 1.5, 2.0)
+
+    def keep_modelinfos(self) -> None:
+        """vLLM's model-info entries kept for the next start (modelinfo.py)."""
+        if self._modelinfos is not None:
+            modelinfo.keep(self._modelinfos, self._environ)
 
     def server_version(self) -> tuple[str | None, str | None]:
         """(version, the path that told it) as the server says it: vLLM ``GET /version``,
@@ -310,6 +324,7 @@ class ServerProcess:
                 os.killpg(pgid, signal.SIGKILL)
             time.sleep(0.05)
         plan = self.plan
+        self.keep_modelinfos()  # a server stopped before it was healthy may have inspected its model
         if not cleanup:
             return self.proc.returncode
         # The caches go; the log stays (and with it its directory, if the log lives there).

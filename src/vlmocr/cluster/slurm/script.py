@@ -171,6 +171,9 @@ export VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 PYTHONUNBUFFERED=1
 # Models stay where they are; per-job caches go under $TMPDIR (another job's or user's stale
 # cache never breaks this one).
 export HF_HOME="${HF_HOME:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/huggingface}"
+# vlmocr's own cache stays where it was too: the few vLLM model-info entries it keeps between
+# server starts (cluster/serve/modelinfo.py), checked by vLLM against its source before use.
+export VLMOCR_CACHE_DIR="${VLMOCR_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/vlmocr}"
 JOB_TMP="$(mktemp -d "${TMPDIR:-/tmp}/vlmocr-${SLURM_JOB_ID:-local}.XXXXXX" 2>/dev/null)" \
   || JOB_TMP="$(mktemp -d "/tmp/vlmocr-${SLURM_JOB_ID:-local}.XXXXXX")" || exit 1
 export TMPDIR="$JOB_TMP" XDG_CACHE_HOME="$JOB_TMP/cache" VLLM_CACHE_ROOT="$JOB_TMP/vllm"
