@@ -3,8 +3,9 @@
 oracle, on the cached readings of ../shared/gt (`VLMOCR_GT` overrides).
 
 The readings are those bench_signal.py caches (benchmarks/data/signal_readings.json, keys
-`ENGINE/PAGE`: text, engine confidences, ink share, seconds), so nothing is read again: only the
-pages both engines have read count. For each page, each reading is classified and judged as a
+`ENGINE/PAGE`: text, engine confidences, ink share, seconds; ENGINE with its settings and what made
+the readings, gt_reading.engine_key), so nothing is read again: only the pages both engines have
+read with the current settings, releases and code count. For each page, each reading is classified and judged as a
 run judges it (`vlmocr.text.quality.classify`, `vlmocr.text.signal.judge`, the language a user of
 that collection passes as `--lang`) and scored against its transcription. Then, over those pages:
 
@@ -33,6 +34,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import gt_reading as gt
 
 from vlmocr.engines.pick import Candidate, pick
 from vlmocr.evaluation.score import char_errors
@@ -65,7 +68,7 @@ def pages_with_both(cache: dict[str, Any], keys: dict[str, str]) -> list[dict[st
         rows = list(csv.DictReader(f))
     out = []
     for row in rows:
-        entries = {e: cache.get(f"{keys[e]}/{row['name']}") for e in ENGINES}
+        entries = {e: gt.cached(cache, keys[e], row["name"]) for e in ENGINES}
         if not all(entries.values()):
             continue
         truth = (GT / row["truth"]).read_text(encoding="utf-8")
@@ -185,7 +188,7 @@ def report(pages: list[dict[str, Any]]) -> None:
         print(f"| {name} | {len(group)} | " + " | ".join(f"{v:.1%}" for v in row) + " | |")
     auto = aggregate(pages, by_script)
     print(f"\nRESULT default path (--engine auto): CER micro {auto['micro']:.2%} macro {auto['macro']:.2%} "
-          f"(tesseract alone {base['micro']:.2%} / {base['macro']:.2%})")
+          f"(tesseract alone {base['micro']:.2%} / {base['macro']:.2%})" + " " + gt.tally())
     # The cascade against the default, side by side on the same cached readings: CER, and the
     # engines' time (Tesseract on every page, RapidOCR on the pages it escalates; `auto` the
     # time of the engine it picks).
@@ -197,7 +200,7 @@ def report(pages: list[dict[str, Any]]) -> None:
           f"auto's {auto['micro']:.2%} / {auto['macro']:.2%} ({(casc['micro'] - auto['micro']) * 100:+.2f} / "
           f"{(casc['macro'] - auto['macro']) * 100:+.2f} points; goal within 0.3); engine time {t_casc / n:.2f} s a "
           f"page against auto's {t_auto / n:.2f} (×{t_casc / t_auto:.2f}; goal ≤ 0.5); RapidOCR read "
-          f"{len(up)} of {n} pages")
+          f"{len(up)} of {n} pages" + " " + gt.tally())
     # With a VLM as the last tier (`--vlm-tier`): the pages each CPU path leaves for review are the
     # ones the GPU reads; the rest never reach it.
     def not_ok(p: dict[str, Any], engine: str) -> bool:
@@ -217,12 +220,13 @@ def report(pages: list[dict[str, Any]]) -> None:
         got = aggregate(pages, lambda p: by_signal(p) if sent_on(p) else "tesseract")
         t = sum(p["tesseract"]["seconds"] + (p["rapidocr"]["seconds"] if sent_on(p) else 0.0) for p in pages)
         print(f"| {m:.2f} | {sum(map(sent_on, pages))} | {got['micro']:.2%} | {got['macro']:.2%} | {t / t_auto:.2f} |")
-    print("RESULT vlm tier: pages that reach it after " + ", ".join(f"{k} {v}/{n} ({v / n:.0%})" for k, v in reach.items()))
+    print("RESULT vlm tier: pages that reach it after "
+          + ", ".join(f"{k} {v}/{n} ({v / n:.0%})" for k, v in reach.items()) + " " + gt.tally())
     result = aggregate(pages, by_signal)
     print(f"RESULT signal choice: CER micro {result['micro']:.2%} macro {result['macro']:.2%} "
           f"(tesseract {base['micro']:.2%} / {base['macro']:.2%}, oracle {best['micro']:.2%} / {best['macro']:.2%}); "
           f"captured {captured(result['micro'], base['micro'], best['micro'])} micro, "
-          f"{captured(result['macro'], base['macro'], best['macro'])} macro of the oracle's gain")
+          f"{captured(result['macro'], base['macro'], best['macro'])} macro of the oracle's gain" + " " + gt.tally())
 
 
 def agreement_report(pages: list[dict[str, Any]], cache: dict[str, Any], keys: dict[str, str]) -> None:
@@ -269,9 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no ground truth at {GT} (set VLMOCR_GT)", file=sys.stderr)
         return 3
     cache = json.loads(args.cache.read_text(encoding="utf-8"))
-    from gt_reading import engine_key
-
-    keys = {"tesseract": "tesseract", "rapidocr": args.rapidocr_key or engine_key("rapidocr")}
+    keys = {"tesseract": gt.engine_key("tesseract"), "rapidocr": args.rapidocr_key or gt.engine_key("rapidocr")}
     pages = pages_with_both(cache, keys)
     if not pages:
         print("no page has readings of both engines in the cache", file=sys.stderr)

@@ -105,7 +105,7 @@ def table(rows: list[dict[str, str]], engines: list[str], cache: dict, memory: d
         if by["all"][1]:
             print(f"RESULT {engine}: CER {by['all'][0] / by['all'][1]:.2%} on {len(seconds)} pages "
                   f"({cells[-1]} without the polytonic Greek set), "
-                  f"{spp:.1f} s/page ({cpp} s CPU), worker RSS {rss}")
+                  f"{spp:.1f} s/page ({cpp} s CPU), worker RSS {rss} {gt.tally()}")
 
 
 def main(argv: list[str] | None = None) -> int:

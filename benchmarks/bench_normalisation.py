@@ -2,8 +2,10 @@
 """How much of the Fraktur error is the long s (and its kin)? CER with and without the folds.
 
 The readings are the cached ones of `bench_signal.py` (benchmarks/data/signal_readings.json:
-every page of ../shared/gt read as `vlmocr run` reads it, Tesseract with `frk` for Fraktur), so
-nothing is read again. Per set and engine, the CER (Σ edits / Σ truth characters,
+every page of ../shared/gt read as `vlmocr run` reads it, Tesseract with `frk` for Fraktur, under
+the key of the engine's current settings, releases and code: gt_reading.engine_key), so nothing is
+read again; a page without a current reading is left out and the RESULT says how many were used.
+Per set and engine, the CER (Σ edits / Σ truth characters,
 `vlmocr.evaluation.score`) under each normalisation:
 
 * ``nfc+whitespace`` — what `vlmocr evaluate` scores by default;
@@ -33,6 +35,8 @@ from typing import Any
 
 os.environ["OMP_THREAD_LIMIT"] = "1"
 
+import gt_reading as gt
+
 from vlmocr.evaluation.score import char_errors, normalisation_name
 
 REPO = Path(__file__).resolve().parent.parent
@@ -52,8 +56,9 @@ def read_with(lang: str, rows: list[dict[str, str]]) -> dict[str, dict[str, Any]
     cache = json.loads(LANG_CACHE.read_text(encoding="utf-8")) if LANG_CACHE.exists() else {}
     engine = None
     for i, row in enumerate(rows, 1):
-        key = f"tesseract:{lang}/{row['name']}"
+        key = f"tesseract:{lang}#{gt.made_by('tesseract')}/{row['name']}"
         if key in cache:
+            gt.note_cached(key, "")
             continue
         engine = engine or TesseractEngine(lang=lang)
         t0 = time.perf_counter()
@@ -61,9 +66,11 @@ def read_with(lang: str, rows: list[dict[str, str]]) -> dict[str, dict[str, Any]
         same = str(rendered.same_as_file) if rendered.same_as_file else None
         reading = engine.read(PageInput(row["name"], 1, rendered.image, None, rendered.dpi, [], same))
         cache[key] = {"text": reading.text, "seconds": round(time.perf_counter() - t0, 2)}
+        gt.note_read(key, "")
         LANG_CACHE.write_text(json.dumps(cache, ensure_ascii=False, sort_keys=True, indent=0), encoding="utf-8")
         print(f"[{lang} {i}/{len(rows)}] {row['name']}: {cache[key]['seconds']} s", file=sys.stderr, flush=True)
-    return {k.split("/", 1)[1]: v for k, v in cache.items() if k.startswith(f"tesseract:{lang}/")}
+    prefix = f"tesseract:{lang}#{gt.made_by('tesseract')}/"
+    return {k.split("/", 1)[1]: v for k, v in cache.items() if k.startswith(prefix)}
 
 
 def main() -> int:
@@ -78,7 +85,8 @@ def main() -> int:
     cache = json.loads(CACHE.read_text(encoding="utf-8"))
     readers: dict[str, dict[str, dict[str, Any]]] = {}
     for engine in args.engines.split(","):
-        readers[engine] = {k.split("/", 1)[1]: v for k, v in cache.items() if k.startswith(engine + "/")}
+        key = gt.engine_key(engine)
+        readers[engine] = {r["name"]: entry for r in rows if (entry := gt.cached(cache, key, r["name"])) is not None}
     for lang in args.lang:
         readers[f"tesseract:{lang}"] = read_with(lang, rows)
     names = [normalisation_name(n) for n in NORMALISATIONS]
@@ -102,7 +110,7 @@ def main() -> int:
             folded = 1 - rates[-1] / rates[0] if rates[0] else 0.0
             print(f"| {s} | {engine} | {len(pages)} | " + " | ".join(f"{r * 100:.2f} %" for r in rates)
                   + f" | {folded * 100:.0f} % |")
-    print(f"\nRESULT normalisations: {', '.join(names)}")
+    print(f"\nRESULT normalisations: {', '.join(names)} {gt.tally()}")
     return 0
 
 

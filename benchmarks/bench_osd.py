@@ -7,6 +7,11 @@ document, the script `vlmocr triage --osd N` would report from N pages spread ov
 
     python benchmarks/bench_osd.py                 # every page (~2 s each on one core)
     python benchmarks/bench_osd.py --limit 3       # three pages a set
+
+Each page's answer is cached in benchmarks/data/osd_pages.json under `osd#DIGEST/PAGE`, DIGEST
+being what made it (Tesseract's version and data, vlmocr's engines/ and inputs/ code:
+gt_reading.made_by): an answer made otherwise is asked again, and the RESULT says how many came
+from the cache.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 os.environ["OMP_THREAD_LIMIT"] = "1"
+
+import gt_reading as gt
 
 from vlmocr.engines.osd import PageScript, document_script, osd_image
 from vlmocr.inputs.render import render_page
@@ -43,18 +50,24 @@ def main() -> int:
     for r in rows:
         if not args.limit or len(by_set[r["set"]]) < args.limit:
             by_set[r["set"]].append(r)
-    cache = json.loads(CACHE.read_text(encoding="utf-8")) if CACHE.exists() else {}
+    stored = json.loads(CACHE.read_text(encoding="utf-8")) if CACHE.exists() else {}
+    made = f"osd#{gt.made_by('tesseract')}"
     for set_rows in by_set.values():
         for r in set_rows:
-            if r["name"] in cache or args.cached:
+            if f"{made}/{r['name']}" in stored:
+                gt.note_cached(made, r["name"])
+                continue
+            if args.cached:
                 continue
             res = osd_image(render_page(GT / r["image"], 1, Sizing()).image)
-            cache[r["name"]] = {"script": res.script, "confidence": res.confidence, "seconds": res.seconds}
-            CACHE.write_text(json.dumps(cache, sort_keys=True, indent=0), encoding="utf-8")
+            stored[f"{made}/{r['name']}"] = {"script": res.script, "confidence": res.confidence, "seconds": res.seconds}
+            gt.note_read(made, r["name"])
+            CACHE.write_text(json.dumps(stored, sort_keys=True, indent=0), encoding="utf-8")
             print(f"{r['name']}: {res.script} {res.confidence} ({res.seconds} s)", file=sys.stderr, flush=True)
     print("| set | truth | pages | OSD said | right | wrong | abstained | s/page (median) "
           f"| `--osd {args.pages}` over the set |")
     print("|---|---|---:|---|---:|---:|---:|---:|---|")
+    cache = {k.split("/", 1)[1]: v for k, v in stored.items() if k.startswith(f"{made}/")}
     totals = Counter()
     seconds = []
     for name, set_rows in by_set.items():
@@ -78,7 +91,7 @@ def main() -> int:
               f"| {script or '—'} ({how}) |")
     print(f"\nRESULT pages: {totals['right']} right, {totals['wrong']} wrong, {totals['abstained']} abstained "
           f"of {totals['pages']}; sets right with --osd {args.pages}: {totals['docs_right']}/{totals['docs']}; "
-          f"median {statistics.median(seconds):.2f} s, mean {statistics.mean(seconds):.2f} s a page")
+          f"median {statistics.median(seconds):.2f} s, mean {statistics.mean(seconds):.2f} s a page {gt.tally()}")
     return 0
 
 

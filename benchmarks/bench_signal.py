@@ -174,7 +174,7 @@ def report(pages: list[dict[str, Any]], title: str) -> None:
     for engine in sorted({p["engine"] for p in pages}):
         bad, flagged, hit, prec, rec = precision_recall([p for p in pages if p["engine"] == engine])
         print(f"RESULT {engine}: precision {prec:.1%} recall {rec:.1%} ({hit} of {flagged} flagged pages are "
-              f"above 10 % CER; {hit} of {bad} such pages flagged)")
+              f"above 10 % CER; {hit} of {bad} such pages flagged) {gt.tally()}")
 
 
 def main(argv: list[str] | None = None) -> int:

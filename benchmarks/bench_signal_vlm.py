@@ -114,7 +114,7 @@ def measure_all(rows: list[dict[str, str]], cache: dict[str, Any], seed: int) ->
     out = []
     for row in rows:
         truth = gt.truth(row)
-        ink = next((cache[k]["ink"] for k in (f"tesseract/{row['name']}",) if k in cache), None)
+        ink = next((e["ink"] for e in (gt.cached(cache, gt.engine_key("tesseract"), row["name"]),) if e), None)
         lang = gt.tess_lang(row["language"], row["script"])
         for fault, text, finish, logprob in answers(truth, rng):
             status, _ = classify(text, finish)
@@ -142,7 +142,7 @@ def show(pages: list[dict[str, Any]], title: str) -> None:
     judged = [p for p in pages if p["status"] in (Status.ok, Status.suspect)]
     bad, flagged, hit, prec, rec = bs.precision_recall(judged)
     print(f"\nRESULT openai (answers classify calls ok): precision {prec:.1%} recall {rec:.1%} "
-          f"({hit} of {flagged} suspect answers are above 10 % CER; {hit} of {bad} such answers suspect)")
+          f"({hit} of {flagged} suspect answers are above 10 % CER; {hit} of {bad} such answers suspect) {gt.tally()}")
     for script in sorted({p["script"] for p in judged}):
         group = [p for p in judged if p["script"] == script]
         bad, flagged, hit, prec, rec = bs.precision_recall(group)

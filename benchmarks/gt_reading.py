@@ -7,20 +7,26 @@ A page is rendered by `vlmocr.inputs.render.render_page` with the default sizing
 language data a user of that collection would pass as `--lang`). Each reading is cached in
 benchmarks/data/signal_readings.json (OCR of the ../shared/gt pages; their sources and licences
 are in its pages.csv) under `ENGINE/PAGE`, where ENGINE carries RapidOCR's settings tag
-(`rapidocr@cls0 side2000 …`): readings made with other settings are never taken for the
-current ones. Two invocations may fill the cache at once (writes are locked and merged).
+(`rapidocr@cls0 side2000 …`) and, after `#`, what made the reading: the engine's versions (the
+library, its runtime, Tesseract and its data, as run folders record them) and vlmocr's code that
+renders a page and reads it (engines/, positions/, inputs/). A reading made with other settings,
+another release or other code is never taken for the current one: it is read again. Every RESULT
+line says how many of its readings came from the cache (`tally()`). Two invocations may fill the
+cache at once (writes are locked and merged).
 """
 
 from __future__ import annotations
 
 import csv
 import fcntl
+import hashlib
 import json
 import os
 import resource
 import sys
 import tempfile
 import time
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -79,20 +85,61 @@ def truth(row: dict[str, str]) -> str:
     return (GT / row["truth"]).read_text(encoding="utf-8")
 
 
+@lru_cache(maxsize=8)
+def made_by(engine: str) -> str:
+    """A digest of what a reading by `engine` depends on beyond its settings: the versions its
+    registry entry reports (what run folders record) and vlmocr's code that renders and reads."""
+    import vlmocr
+    from vlmocr.engines.registry import CPU_ENGINES
+
+    h = hashlib.sha256(repr(sorted(CPU_ENGINES[engine].versions().items())).encode())
+    root = Path(vlmocr.__file__).resolve().parent
+    for folder in ("engines", "positions", "inputs"):
+        for path in sorted((root / folder).rglob("*.py")):
+            h.update(path.relative_to(root).as_posix().encode())
+            h.update(path.read_bytes())
+    return h.hexdigest()[:12]
+
+
 def engine_key(engine: str, settings: dict[str, Any] | None = None) -> str:
-    """The cache's name for an engine with its settings: RapidOCR's carry its settings tag
-    (the tuned ones unless `settings` is given)."""
+    """The cache's name for an engine with its settings and what made its readings: RapidOCR's
+    carry its settings tag (the tuned ones unless `settings` is given)."""
     if engine != "rapidocr":
-        return engine
+        return f"{engine}#{made_by(engine)}"
     from vlmocr.engines.rapidocr import settings_tag
 
-    return f"rapidocr@{settings_tag(settings)}"
+    return f"rapidocr@{settings_tag(settings)}#{made_by(engine)}"
+
+
+# The readings a benchmark used, by where they came from: (key, page) pairs.
+_FROM_CACHE: set[tuple[str, str]] = set()
+_READ_NOW: set[tuple[str, str]] = set()
 
 
 def cached(cache: dict[str, dict[str, Any]], key: str, page: str) -> dict[str, Any] | None:
-    # Entries under older keys (`rapidocr/PAGE`, tags without the line grouping) were read with
-    # other settings or grouped into lines the old way: never taken for the current ones.
-    return cache.get(f"{key}/{page}")
+    # Entries under other keys (`rapidocr/PAGE`, older tags, another `#` digest) were read with
+    # other settings, another release or other code: never taken for the current ones.
+    entry = cache.get(f"{key}/{page}")
+    if entry is not None:
+        note_cached(key, page)
+    return entry
+
+
+def note_cached(key: str, page: str) -> None:
+    """A reading taken from a cache of the benchmark's own (counted by `tally`)."""
+    if (key, page) not in _READ_NOW:
+        _FROM_CACHE.add((key, page))
+
+
+def note_read(key: str, page: str) -> None:
+    """A reading made now (counted by `tally`)."""
+    _READ_NOW.add((key, page))
+    _FROM_CACHE.discard((key, page))
+
+
+def tally() -> str:
+    """How many readings this process took from the cache and how many it read: for RESULT lines."""
+    return f"[readings: {len(_FROM_CACHE)} from the cache, {len(_READ_NOW)} read now]"
 
 
 def load_cache(path: Path = CACHE) -> dict[str, dict[str, Any]]:
@@ -181,5 +228,6 @@ def read_missing(rows: list[dict[str, str]], engine: str, cache_path: Path = CAC
             continue  # another invocation (--reverse) read it meanwhile
         entry = read_one(engine, row, engines, settings)
         store(cache_path, key, row["name"], entry)
+        note_read(key, row["name"])
         print(f"[{key} {i}/{len(todo)}] {row['name']}: {entry['seconds']:.1f} s", file=sys.stderr, flush=True)
     return load_cache(cache_path)

@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, (key, by) in results.items():
         if by is not None and base:
             ratio = (by["all"][0] / by["all"][1]) / (base["all"][0] / base["all"][1])
-            print(f"RESULT {name}: CER {by['all'][0] / by['all'][1]:.2%} = {ratio:.2f}x the defaults'")
+            print(f"RESULT {name}: CER {by['all'][0] / by['all'][1]:.2%} = {ratio:.2f}x the defaults' {gt.tally()}")
     return 0
 
 

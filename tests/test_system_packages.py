@@ -63,8 +63,8 @@ def test_test_sh_installs_from_the_list_and_slurm_up_its_own_part():
     assert "scripts/system-packages.txt" in text and "tesseract-ocr-" not in text
     assert "system-packages.txt" in (REPO / "scripts" / "slurm-up.sh").read_text()
     # test.sh's own reading of the list gives every untagged package
-    out = subprocess.run(["bash", "-c", "sed -e 's/#.*//' scripts/system-packages.txt | "
-                          "awk 'NF && $2 != \"[slurm]\" {print $1}'"], cwd=REPO, capture_output=True, text=True,
-                         check=True).stdout.split()
-    assert out == [p for p, tag in system_packages().items() if tag != "[slurm]"]
+    (reading,) = [line.split("< <(", 1)[1].rsplit(")", 1)[0] for line in text.splitlines()
+                  if line.startswith("mapfile -t apt_pkgs")]
+    out = subprocess.run(["bash", "-c", reading], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    assert out == [p for p, tag in system_packages().items() if not tag]
     assert [p for p, tag in system_packages().items() if tag == "[slurm]"] == ["slurm-wlm", "munge"]

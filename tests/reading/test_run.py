@@ -243,8 +243,10 @@ def test_a_long_tmpdir_does_not_stop_the_worker_pool(tmp_path):
     deep = tmp_path / ("t" * 60) / ("m" * 60)
     deep.mkdir(parents=True)
     pdf = make_text_pdf(tmp_path / "d.pdf", [["A born-digital page, read in a pool under a deep TMPDIR."]])
-    res = run_cli("run", str(pdf), "--out", str(tmp_path / "r"), env={"TMPDIR": str(deep)})
+    res = run_cli("run", str(pdf), "--out", str(tmp_path / "r"), "--workers", "2", env={"TMPDIR": str(deep)})
     assert res.returncode == 0, res.stderr
+    (rec,) = read_records(tmp_path / "r")
+    assert rec["status"] == "ok" and "under a deep TMPDIR" in rec["text"], rec
 
 
 def test_a_finished_run_resumes_without_starting_a_worker(tmp_path):

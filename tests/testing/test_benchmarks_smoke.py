@@ -86,3 +86,42 @@ def test_bench_cascade_quick() -> None:
     for name in ("auto", "cascade", "tesseract"):
         assert f"VLM tier after {name}: " in out, out
         assert "'taken': 2, 'read_again': 0" in out.split(f"VLM tier after {name}: ")[1].splitlines()[0], out
+
+
+def test_a_benchmark_reads_again_what_its_cache_holds_from_other_settings_or_code(tmp_path):
+    """benchmarks/gt_reading.py keys every cached reading by the engine's settings and what made
+    it (versions, vlmocr's code): a reading made otherwise is read again, and RESULT says how many
+    came from the cache."""
+    import csv
+    import json
+    import shutil
+
+    pages = tmp_path / "gt"
+    with open(GT / "pages.csv", newline="", encoding="utf-8") as f:
+        rows = [r for r in csv.DictReader(f) if r["name"] in ("goethe_0014", "zonaras_0054")]
+    for r in rows:
+        for kind in ("image", "truth"):
+            (pages / r[kind]).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(GT / r[kind], pages / r[kind])
+    with open(pages / "pages.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    cache = tmp_path / "readings.json"
+
+    def bench() -> str:
+        proc = subprocess.run([sys.executable, str(BENCH / "bench_signal.py"), "--engines", "tesseract",
+                               "--cache", str(cache)], capture_output=True, text=True, timeout=300, cwd=REPO,
+                              env={**os.environ, "VLMOCR_GT": str(pages)})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        (result,) = [line for line in proc.stdout.splitlines() if line.startswith("RESULT tesseract")]
+        return result
+
+    assert bench().endswith("[readings: 0 from the cache, 2 read now]")
+    assert bench().endswith("[readings: 2 from the cache, 0 read now]")
+    keys = list(json.loads(cache.read_text(encoding="utf-8")))
+    assert len(keys) == 2 and all(k.startswith("tesseract#") for k in keys)
+    # The same readings as if made by another Tesseract or other vlmocr code: not taken.
+    cache.write_text(json.dumps({k.replace("#", "#another-", 1): v
+                                 for k, v in json.loads(cache.read_text(encoding="utf-8")).items()}), encoding="utf-8")
+    assert bench().endswith("[readings: 0 from the cache, 2 read now]")

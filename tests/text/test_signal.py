@@ -76,8 +76,11 @@ def test_rapidocr_records_its_line_confidences(tmp_path):
     rec = next(iter(finals(tmp_path / "r").values()))
     q = rec["quality"]
     assert 0.5 < q["confidence"] <= 1 and q["text_vs_ink"] is not None and q["words"] > 20
-    expected = "suspect" if q["score"] < q["threshold"] else "ok"
-    assert rec["status"] == expected and res.returncode == (2 if expected == "suspect" else 0), res.stderr
+    # The status it should have is told by the truth, not by the signal's own score: RapidOCR
+    # reads this Fraktur page at ~6 % CER, a good reading, so it is `ok` and the run exits 0.
+    assert cer(rec["text"], truth(FRAKTUR)) < 0.10
+    assert rec["status"] == "ok" and res.returncode == 0, (q, res.stderr)
+    assert q["score"] >= q["threshold"]
 
 
 def vlm_fallback_run(tmp_path: Path, name: str, lang: str) -> tuple[subprocess.CompletedProcess, list[dict]]:

@@ -9,7 +9,6 @@ OpenAI base URL is that plus `/v1`", "`hf jobs cancel <id>` stops it earlier".""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -19,11 +18,12 @@ from pathlib import Path
 import pytest
 
 from support.cli import run_cli
-from support.components import REPO
+from support.components import REPO, SYSTEM_PACKAGES_FILE, need
 from support.records import finals
 from support.serve_standin import fake_env
 from vlmocr.exceptions import ExitCode
 from vlmocr.testing.fake_hfjobs import JobScript, serve_hfjobs_in_thread
+from vlmocr.testing.hub_envs import hub_python, hub_versions
 from vlmocr.testing.openai_server import ServerConfig, serve_in_thread
 from vlmocr.testing.pagecode import expected_text, make_coded_pdf
 
@@ -222,30 +222,20 @@ def test_run_target_hf_jobs_refuses_mistakes_before_any_job(tmp_path, scratch, c
 
 
 def hub_venv(version: str) -> Path:
-    """A virtual environment holding huggingface_hub==VERSION and what that release requires (pip
-    from PyPI), beside this machine's packages (--system-site-packages) for the rest; kept under
-    /tmp for the next run. vlmocr itself comes from this checkout (PYTHONPATH)."""
-    import shutil
-    import sysconfig
-    import venv
-
-    where = Path(os.environ.get("VLMOCR_WHEEL_CACHE", "/tmp/vlmocr-wheels")) / f"hub-{version}"
-    python = where / "bin" / "python"
-    done = where / ".installed"
-    if not done.exists():
-        shutil.rmtree(where, ignore_errors=True)
-        venv.EnvBuilder(system_site_packages=True, with_pip=True).create(where)
-    # A venv made from inside a venv sees the base Python's packages, not the outer venv's (where a
-    # fresh machine keeps vlmocr's dependencies: issue 26): a .pth names the outer ones, after the
-    # new venv's own, so its huggingface_hub wins and the rest comes from the outer environment.
-    (inner,) = (where / "lib").glob("python3*/site-packages")
-    outer = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
-    (inner / "vlmocr-outer-env.pth").write_text("".join(f"{path}\n" for path in outer))
-    if not done.exists():
-        subprocess.run([str(python), "-m", "pip", "install", "-q", f"huggingface_hub=={version}"], check=True,
-                       timeout=600)
-        done.touch()
+    """The environment holding huggingface_hub==VERSION, made by the install step from the
+    package list's [hub-env] lines (vlmocr.testing.hub_envs), never fetched here."""
+    python = hub_python(version)
+    need(python is not None, f"huggingface_hub {version} in an environment of its own "
+         "(python -m vlmocr.testing.hub_envs install scripts/system-packages.txt)", f"huggingface_hub=={version}")
+    assert python is not None
     return python
+
+
+def test_the_package_list_holds_the_floor_and_the_release_before_it():
+    from vlmocr.cluster.serve.hfjob_launch import HUB_FLOOR
+
+    major, minor = (int(x) for x in HUB_FLOOR.split(".")[:2])
+    assert hub_versions(SYSTEM_PACKAGES_FILE) == [f"{major}.{minor}.0", f"{major}.{minor - 1}.0"]
 
 
 @pytest.mark.parametrize("below_floor", [False, True])
