@@ -37,8 +37,8 @@ def test_a_plugin_wraps_every_engine_a_worker_builds(tmp_path):
         "        with open(os.environ['VLMOCR_COUNT_LOG'], 'a') as fh:\n"
         "            fh.write(f'{self.name} {page.doc_id} {page.page}\\n')\n"
         "        return self.engine.read(page, **kw)\n"
-        "def wrap_engine(name, options, engine):\n"
-        "    return Counting(name, engine)\n", encoding="utf-8")
+        "def wrap_engine(name, options, build):\n"
+        "    return Counting(name, build())\n", encoding="utf-8")
     env = {"VLMOCR_PLUGINS": str(tmp_path / "plugs" / "count_reads.py"), "VLMOCR_COUNT_LOG": str(log)}
     res = run_cli("run", str(SAMPLES / "born-digital.pdf"), "--out", str(tmp_path / "r"), "--engine", "textlayer",
                   "--workers", "1", env=env)
@@ -68,3 +68,28 @@ def test_the_reading_cache_answers_a_page_read_before_with_the_engines_own_readi
                   "--workers", "1", env=env)
     assert res.returncode in (0, 2), res.stderr  # French read as English may be suspect
     assert len(list(cache.rglob("*.pickle"))) >= 2  # (a suspect page is read again with local thresholds too)
+
+
+def test_a_page_answered_from_the_cache_never_makes_the_engine(tmp_path, tesseract):
+    """The engine is made (its models loaded: seconds for RapidOCR) only when a page needs it: a
+    plugin before the cache logs each making, and a second run of the same page makes none."""
+    made = tmp_path / "made.log"
+    (tmp_path / "log_making.py").write_text(
+        "import os\n"
+        "def wrap_engine(name, options, build):\n"
+        "    with open(os.environ['VLMOCR_MADE_LOG'], 'a') as fh:\n"
+        "        fh.write(name + '\\n')\n"
+        "    return build()\n", encoding="utf-8")
+    cache_plugin = Path(__file__).resolve().parents[1] / "plugins" / "reading_cache.py"
+    env = {"VLMOCR_PLUGINS": f"{tmp_path / 'log_making.py'},{cache_plugin}", "VLMOCR_MADE_LOG": str(made),
+           "VLMOCR_TEST_READING_CACHE": str(tmp_path / "cache")}
+    page = SAMPLES / "typescript-fr.png"
+    for run in ("a", "b"):
+        res = run_cli("run", str(page), "--out", str(tmp_path / run), "--engine", "tesseract", "--lang", "fra",
+                      "--workers", "1", env=env)
+        assert res.returncode == 0, res.stderr
+        if run == "a":
+            assert made.read_text().splitlines() == ["tesseract"]  # read: made once
+            made.unlink()
+    assert not made.exists()  # answered from the cache: never made
+    assert read_records(tmp_path / "a")[0]["text"] == read_records(tmp_path / "b")[0]["text"]

@@ -40,10 +40,11 @@ def _code_hash() -> str:
 
 
 class CachedEngine:
-    """`engine` with `read` answered from the cache when the page was read before."""
+    """The engine `build()` makes, with `read` answered from the cache when the page was read
+    before — and the engine made only when a page is not (its models take seconds to load)."""
 
-    def __init__(self, name: str, options: Any, engine: Any, root: Path) -> None:
-        self._name, self._engine, self._root = name, engine, root
+    def __init__(self, name: str, options: Any, build: Any, root: Path) -> None:
+        self._name, self._build, self._root = name, build, root
         versions = {}
         try:
             from vlmocr.engines.registry import CPU_ENGINES
@@ -55,7 +56,13 @@ class CachedEngine:
                                                   if k not in ("scheduler_pid",)),
                            sorted(versions.items()), _code_hash()))
 
+    @property
+    def _engine(self) -> Any:
+        return self._build()
+
     def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("_"):
+            raise AttributeError(attr)
         return getattr(self._engine, attr)
 
     def _key(self, page: Any, kwargs: dict[str, Any]) -> str | None:
@@ -89,8 +96,8 @@ class CachedEngine:
         return reading
 
 
-def wrap_engine(name: str, options: Any, engine: Any) -> Any:
+def wrap_engine(name: str, options: Any, build: Any) -> Any:
     root = os.environ.get(CACHE, "")
     if not root or root == "0" or name == "textlayer":
-        return engine
-    return CachedEngine(name, options, engine, Path(root))
+        return build()
+    return CachedEngine(name, options, build, Path(root))

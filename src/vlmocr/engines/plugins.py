@@ -1,18 +1,20 @@
 """Plugins a run loads by name: VLMOCR_PLUGINS=module[,module…] (modules on the Python path, or
 .py files by their path). A
-plugin may define `wrap_engine(name, options, engine) -> engine`, called for every CPU engine a
-worker builds, and return the engine or one standing in front of it. The test suite caches real
+plugin may define `wrap_engine(name, options, build) -> engine`, called for every CPU engine a
+worker makes: `build()` makes the engine (models loaded: seconds), and the plugin returns it or
+one standing in front of it — which may call `build()` only when a page needs the engine itself. The test suite caches real
 engines' readings with one (tests/plugins/reading_cache.py), as OCRmyPDF's tests cache Tesseract's
 output; a user may log or time each page's reading the same way. A module that cannot be imported
 is a usage error naming it, at the command's start (cli: check_plugins)."""
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
@@ -58,10 +60,24 @@ def check_plugins(environ: Mapping[str, str] | None = None) -> None:
     _load(plugin_names(environ))
 
 
-def wrap_engine(name: str, options: Mapping[str, Any], engine: Any) -> Any:
-    """`engine` as the plugins hand it back (itself when none is loaded)."""
+def wrap_engine(name: str, options: Mapping[str, Any], build: Callable[[], Any]) -> Any:
+    """The engine `build()` makes, as the plugins hand it back (the engine itself when none is
+    loaded). Each plugin gets the one before it as its `build`."""
+    make = build
     for module in _load(plugin_names()):
         hook = getattr(module, "wrap_engine", None)
         if hook is not None:
-            engine = hook(name, options, engine)
-    return engine
+            make = functools.partial(hook, name, options, _once(make))
+    return make()
+
+
+def _once(build: Callable[[], Any]) -> Callable[[], Any]:
+    """`build`, called at most once however often a plugin asks."""
+    made: list[Any] = []
+
+    def once() -> Any:
+        if not made:
+            made.append(build())
+        return made[0]
+
+    return once

@@ -7,6 +7,7 @@ name in the list below."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from ..runfolder.record import JsonObject
@@ -61,7 +62,7 @@ def make_cpu_engine(name: str, options: EngineOptions) -> Any:
     entry = CPU_ENGINES.get(name)
     if entry is None or entry.build is None:
         raise ValueError(f"unknown CPU engine {name!r}" if entry is None else f"{name} is read by its parts")
-    return wrap_engine(name, options, entry.build(options))
+    return wrap_engine(name, options, functools.partial(entry.build, options))
 
 
 # The engines a process built, by name and options: a worker builds each once and keeps it, its
