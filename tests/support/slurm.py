@@ -127,10 +127,13 @@ def submit_side_processes(marker: str) -> list[str]:
         pid, in_job = entry.name, False
         for _ in range(64):
             st = stat(pid)
-            if st is None or st[1] in ("0", "1"):
+            if st is None:
                 break
+            # What a process is, before where it hangs: slurmstepd itself is a child of init.
             if st[0].startswith("slurmstepd"):
                 in_job = True
+                break
+            if st[1] in ("0", "1"):
                 break
             pid = st[1]
         if not in_job:
