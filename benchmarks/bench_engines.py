@@ -56,7 +56,7 @@ def worker(engine: str, rows: list[dict[str, str]], cache_path: Path) -> dict[st
         for row in firsts.values():
             gt.read_one(engine, row, engines)
     rss, child = gt.peak_rss_kb()
-    return {"engine": key, "read": len(todo), "rss_kb": rss, "child_rss_kb": child}
+    return {"engine": key, "read": [r["name"] for r in todo], "rss_kb": rss, "child_rss_kb": child}
 
 
 def run_worker(engine: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -131,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         for engine in engines:
             result = run_worker(engine, args)
             memory[result["engine"]] = {k: result[k] for k in ("rss_kb", "child_rss_kb")}
+            for name in result["read"]:  # read in the worker's process: counted here as read now
+                gt.note_read(result["engine"], name)
             memory_file(args.cache).write_text(json.dumps(memory, indent=1, sort_keys=True) + "\n")
     print(f"\n{len(rows)} pages of {gt.GT}; CER = edits / truth characters per set\n")
     table(rows, engines, gt.load_cache(args.cache), memory)
