@@ -153,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label} {task.doc_id} p{task.page}: {time.perf_counter() - t0:.2f} s {rec.status}", file=sys.stderr)
     cols = ["render", "look", "detection", "classification", "recognition", "(its model run)", "tesseract",
             "line grouping", "signal", "turn check", "other"]
+    print("seconds a page (share of the page's time), one thread\n")
     print("| pages | n | s/page | " + " | ".join(cols) + " |")
     print("|---|---:|---:|" + "---:|" * len(cols))
     for label in sorted(groups):
@@ -166,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         other = max(0.0, total - known - max(0.0, turn - 0))
         cells = [g["render"], look, g["detection"], g["classification"], g["recognition"], rec_model,
                  g["tesseract"], g["line grouping"], g["signal"], turn, other]
-        print(f"| {label} | {n} | {total / n:.2f} | " + " | ".join(f"{c / total:.0%}" for c in cells) + " |")
+        print(f"| {label} | {n} | {total / n:.2f} | " + " | ".join(f"{c / n:.2f} ({c / total:.0%})" for c in cells) + " |")
     for what, seconds in startup_seconds().items():
         print(f"STARTUP {what}: {seconds:.2f} s")
     if args.top and everything is not None:
