@@ -41,12 +41,14 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "nocls+unclip2.0": {**NOCLS, "Det.unclip_ratio": 2.0},
     "nocls+thresh0.2": {**NOCLS, "Det.thresh": 0.2},
     "nocls+side2400": {**NOCLS, "Global.max_side_len": 2400},
-    "tuned": SETTINGS,
     # Detection at a smaller size than the page (recognition still reads the page's own pixels):
-    # DBNet's run is most of a page's time (benchmarks/profile_page.py).
-    "tuned+det1600max": {**SETTINGS, "Det.limit_side_len": 1600, "Det.limit_type": "max"},
-    "tuned+det1280max": {**SETTINGS, "Det.limit_side_len": 1280, "Det.limit_type": "max"},
-    "tuned+det960max": {**SETTINGS, "Det.limit_side_len": 960, "Det.limit_type": "max"},
+    # DBNet's run is most of a page's time (benchmarks/profile_page.py). "page-size detection" is
+    # RapidOCR's own rule, as vlmocr read before detection_rule; the others shrink every page.
+    "page-size detection": {**SETTINGS, "vlmocr.det_long_side": None},
+    "nocls+det1600max": {**NOCLS, "Det.limit_side_len": 1600, "Det.limit_type": "max"},
+    "nocls+det1280max": {**NOCLS, "Det.limit_side_len": 1280, "Det.limit_type": "max"},
+    "nocls+det960max": {**NOCLS, "Det.limit_side_len": 960, "Det.limit_type": "max"},
+    "tuned": SETTINGS,
 }
 # Zonaras is polytonic Greek: no RapidOCR model that ships reads it, so no setting helps.
 SETS = ("tapus", "ehri_en", "ehri_de", "ehri_cs", "ehri_da", "grenzboten", "goethe")

@@ -35,13 +35,24 @@ DEFAULTS: JsonObject = {
     "Det.thresh": 0.3,  # pixel threshold of the text map
     "Det.box_thresh": 0.5,  # a box whose mean text score is lower is dropped
     "Det.unclip_ratio": 1.6,  # how far a box grows around its text
+    # vlmocr's own (not passed to RapidOCR): the detector's size chosen per page (detection_rule).
+    # None: RapidOCR's rule alone.
+    "vlmocr.det_long_side": None,
 }
 
 # The settings vlmocr reads with, chosen by measurement on the development pages (BENCHMARKS.md,
 # "Engines on ../shared/gt"; benchmarks/tune_rapidocr.py). The angle classifier is off: it
 # judges each line on its own and turned whole upright lines over (read as `ra  t t et`),
 # which cost two thirds of RapidOCR's errors on scanned pages; vlmocr renders pages upright.
-SETTINGS: JsonObject = {**DEFAULTS, "Global.use_cls": False}
+#
+# Detection, not recognition, is most of a page's time (DBNet on the whole page: 50–90 %,
+# benchmarks/profile_page.py), and RapidOCR's rule runs it at the page's own size (it only ever
+# enlarges, to a short side of 736). A page larger than 1280 px on its long side is detected at
+# 1280 — unless that would take its short side under 736 — and read at its own size: the boxes
+# are found on the smaller image, the lines recognised from the page's pixels. On the development
+# pages: CER 3.5 % either way, 0.6× the time (BENCHMARKS.md, "Detection sized per page").
+SETTINGS: JsonObject = {**DEFAULTS, "Global.use_cls": False, "vlmocr.det_long_side": 1280}
+OWN = "vlmocr."  # settings vlmocr applies itself
 
 
 # How boxes become lines (`_group_lines`): part of a reading's settings, since it decides the
@@ -57,9 +68,27 @@ def settings_tag(settings: JsonObject | None = None) -> str:
     b0.5 u1.6 s0.5 lines2`): it goes into the record's model field and the settings key, so
     readings made with different settings never pass for one another."""
     s = {**DEFAULTS, **(SETTINGS if settings is None else settings)}
+    long_side = f"+{s['vlmocr.det_long_side']}page" if s.get("vlmocr.det_long_side") else ""
     return (f"cls{int(bool(s['Global.use_cls']))} side{s['Global.max_side_len']} "
-            f"det{s['Det.limit_side_len']}{s['Det.limit_type']} t{s['Det.thresh']} b{s['Det.box_thresh']} "
+            f"det{s['Det.limit_side_len']}{s['Det.limit_type']}{long_side} t{s['Det.thresh']} b{s['Det.box_thresh']} "
             f"u{s['Det.unclip_ratio']} s{s['Global.text_score']} {LINE_GROUPING}")
+
+
+def detection_rule(width: int, height: int, settings: JsonObject | None = None) -> tuple[int, str]:
+    """(limit_side_len, limit_type) RapidOCR's detector runs a page of this size with: the
+    settings' own rule, or — with `vlmocr.det_long_side` L — the long side L for a page whose long
+    side (after Global.max_side_len) is larger, as long as its short side stays at least the
+    rule's limit_side_len (a long strip keeps RapidOCR's rule: its letters would get too small)."""
+    s: dict[str, Any] = {**DEFAULTS, **(SETTINGS if settings is None else settings)}
+    own = (int(s["Det.limit_side_len"]), str(s["Det.limit_type"]))
+    long_side = s.get("vlmocr.det_long_side")
+    if not long_side or own[1] != "min":
+        return own
+    scale = min(1.0, float(s["Global.max_side_len"]) / max(width, height, 1))
+    longest, shortest = max(width, height) * scale, min(width, height) * scale
+    if longest > long_side and shortest * long_side / longest >= own[0]:
+        return int(long_side), "max"
+    return own
 
 
 # A short box (a word, a comma) says little about the page's slant: only boxes at least this many
@@ -201,6 +230,7 @@ class RapidOcrEngine:
 
         chosen = {**DEFAULTS, **(SETTINGS if settings is None else settings)}
         self.tag = settings_tag(chosen)
+        self.settings = chosen
 
         # One thread per worker process: the pool supplies the parallelism, and onnxruntime
         # spinning a thread per core in every worker only makes them fight.
@@ -209,7 +239,7 @@ class RapidOcrEngine:
                 "Global.log_level": "error",
                 "EngineConfig.onnxruntime.intra_op_num_threads": threads,
                 "EngineConfig.onnxruntime.inter_op_num_threads": 1,
-                **chosen,
+                **{k: v for k, v in chosen.items() if not k.startswith(OWN)},
             }
         )
         logging.getLogger("RapidOCR").setLevel(logging.ERROR)
@@ -221,6 +251,8 @@ class RapidOcrEngine:
 
         assert page.image is not None
         image, back = strip_stacked(page.image)
+        width, height = image.size
+        self._detect_at(detection_rule(width, height, self.settings))
         # Word boxes come from the recogniser's own character positions: the same texts, no
         # second pass (tests/engines/test_positions.py).
         out: Any = self._ocr(np.asarray(image.convert("RGB")), return_word_box=True)  # the whole pipeline ran
@@ -236,6 +268,16 @@ class RapidOcrEngine:
         if seen is not None and seen <= SMALL_LETTERS_PX:
             reading.flags = [*reading.flags, Flag.small_letters.of(px=f"{seen:.0f}")]
         return reading
+
+    def _detect_at(self, rule: tuple[int, str]) -> None:
+        """The detector's size rule for the next page: in RapidOCR's config (for a detector made
+        on the first page) and in the detector made (TextDetector reads both attributes each
+        call to build its pre-processing: rapidocr 3.x, tests/engines/test_rapidocr_detection.py)."""
+        ocr = self._ocr
+        if (ocr.cfg.Det.limit_side_len, ocr.cfg.Det.limit_type) != rule:
+            ocr.cfg.Det.limit_side_len, ocr.cfg.Det.limit_type = rule
+        if ocr.text_det is not None:
+            ocr.text_det.limit_side_len, ocr.text_det.limit_type = rule
 
     def reading(self, boxes: list, texts: list[str], scores: list[float], words: list | None = None,
                 size: tuple[int, int] | None = None) -> Reading:
