@@ -13,6 +13,7 @@ import math
 import os
 import shlex
 from collections.abc import Mapping
+from pathlib import Path
 
 from .exceptions import UsageError
 
@@ -39,6 +40,12 @@ MEMINFO = "VLMOCR_MEMINFO"
 # vlmocr's own cache (a path, read where used): what is kept between runs — vLLM's model-info
 # entries (cluster/serve/modelinfo.py). Default ${XDG_CACHE_HOME:-~/.cache}/vlmocr.
 CACHE_DIR = "VLMOCR_CACHE_DIR"
+
+def cache_home(environ: Mapping[str, str] | None = None) -> Path:
+    """The user's cache directory: ${XDG_CACHE_HOME:-$HOME/.cache}."""
+    env = os.environ if environ is None else environ
+    return Path(env.get("XDG_CACHE_HOME") or Path(env.get("HOME") or Path.home()) / ".cache")
+
 
 FLAG_VALUES = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 

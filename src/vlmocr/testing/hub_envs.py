@@ -23,6 +23,8 @@ import venv
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..envvars import cache_home
+
 TAG = "[hub-env]"
 PACKAGE = "huggingface_hub"
 STAMP = ".vlmocr-hub-env"
@@ -42,9 +44,7 @@ def hub_versions(package_list: str | os.PathLike[str]) -> list[str]:
 
 
 def env_dir(version: str, environ: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if environ is None else environ
-    base = Path(env.get("XDG_CACHE_HOME") or Path(env.get("HOME") or Path.home()) / ".cache") / "vlmocr"
-    return base / f"hub-env-{version}"
+    return cache_home(environ) / "vlmocr" / f"hub-env-{version}"
 
 
 def _point_at_this_python(where: Path) -> None:

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..cluster.serve.plan import VLLM_API_SERVER
+from ..envvars import cache_home
 
 ENV_VENV = "VLMOCR_VLLM_VENV"
 LANE_TAG = "[vllm-lane]"
@@ -72,7 +73,7 @@ def venv_dir(packages: Sequence[str] | None = None, environ: Mapping[str, str] |
     env = os.environ if environ is None else environ
     if env.get(ENV_VENV):
         return Path(env[ENV_VENV])
-    base = Path(env.get("XDG_CACHE_HOME") or Path(env.get("HOME") or Path.home()) / ".cache") / "vlmocr"
+    base = cache_home(env) / "vlmocr"
     if packages is None:  # the newest environment made
         made = sorted(base.glob("vllm-lane-*/.vlmocr-lane"), key=lambda p: p.stat().st_mtime)
         return made[-1].parent if made else base / "vllm-lane-none"

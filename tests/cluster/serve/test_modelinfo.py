@@ -42,7 +42,7 @@ def test_only_entry_files_are_seeded_and_kept(tmp_path):
     (root / "modelinfos" / "new.json").write_text('{"hash": "h"}')
     assert modelinfo.keep(root, env) == 1  # the unchanged entry is not written again
     assert (kept / "new.json").read_text() == '{"hash": "h"}'
-    assert not list(kept.glob(".tmp-*"))
+    assert not list(kept.glob(".*"))  # no temporary file left
 
 
 def test_the_default_place_follows_xdg_and_home():

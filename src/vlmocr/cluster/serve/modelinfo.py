@@ -18,12 +18,11 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from ...envvars import CACHE_DIR
+from ...envvars import CACHE_DIR, cache_home
+from ...files import write_bytes_atomic
 
 KEPT = "vllm-modelinfos"
 SUBDIR = "modelinfos"  # under VLLM_CACHE_ROOT, as vLLM names it
@@ -33,9 +32,7 @@ _NAME = re.compile(r"[A-Za-z0-9_.-]+\.json")
 
 def vlmocr_cache_dir(environ: Mapping[str, str] | None = None) -> Path:
     env = os.environ if environ is None else environ
-    if env.get(CACHE_DIR):
-        return Path(env[CACHE_DIR])
-    return Path(env.get("XDG_CACHE_HOME") or Path(env.get("HOME") or Path.home()) / ".cache") / "vlmocr"
+    return Path(env[CACHE_DIR]) if env.get(CACHE_DIR) else cache_home(env) / "vlmocr"
 
 
 def kept_dir(environ: Mapping[str, str] | None = None) -> Path:
@@ -51,17 +48,12 @@ def _entries(folder: Path) -> list[Path]:
 
 
 def _copy(src: Path, dst_dir: Path) -> bool:
-    """`src` into `dst_dir` whole (a temporary file renamed), or not at all."""
+    """`src` into `dst_dir` whole, or not at all."""
     try:
         dst_dir.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=dst_dir)
-        with os.fdopen(fd, "wb") as out, open(src, "rb") as fh:
-            shutil.copyfileobj(fh, out)
-        os.replace(tmp, dst_dir / src.name)
+        write_bytes_atomic(dst_dir / src.name, src.read_bytes())
         return True
     except OSError:
-        with contextlib.suppress(OSError, UnboundLocalError):
-            os.unlink(tmp)
         return False
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ...envvars import SGLANG_BIN, VLLM_BIN, env_args
+from ...envvars import SGLANG_BIN, VLLM_BIN, cache_home, env_args
 from ...exceptions import UsageError
 from ...profiles import Profile, has_control_characters, load_profile
 from .attention import AttentionChoice, choose_attention_backend
@@ -217,8 +217,7 @@ def server_environment(server: str, cache_root: Path, environ: Mapping[str, str]
         out.update(VLLM_ENV)
     if "HF_HOME" not in env:
         # XDG_CACHE_HOME moves below; the model cache must stay where the models are.
-        base = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".cache")
-        out["HF_HOME"] = str(Path(base) / "huggingface")
+        out["HF_HOME"] = str(cache_home(env) / "huggingface")
     for var, sub in CACHE_DIRS.items():
         if var in VLLM_ONLY_CACHE_VARS and server != "vllm":
             continue
