@@ -88,6 +88,20 @@ def test_bench_cascade_quick() -> None:
         assert "'taken': 2, 'read_again': 0" in out.split(f"VLM tier after {name}: ")[1].splitlines()[0], out
 
 
+def test_bench_ocrmypdf_quick() -> None:
+    """Issue 50: vlmocr's default and OCRmyPDF on the same image-only PDFs (the repository's pages
+    with an image), each read for real, with each contender's CER and the ratios."""
+    out = run_bench("bench_ocrmypdf.py", timeout=600)
+    results = {ln.split(":")[0]: ln for ln in out.splitlines() if ln.startswith("RESULT ")}
+    assert {"RESULT vlmocr", "RESULT ocrmypdf", "RESULT vlmocr ÷ OCRmyPDF"} <= set(results), out
+    for name in ("vlmocr", "ocrmypdf"):
+        cer = float(results[f"RESULT {name}"].split("CER ")[1].split(" %")[0])
+        assert 0 < cer < 30, out  # read, not empty: every page has its truth
+    header = next(ln for ln in out.splitlines() if ln.startswith("| contender |"))
+    assert all(f"| {s} " in header for s in ("goethe", "zonaras", "ehri_en", "ehri_da")), out  # a column a set
+    assert "| vlmocr |" in out and "| ocrmypdf |" in out, out
+
+
 def test_a_benchmark_reads_again_what_its_cache_holds_from_other_settings_or_code(tmp_path):
     """benchmarks/gt_reading.py keys every cached reading by the engine's settings and what made
     it (versions, vlmocr's code): a reading made otherwise is read again, and RESULT says how many
