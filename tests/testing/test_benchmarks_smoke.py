@@ -102,6 +102,22 @@ def test_bench_ocrmypdf_quick() -> None:
     assert "| vlmocr |" in out and "| ocrmypdf |" in out, out
 
 
+def test_bench_degraded_quick(tmp_path) -> None:
+    """Issue 49, point 4: the repository's pages degraded reproducibly (here: noise) and read as a
+    user reads them, each condition against the same pages clean."""
+    keep = tmp_path / "kept"
+    out = run_bench("bench_degraded.py", "--keep", str(keep), timeout=600)
+    assert "| clean | auto |" in out and "| noise | auto |" in out and "RESULT auto: clean CER " in out, out
+    # Reproducible: the same seed gives the same noisy page.
+    from PIL import Image
+
+    noisy = sorted((keep / "noise").glob("*.png"))
+    assert noisy and all(Image.open(p).size == Image.open(keep / "clean" / p.name).size for p in noisy)
+    again = tmp_path / "again"
+    run_bench("bench_degraded.py", "--keep", str(again), "--conditions", "noise", "--images-only")
+    assert all(p.read_bytes() == (again / "noise" / p.name).read_bytes() for p in noisy)
+
+
 def test_a_benchmark_reads_again_what_its_cache_holds_from_other_settings_or_code(tmp_path):
     """benchmarks/gt_reading.py keys every cached reading by the engine's settings and what made
     it (versions, vlmocr's code): a reading made otherwise is read again, and RESULT says how many
