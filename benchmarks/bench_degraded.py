@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import csv
 import hashlib
-import json
 import os
 import sys
 import tempfile
@@ -48,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.pop("VLMOCR_PLUGINS", None)  # vlmocr's own reading, never a test cache's
 
 from gt_reading import GT, gt_pages, tess_lang, truth  # noqa: E402
-from measure import run_vlmocr  # noqa: E402
+from measure import final_records, run_finished  # noqa: E402
 
 from vlmocr.evaluation.score import char_errors  # noqa: E402
 
@@ -138,17 +137,10 @@ def make_set(rows: list[dict[str, str]], condition: str, out: Path) -> Path:
     return manifest
 
 
-def read(manifest: Path, out: Path, engine: str) -> dict[str, dict[str, Any]]:
+def read(manifest: Path, out: Path, engine: str) -> dict[str, Any]:
     args = ["--manifest", str(manifest), "--out", str(out)] + (["--engine", engine] if engine != "auto" else [])
-    res = run_vlmocr(args, timeout=7200)
-    if res["rc"] not in (0, 2):  # 2: finished, some pages flagged for review
-        sys.exit(f"vlmocr run {' '.join(args)} exited {res['rc']}:\n{res['stderr'][-3000:]}")
-    last: dict[str, dict[str, Any]] = {}
-    with (out / "pages.jsonl").open(encoding="utf-8") as fh:
-        for line in fh:
-            rec = json.loads(line)
-            last[rec["doc_id"]] = rec
-    return {"records": last, "cpu_s": res["cpu_s"], "wall_s": res["wall_s"]}
+    res = run_finished(args, timeout=7200)
+    return {"records": final_records(out), "cpu_s": res["cpu_s"], "wall_s": res["wall_s"]}
 
 
 def summarise(rows: list[dict[str, str]], got: dict[str, Any]) -> dict[str, Any]:

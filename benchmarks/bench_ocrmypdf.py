@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.pop("VLMOCR_PLUGINS", None)  # vlmocr's own reading, never a test cache's
 
 from gt_reading import GT, gt_pages, tess_lang, truth  # noqa: E402
-from measure import run_vlmocr  # noqa: E402
+from measure import run_finished, run_vlmocr  # noqa: E402
 
 from vlmocr.evaluation.score import char_errors  # noqa: E402
 
@@ -70,6 +70,7 @@ def make_pdfs(rows: list[dict[str, str]], out: Path, per_doc: int) -> list[dict[
     """Image-only PDFs, one a set split into documents of at most `per_doc` pages; each its
     pages' rows and language."""
     import img2pdf
+    import pikepdf
 
     by_set: dict[str, list[dict[str, str]]] = {}
     for r in rows:
@@ -80,17 +81,15 @@ def make_pdfs(rows: list[dict[str, str]], out: Path, per_doc: int) -> list[dict[
             chunk = pages[k:k + per_doc]
             doc_id = f"{name}_{k // per_doc + 1:02d}"
             pdf = out / f"{doc_id}.pdf"
-            layouts = [img2pdf.get_fixed_dpi_layout_fun((scan_dpi(GT / r["image"]),) * 2) for r in chunk]
+            dpis = [scan_dpi(GT / r["image"]) for r in chunk]
             # One layout a page (their resolutions differ): img2pdf takes one function for all, so
             # each page is made alone and the pages joined with pikepdf (OCRmyPDF's own library).
-            import pikepdf
-
             joined = pikepdf.Pdf.new()
-            for r, layout in zip(chunk, layouts):
+            for r, dpi in zip(chunk, dpis):
+                layout = img2pdf.get_fixed_dpi_layout_fun((dpi, dpi))
                 one = pikepdf.Pdf.open(io.BytesIO(img2pdf.convert(str(GT / r["image"]), layout_fun=layout)))
                 joined.pages.extend(one.pages)
             joined.save(pdf)
-            dpis = [scan_dpi(GT / r["image"]) for r in chunk]
             docs.append({"doc_id": doc_id, "pdf": pdf, "rows": chunk, "dpi": statistics.median(dpis),
                          "lang": tess_lang(chunk[0]["language"], chunk[0]["script"])})
     return docs
@@ -109,18 +108,16 @@ def errors(texts: dict[tuple[str, int], str], docs: list[dict[str, Any]]) -> dic
     return out
 
 
-def run_vlmocr_default(docs: list[dict[str, Any]], work: Path, round_no: int, scan_dpi: bool = False) -> dict[str, Any]:
-    name = "vlmocr-scan-dpi" if scan_dpi else "vlmocr"
+def run_vlmocr_default(docs: list[dict[str, Any]], work: Path, round_no: int, at_scan_dpi: bool = False) -> dict[str, Any]:
+    name = "vlmocr-scan-dpi" if at_scan_dpi else "vlmocr"
     manifest = work / f"{name}.csv"
     with manifest.open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(["doc_id", "path", "language", "dpi"])
         for d in docs:
-            w.writerow([d["doc_id"], str(d["pdf"]), d["lang"], f"{d['dpi']:g}" if scan_dpi else ""])
+            w.writerow([d["doc_id"], str(d["pdf"]), d["lang"], f"{d['dpi']:g}" if at_scan_dpi else ""])
     out = work / f"{name}-{round_no}"
-    res = run_vlmocr(["--manifest", str(manifest), "--out", str(out)], timeout=3600)
-    if res["rc"] not in (0, 2):  # 2: finished, some pages flagged for review (they count as read)
-        sys.exit(f"vlmocr run exited {res['rc']}:\n{res['stderr'][-3000:]}")
+    res = run_finished(["--manifest", str(manifest), "--out", str(out)], timeout=3600)
     last: dict[tuple[str, int], dict[str, Any]] = {}  # a page's last record wins (a retried page's)
     with (out / "pages.jsonl").open(encoding="utf-8") as fh:
         for line in fh:
@@ -199,7 +196,7 @@ def main() -> int:
             order = contenders if k % 2 == 0 else contenders[::-1]
             for c in order:
                 res = (run_ocrmypdf(docs, work, k, args.jobs, args.ocrmypdf_output) if c == "ocrmypdf"
-                       else run_vlmocr_default(docs, work, k, scan_dpi=c == "vlmocr@scan-dpi"))
+                       else run_vlmocr_default(docs, work, k, at_scan_dpi=c == "vlmocr@scan-dpi"))
                 results[c].append(res)
                 print(f"round {k + 1} {c}: wall {res['wall_s']:.1f} s, CPU {res['cpu_s']:.1f} s, "
                       f"CER {100 * cer_of(res['errors']['all']):.2f} % ({res['note']})", file=sys.stderr, flush=True)

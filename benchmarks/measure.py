@@ -102,3 +102,12 @@ def run_vlmocr(args: list[str], timeout: float = 1800, cmd: list[str] | None = N
         "stdout": b"".join(out_chunks).decode("utf-8", "replace"),
         "stderr": b"".join(err_chunks).decode("utf-8", "replace"),
     }
+
+
+def run_finished(args: list[str], timeout: float = 1800) -> dict[str, Any]:
+    """`run_vlmocr` of a run that must finish: exit 0, or 2 (finished, some pages left for
+    review — read all the same); anything else ends the benchmark with the run's stderr."""
+    res = run_vlmocr(args, timeout=timeout)
+    if res["rc"] not in (0, 2):
+        raise SystemExit(f"vlmocr run {' '.join(args)} exited {res['rc']}:\n{res['stderr'][-3000:]}")
+    return res

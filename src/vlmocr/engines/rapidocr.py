@@ -56,7 +56,8 @@ DEFAULTS: JsonObject = {
 # Lines are recognised one at a time (RapidOCR batches six, each padded to the batch's widest):
 # the recogniser is then most of a page's time, and one line a run costs it 25 % less on this
 # CPU (no padding, activations that stay in cache); CER 3.07 → 3.09 % on the development pages,
-# CPU ×0.84 a page (BENCHMARKS.md, "Lines recognised one at a time").
+# CPU ×0.84 a page (BENCHMARKS.md, "vlmocr's default against OCRmyPDF …; lines recognised one at
+# a time").
 SETTINGS: JsonObject = {**DEFAULTS, "Global.use_cls": False, "vlmocr.det_long_side": 1280,
                         "Rec.rec_batch_num": 1}
 OWN = "vlmocr."  # settings vlmocr applies itself
@@ -77,7 +78,7 @@ def settings_tag(settings: JsonObject | None = None) -> str:
     s = {**DEFAULTS, **(SETTINGS if settings is None else settings)}
     long_side = f"+{s['vlmocr.det_long_side']}page" if s.get("vlmocr.det_long_side") else ""
     # A batch's lines are padded to its widest, which touches the scores (and rarely a letter).
-    batch = f" rb{s['Rec.rec_batch_num']}" if s.get("Rec.rec_batch_num", 6) != 6 else ""
+    batch = f" rb{s['Rec.rec_batch_num']}" if s["Rec.rec_batch_num"] != DEFAULTS["Rec.rec_batch_num"] else ""
     return (f"cls{int(bool(s['Global.use_cls']))} side{s['Global.max_side_len']} "
             f"det{s['Det.limit_side_len']}{s['Det.limit_type']}{long_side} t{s['Det.thresh']} b{s['Det.box_thresh']} "
             f"u{s['Det.unclip_ratio']} s{s['Global.text_score']}{batch} {LINE_GROUPING}")
