@@ -3,21 +3,14 @@
 and microfilm deliver, and whether the quality signal flags what reads badly.
 
 Pages of ../shared/gt (`VLMOCR_GT` overrides; `--per-set N` of each set) are each degraded one way,
-reproducibly (the seed is the page's name and the condition's), and written as PNG files:
-
-  clean     the page as it is
-  blur      Gaussian blur, sigma 1/800 of the page's long side (~3 px on an A4 page at 200 dpi)
-  lowres    shrunk to 40 % of its size (a 300-dpi scan becomes 120 dpi), read at that size
-  jpeg      JPEG at quality 8 (blocking, ringing), decoded again
-  noise     salt and pepper: 6 % of the pixels turned black or white
-  faint     the ink's contrast cut to 35 % (faded typescript, a light carbon copy)
-  bleed     the verso bleeding through: another page of the set, mirrored, its strokes blended in
-            at 40 % of their darkness
-  turn90    a quarter turn (the page fed on its side)
+reproducibly, by vlmocr/testing/degraded.py (clean, blur, lowres, jpeg, noise, faint, bleed — the
+verso being the next page of the same set —, turn90; what each does: that module), and written as
+PNG files.
 
 Each condition's pages are read as a user reads them, `vlmocr run --manifest M.csv` (doc_id,
-path, language as benchmarks/gt_reading.tess_lang gives it), once with the default (`--engine
-auto`) and once with `--engine tesseract`. Per condition and engine: CER (micro, against the
+path, language as benchmarks/gt_reading.tess_lang gives it), with the default (`--engine auto`)
+and with `--engine tesseract`, each also with `--repair off` side by side (the path without the
+repair of inputs/repair.py; `--no-baseline` leaves it out). Per condition and engine: CER (micro, against the
 page's truth), the pages over 10 % CER, the pages the run did not call ok (suspect or worse), and
 the signal's recall and precision on them. The goal of "Degraded scans read, not only flagged"
 (BENCHMARKS): each condition's CER within 3 points of the same pages clean (8 for bleed-through),
@@ -33,15 +26,13 @@ from __future__ import annotations
 
 import argparse
 import csv
-import hashlib
 import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-import numpy as np
-from PIL import Image, ImageFilter
+from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.pop("VLMOCR_PLUGINS", None)  # vlmocr's own reading, never a test cache's
@@ -50,64 +41,13 @@ from gt_reading import GT, gt_pages, tess_lang, truth  # noqa: E402
 from measure import final_records, run_finished  # noqa: E402
 
 from vlmocr.evaluation.score import char_errors  # noqa: E402
+from vlmocr.testing.degraded import CONDITIONS, degrade  # noqa: E402
+
+NO_REPAIR = ", no repair"  # a contender's name: `vlmocr run --engine E --repair off`
 
 BAD = 0.10  # a page read worse than this is one the signal should flag
 
 
-def _rng(name: str, condition: str) -> np.random.Generator:
-    seed = int.from_bytes(hashlib.sha256(f"{name}/{condition}".encode()).digest()[:8], "big")
-    return np.random.default_rng(seed)
-
-
-def _grey(img: Image.Image) -> Image.Image:
-    return img.convert("L")
-
-
-def blur(img: Image.Image, **_: Any) -> Image.Image:
-    return _grey(img).filter(ImageFilter.GaussianBlur(max(img.size) / 800))
-
-
-def lowres(img: Image.Image, **_: Any) -> Image.Image:
-    w, h = img.size
-    return _grey(img).resize((max(1, round(w * 0.4)), max(1, round(h * 0.4))), Image.Resampling.LANCZOS)
-
-
-def jpeg(img: Image.Image, **_: Any) -> Image.Image:
-    import io
-
-    buf = io.BytesIO()
-    _grey(img).save(buf, "JPEG", quality=8)
-    return Image.open(io.BytesIO(buf.getvalue())).convert("L")
-
-
-def noise(img: Image.Image, rng: np.random.Generator, **_: Any) -> Image.Image:
-    a = np.asarray(_grey(img)).copy()
-    hit = rng.random(a.shape)
-    a[hit < 0.03] = 0
-    a[hit > 0.97] = 255
-    return Image.fromarray(a)
-
-
-def faint(img: Image.Image, **_: Any) -> Image.Image:
-    a = np.asarray(_grey(img)).astype(np.float32)
-    return Image.fromarray((255 - (255 - a) * 0.35).round().astype(np.uint8))
-
-
-def bleed(img: Image.Image, verso: Image.Image, **_: Any) -> Image.Image:
-    a = np.asarray(_grey(img)).astype(np.float32)
-    back = _grey(verso).transpose(Image.Transpose.FLIP_LEFT_RIGHT).resize(img.size, Image.Resampling.BILINEAR)
-    b = 255 - (255 - np.asarray(back).astype(np.float32)) * 0.4
-    return Image.fromarray(np.minimum(a, b).round().astype(np.uint8))  # ink over paper: the darker wins
-
-
-def turn90(img: Image.Image, **_: Any) -> Image.Image:
-    return img.transpose(Image.Transpose.ROTATE_90)
-
-
-CONDITIONS: dict[str, Callable[..., Image.Image] | None] = {
-    "clean": None, "blur": blur, "lowres": lowres, "jpeg": jpeg, "noise": noise, "faint": faint,
-    "bleed": bleed, "turn90": turn90,
-}
 # What each condition is held to, in CER points over the same pages clean (the goal).
 ALLOWED = {"bleed": 8.0}
 
@@ -125,20 +65,22 @@ def make_set(rows: list[dict[str, str]], condition: str, out: Path) -> Path:
         for r in rows:
             img = Image.open(GT / r["image"])
             img.load()
-            fn = CONDITIONS[condition]
-            if fn is not None:
+            if CONDITIONS[condition] is not None:
                 # The verso: the next page of the same set (the set's only page: itself).
                 mates = by_set[r["set"]]
                 verso_row = mates[(mates.index(r) + 1) % len(mates)]
-                img = fn(img, rng=_rng(r["name"], condition), verso=Image.open(GT / verso_row["image"]))
+                img = degrade(img, condition, r["name"], verso=Image.open(GT / verso_row["image"]))
             path = out / f"{r['name']}.png"
             img.save(path)
             w.writerow([r["name"], str(path), tess_lang(r["language"], r["script"])])
     return manifest
 
 
-def read(manifest: Path, out: Path, engine: str) -> dict[str, Any]:
+def read(manifest: Path, out: Path, contender: str) -> dict[str, Any]:
+    engine = contender.removesuffix(NO_REPAIR)
     args = ["--manifest", str(manifest), "--out", str(out)] + (["--engine", engine] if engine != "auto" else [])
+    if contender.endswith(NO_REPAIR):
+        args += ["--repair", "off"]
     res = run_finished(args, timeout=7200)
     return {"records": final_records(out), "cpu_s": res["cpu_s"], "wall_s": res["wall_s"]}
 
@@ -163,12 +105,13 @@ def main() -> int:
     ap.add_argument("--sets", default="", help="comma-separated sets (default: all)")
     ap.add_argument("--conditions", default=",".join(CONDITIONS), help=f"of {', '.join(CONDITIONS)}")
     ap.add_argument("--engines", default="auto,tesseract", help="`vlmocr run --engine` values")
+    ap.add_argument("--no-baseline", action="store_true", help="leave out the runs with --repair off")
     ap.add_argument("--keep", type=Path, help="keep the images and run folders here (a new folder)")
     ap.add_argument("--images-only", action="store_true", help="make the degraded pages (with --keep) and read nothing")
-    ap.add_argument("--quick", action="store_true", help="one page of each set with an image, clean and noise, auto only")
+    ap.add_argument("--quick", action="store_true", help="one page of each set with an image, clean and bleed, auto only")
     args = ap.parse_args()
     if args.quick:
-        args.per_set, args.conditions, args.engines = 1, "clean,noise", "auto"
+        args.per_set, args.conditions, args.engines = 1, "clean,bleed", "auto"
     conditions = [c for c in args.conditions.split(",") if c]
     unknown = set(conditions) - set(CONDITIONS)
     if unknown:
@@ -176,6 +119,8 @@ def main() -> int:
     if "clean" not in conditions:
         conditions.insert(0, "clean")  # every condition is measured against the same pages clean
     engines = [e for e in args.engines.split(",") if e]
+    if not args.no_baseline:
+        engines = [c for e in engines for c in (e, e + NO_REPAIR)]
     rows = [r for r in gt_pages(sets=[s for s in args.sets.split(",") if s] or None, per_set=args.per_set)
             if (GT / r["image"]).is_file()]
     if not rows:
@@ -188,7 +133,7 @@ def main() -> int:
         for condition in conditions:
             manifest = make_set(rows, condition, work / condition)
             for engine in engines if not args.images_only else ():
-                got = read(manifest, work / f"run-{condition}-{engine}", engine)
+                got = read(manifest, work / f"run-{condition}-{engine.replace(NO_REPAIR, '-no-repair')}", engine)
                 results[(condition, engine)] = s = summarise(rows, got)
                 print(f"{condition} {engine}: CER {100 * s['cer']:.2f} %, over 10 % {s['bad']}, not ok {s['flagged']}, "
                       f"CPU {s['cpu_page']:.1f} s a page", file=sys.stderr, flush=True)

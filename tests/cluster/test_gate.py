@@ -142,7 +142,9 @@ def test_gate_pass_releases_the_held_bulk(slurm, tmp_path):
     (tmp_path / "gate.csv").write_text("path\n" + "".join(f"gt/{d}.png\n" for d in truth))
     bulk = bulk_folder(tmp_path / "bulk", [21, 22, 23, 24])
     run = tmp_path / "run"
-    with serve_in_process(ServerConfig(latency=2.0)) as srv:
+    # The gate's pages are held by the server until the test has seen the gate still running
+    # (a fixed latency raced the test's own steps on a busy machine).
+    with serve_in_process(ServerConfig(latency=600.0)) as srv:
         res = cli("slurm", "gate", "--manifest", "gate.csv", "--truth", "gt", "--max-cer", "0.05",
                   "--require", "cer_hi<=0.05",
                   "--out", str(run), "--shards", "2", "bulk", "--time", "10", "--json",
@@ -163,6 +165,7 @@ def test_gate_pass_releases_the_held_bulk(slurm, tmp_path):
             early = cli("slurm", "release", str(run), cwd=tmp_path)
             assert early.returncode == 1 and "still" in early.stderr, early.stderr
             assert slurm.info(bulk_job)["Reason"] == "JobHeldUser"
+            srv.configure(latency=0.0)  # the gate's pages are answered now
             # The release job decides once the gate has ended; no one polls squeue on this side.
             assert slurm.wait(release_job, timeout=120) == "COMPLETED", slurm.info(release_job)
             decision = json.loads((run / "slurm" / "gate.json").read_text())["decision"]

@@ -40,6 +40,10 @@ def run_command(
         False, "--clean", help="Clean each scan before it is read or sent: paper shade flattened, Sauvola "
         "binarisation, specks removed (the page's flags say so). Off by default: measure it on a few pages "
         "with truth first (it is the scan, not the text: for the text see `vlmocr clean`)."),
+    repair: Optional[str] = typer.Option(
+        None, "--repair", help="auto: a scan whose reading by a CPU engine fails its signal is measured for "
+        "specks and a lighter layer of strokes (the verso bleeding through), repaired, and read once more; the "
+        "better reading is kept and the page's flags say so (repaired:despeckle+layers) | off: read as scanned."),
     align_with: Optional[str] = typer.Option(
         None, "--align-with", help="tesseract | rapidocr: a VLM's answer gets word positions (for ALTO, hOCR, "
         "PAGE-XML and a searchable PDF): each page is also read by this CPU engine and the answer's words are "
@@ -146,6 +150,7 @@ def run_settings(params: dict[str, Any]) -> dict[str, Any]:
     return dict(
         inputs=list(p("paths") or []) or None, out=p("out"), manifest=p("manifest"), engine=p("engine"),
         ocr_engine=p("ocr_engine"), rotate_pages=p("rotate_pages"), deskew=p("deskew"), clean_scans=p("clean") or None,
+        repair=p("repair"),
         align_with=p("align_with"), vlm_tier=p("vlm_tier") or None, cpu_tiers_from=p("cpu_tiers_from"),
         endpoint=p("endpoint"), model=p("model"), profile=p("profile"), dpi=p("dpi"),
         longest_side=p("longest_side"), max_pixels=p("max_pixels"), lang=p("lang"), workers=p("workers"),

@@ -21,6 +21,7 @@ class EngineOptions(TypedDict, total=False):
     rotate_pages: str  # auto | off
     deskew: str  # auto | off
     clean_scans: bool  # --clean (inputs/clean.py)
+    repair: str  # auto | off (inputs/repair.py)
     engine_choice: str  # on every record `auto` reads by OCR
     preload: list[str]  # engines whose modules the forkserver imports once for every worker
     preload_modules: list[str]  # further modules it imports (the VLM path's line classifier)

@@ -16,6 +16,7 @@ class PageContext:
     rotate_pages: str = "auto"  # auto | always | off
     deskew: str = "auto"  # auto | on | off
     clean_scans: bool = False  # --clean (inputs/clean.py)
+    repair: str = "auto"  # --repair: a failing reading read again from the scan repaired (inputs/repair.py)
     engine_choice: str | None = None  # on every record `auto` reads by OCR
     threads: int = 1
     tesseract_version: str | None = None  # a pre-run check's answers (registry: CpuEngine.check)

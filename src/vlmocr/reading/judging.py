@@ -66,8 +66,10 @@ class Judged:
     flags: list[str]
     seconds: float
     # The engine's first reading of the page when this one replaced it (Tesseract's with Otsu's
-    # threshold, read again with local thresholds: `_with_local_thresholds`).
+    # threshold, read again with local thresholds; a reading of the scan before it was repaired),
+    # and what tells that reading apart in the record's quality.alternatives.
     replaced: "Judged | None" = None
+    replaced_as: JsonObject = dataclasses.field(default_factory=dict)
 
     @property
     def candidate(self) -> Candidate:
@@ -131,6 +133,14 @@ def wants_local_thresholds(judged: Judged, image: Image.Image | None, blank_page
 
     return (CPU_ENGINES[judged.engine].local_thresholds and judged.status in TURN_WHEN and not blank_page
             and image is not None and not bilevel(image) and not out_of_order_only(judged))
+
+
+def wants_repair(judged: Judged, image: Image.Image | None, blank_page: bool, ctx: PageContext) -> bool:
+    """Is `judged` a reading to make again from the scan repaired (inputs/repair.py): repair is on,
+    the reading failed its signal, and the page is not blank paper nor only lines read out of
+    place (no repair puts lines in order). Pages that read well are never measured for it."""
+    return (ctx.repair != "off" and judged.status in TURN_WHEN and not blank_page and image is not None
+            and not out_of_order_only(judged))
 
 
 def keeps_second(first: Judged, second: Judged) -> bool:

@@ -92,6 +92,8 @@ class RunPlan:
             material["deskew"] = cfg.deskew  # the same
         if cfg.clean_scans:
             material["clean_scans"] = True
+        if cfg.repair != "auto":
+            material["repair"] = cfg.repair  # as rotate_pages: the keys of runs before it hold
         return material
 
     def settings_key(self, doc_dpi: float | None = None) -> str:

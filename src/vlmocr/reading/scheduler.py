@@ -132,6 +132,7 @@ async def make_reader(plan: RunPlan) -> PageReader:
         earlier = earlier_readings(cfg, cfg.out)
     options: EngineOptions = {"lang": cfg.lang, "threads": 1, "rotate_pages": cfg.rotate_pages,
                                "deskew": cfg.deskew, "clean_scans": cfg.clean_scans,
+                               "repair": cfg.repair,
                                # a language a person gave, not the default: wrong_language judges by it
                                "lang_given": "lang" in cfg.model_fields_set}
     if cfg.uses_ocr_choice():

@@ -25,6 +25,7 @@ from ..engines.pick import pick
 from ..engines.registry import cpu_engine
 from ..exceptions import BadInput
 from ..inputs.render import blank_and_ink, count_pages, grey_if_neutral, render_page
+from ..inputs.repair import diagnose, repair
 from ..inputs.sources import printable
 from ..languages import script_of_lang
 from ..positions.geometry import Step, to_page
@@ -43,6 +44,7 @@ from .judging import (
     out_of_order_only,
     reads_better,
     wants_local_thresholds,
+    wants_repair,
 )
 from .orientation import BLIND_TURN_BELOW, CONFIDENCE_GAIN, ROTATIONS, Upright, on_its_side, turn_to_upright
 from .prepare import image_digest, prepare_image
@@ -171,7 +173,8 @@ def _read_image(task: PageTask, ctx: PageContext, reader: str, img: Image.Image,
             continue
         judged = read_judged(name, page, blank_page, ink, task.language, task.ocr_lang, task.language_suggested,
                              ctx=ctx)
-        readings.append(_with_local_thresholds(judged, page, blank_page, ink, task, ctx))
+        judged = _with_local_thresholds(judged, page, blank_page, ink, task, ctx)
+        readings.append(_repaired(judged, page, blank_page, ink, task, ctx))
         if cascade and readings[-1].status is Status.ok:
             break  # a tier whose reading passes its signal ends the cascade
     best, why = pick([r.candidate for r in readings]) if len(readings) > 1 else (0, "")
@@ -245,7 +248,37 @@ def _with_local_thresholds(judged: Judged, page: PageInput, blank_page: bool, in
     if not keeps_second(judged, after):
         return dataclasses.replace(judged, seconds=round(judged.seconds + after.seconds, 4))
     return dataclasses.replace(after, flags=[*after.flags, Flag.local_thresholds.of()], replaced=judged,
-                               seconds=round(judged.seconds + after.seconds, 4))
+                               replaced_as={"thresholds": "otsu"}, seconds=round(judged.seconds + after.seconds, 4))
+
+
+def _repaired(judged: Judged, page: PageInput, blank_page: bool, ink: float | None, task: PageTask,
+              ctx: PageContext) -> Judged:
+    """A reading that failed its signal, read again from the scan repaired by what its image says is
+    wrong (inputs/repair.py; when: judging.wants_repair): the repaired reading (its `replaced` the
+    first) when its signal is the better, else the first with a flag saying what was tried. Either
+    way the record's quality keeps what was measured (`diagnosis`). The page's ink is the scan's
+    for both readings: a repair that took away text is not judged by the little it left."""
+    if not wants_repair(judged, page.image, blank_page, ctx):
+        return judged
+    assert page.image is not None  # wants_repair
+    t0 = time.perf_counter()
+    found = diagnose(page.image)
+    steps = found.repairs()
+    if not steps:
+        return dataclasses.replace(judged, quality={**judged.quality, "diagnosis": found.as_dict()},
+                                   seconds=round(judged.seconds + time.perf_counter() - t0, 4))
+    # Not the file's pixels any more: no engine may read the file in its place.
+    fixed = dataclasses.replace(page, image=repair(page.image, steps), file=None)
+    after = read_judged(judged.engine, fixed, blank_page, ink, task.language, task.ocr_lang,
+                        task.language_suggested, ctx=ctx)
+    how = "+".join(steps)
+    seconds = round(judged.seconds + time.perf_counter() - t0, 4)
+    if not keeps_second(judged, after):
+        return dataclasses.replace(judged, quality={**judged.quality, "diagnosis": found.as_dict()},
+                                   flags=[*judged.flags, Flag.repair_not_kept.of(how=how)], seconds=seconds)
+    return dataclasses.replace(after, quality={**after.quality, "diagnosis": found.as_dict()},
+                               flags=[*after.flags, Flag.repaired.of(how=how)], replaced=judged,
+                               replaced_as={"image": "as scanned"}, seconds=seconds)
 
 
 def read_page(task: PageTask, ctx: PageContext | None = None) -> PageRecord:
@@ -319,10 +352,14 @@ def _record(task: PageTask, ctx: PageContext, mode: str, reader: str, read: Read
         status = Status.suspect
     if read.why and len(read.readings) > 1:
         quality = {**quality, "alternatives": [r.summary() for r in read.readings if r is not chosen]}
-    if chosen.replaced is not None:  # the reading it replaced, its score beside this one's
+    replaced = []  # the readings it replaced (local thresholds, a repaired scan), their scores beside this one's
+    r = chosen
+    while r.replaced is not None:
+        replaced.append({**r.replaced.summary(), **r.replaced_as})
+        r = r.replaced
+    if replaced:
         earlier = quality.get("alternatives")
-        quality = {**quality, "alternatives": [*(earlier if isinstance(earlier, list) else []),
-                                               {**chosen.replaced.summary(), "thresholds": "otsu"}]}
+        quality = {**quality, "alternatives": [*(earlier if isinstance(earlier, list) else []), *replaced]}
     rendered = page.rendered
     return task.record(
         status, text=chosen.reading.text, quality=quality, engine=chosen.engine,

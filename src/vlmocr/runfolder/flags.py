@@ -60,6 +60,11 @@ class Flag(Enum):
     local_thresholds = FlagForm("local_thresholds",
                                 "read again with local thresholds (Sauvola): the first reading failed its signal",
                                 "reading")
+    repaired = FlagForm("repaired:{how}", "read again from the scan repaired (despeckle: specks removed; layers: a "
+                        "lighter layer of strokes, such as the verso bleeding through, taken out): the first "
+                        "reading failed its signal and the repaired one reads better", "reading")
+    repair_not_kept = FlagForm("repair_not_kept:{how}", "the scan was repaired and read again after its reading "
+                               "failed its signal, and read no better: the reading as scanned kept", "reading")
     side_notes = FlagForm("side_notes", "lines beside the body were read as a block of their own", "reading")
     cjk_punctuation_folded = FlagForm("cjk_punctuation_folded:{count}",
                                       "full-width punctuation folded to the page's script", "reading")

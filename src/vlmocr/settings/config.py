@@ -98,6 +98,10 @@ class RunConfig(VlmSettings):
     # `--clean`: each scan flattened, binarised (Sauvola) and despeckled before it is read or sent
     # (inputs/clean.py); off by default: it helps some collections and engines and hurts others.
     clean_scans: bool = False
+    # A CPU reading that fails its signal is read once more from the scan repaired by what its
+    # image says is wrong (specks, a lighter layer of strokes: inputs/repair.py), the better reading
+    # kept (reading/worker.py); off: failing pages are read as scanned only.
+    repair: Literal["auto", "off"] = "auto"
     # `--align-with ENGINE`: a VLM's answer gets word positions: the page is read by
     # this CPU engine too and the answer's words are placed on its boxes (positions/align.py).
     # Not in the settings key: it adds positions, it does not change the text.

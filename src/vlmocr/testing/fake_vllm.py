@@ -288,6 +288,17 @@ class FakeVLLM:
         result = self._ocr_engine(Image.open(io.BytesIO(data)).convert("RGB"))
         return "\n".join(result.txts or ())
 
+    async def _hold(self, completion_tokens: int) -> None:
+        """Hold the slot for the latency the server has now: a test that lowers it (configure)
+        lets requests already held go, instead of waiting out the latency they started with."""
+        start = time.monotonic()
+        while True:
+            hold = self.config.latency + self.config.per_token_latency * completion_tokens
+            left = hold - (time.monotonic() - start)
+            if left <= 0:
+                return
+            await asyncio.sleep(min(left, 0.25))
+
     async def _answer(self, cfg: ServerConfig, prompt: ParsedPrompt) -> str:
         if cfg.answer == "static":
             return cfg.static_text
@@ -509,9 +520,7 @@ class FakeVLLM:
         async with self.gate.slot():
             text = await self._answer(cfg, prompt)
             content, finish_reason, completion_tokens = self._shape(text, fault, max_tokens)
-            hold = cfg.latency + cfg.per_token_latency * completion_tokens
-            if hold > 0:
-                await asyncio.sleep(hold)
+            await self._hold(completion_tokens)
 
         self.prompt_tokens_total += prompt.tokens
         self.generation_tokens_total += completion_tokens
