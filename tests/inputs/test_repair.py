@@ -9,7 +9,7 @@ import numpy as np
 from PIL import Image
 
 from support.components import GT
-from vlmocr.inputs.repair import LAYERS_AT, SPECKLE_AT, diagnose, repair
+from vlmocr.inputs.repair import LAYERS_AT, SPECKLE_AT, despeckled_first, diagnose, repair
 from vlmocr.testing.degraded import degrade
 
 TYPESCRIPT = GT / "ehri_en" / "EHRI-DR-19390519-US_03.jpg"  # grey, 1940s typescript
@@ -35,6 +35,7 @@ def test_specks_are_measured_and_removed_the_strokes_kept():
     assert found.speckle >= SPECKLE_AT and found.repairs()[0] == "despeckle", found
     fixed = repair(noisy, ["despeckle"])
     assert fixed.size == noisy.size and diagnose(fixed).speckle < SPECKLE_AT / 4
+    assert despeckled_first(clean) is None and despeckled_first(noisy) is not None
     # The typewritten strokes survive a 3×3 median: the clean page's ink is still ink.
     ink = np.asarray(clean) < 100
     assert (np.asarray(fixed)[ink] < 160).mean() > 0.9
@@ -54,3 +55,13 @@ def test_the_verso_bleeding_through_is_measured_and_taken_out_the_ink_kept():
         assert verso_only.mean() > 0.01
         assert (fixed[verso_only] > 200).mean() > 0.9, path.name  # gone to paper (or its faintest grey)
         assert (fixed[ink] < 128).mean() > 0.95, path.name  # the ink kept
+
+
+def test_a_page_whose_lines_were_found_small_is_enlarged_and_nothing_else_is():
+    page = _page(TYPESCRIPT)
+    assert "enlarge" in diagnose(page, line_px=9).repairs()
+    assert "enlarge" not in diagnose(page, line_px=45).repairs()
+    # No lines found at all: the page's size decides.
+    small = page.resize((page.width // 4, page.height // 4))
+    assert "enlarge" in diagnose(small, None).repairs() and "enlarge" not in diagnose(page, None).repairs()
+    assert repair(small, ["enlarge"]).size == (small.width * 2, small.height * 2)

@@ -41,9 +41,10 @@ def run_command(
         "binarisation, specks removed (the page's flags say so). Off by default: measure it on a few pages "
         "with truth first (it is the scan, not the text: for the text see `vlmocr clean`)."),
     repair: Optional[str] = typer.Option(
-        None, "--repair", help="auto: a scan whose reading by a CPU engine fails its signal is measured for "
-        "specks and a lighter layer of strokes (the verso bleeding through), repaired, and read once more; the "
-        "better reading is kept and the page's flags say so (repaired:despeckle+layers) | off: read as scanned."),
+        None, "--repair", help="auto: a scan covered in specks is despeckled before a CPU engine reads it; one "
+        "whose reading fails its signal is measured for a lighter layer of strokes (the verso bleeding through) "
+        "and for lines too small, repaired, and read once more; the better reading is kept and the page's flags "
+        "say so (repaired:despeckle, repaired:layers+enlarge) | off: read as scanned."),
     align_with: Optional[str] = typer.Option(
         None, "--align-with", help="tesseract | rapidocr: a VLM's answer gets word positions (for ALTO, hOCR, "
         "PAGE-XML and a searchable PDF): each page is also read by this CPU engine and the answer's words are "

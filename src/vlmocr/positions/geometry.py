@@ -82,3 +82,20 @@ def to_page(positions: Positions, steps: list[Step], width: int, height: int) ->
     lines = [Line(box=box_back(line.box, steps, width, height), words=[word(w) for w in line.words],
                   block=line.block) for line in positions.lines]
     return positions.model_copy(update={"width": width, "height": height, "lines": lines})
+
+
+def scaled(positions: Positions, width: int, height: int) -> Positions:
+    """`positions` found on an image of another size (a page enlarged before it was read), as they
+    lie on the image `width` × `height`: every box scaled by the ratio of the sizes, clipped to it."""
+    if (positions.width, positions.height) == (width, height):
+        return positions
+    fx, fy = width / positions.width, height / positions.height
+
+    def box(b: tuple[float, float, float, float]) -> tuple[int, int, int, int]:
+        x0, y0 = max(0, math.floor(b[0] * fx)), max(0, math.floor(b[1] * fy))
+        x1, y1 = min(width, math.ceil(b[2] * fx)), min(height, math.ceil(b[3] * fy))
+        return x0, y0, max(x0, x1), max(y0, y1)
+
+    lines = [Line(box=box(line.box), words=[(*box(w[:4]), w[4], w[5]) for w in line.words], block=line.block)
+             for line in positions.lines]
+    return positions.model_copy(update={"width": width, "height": height, "lines": lines})

@@ -28,7 +28,7 @@ from ..inputs.render import blank_and_ink, count_pages, grey_if_neutral, render_
 from ..inputs.repair import diagnose, repair
 from ..inputs.sources import printable
 from ..languages import script_of_lang
-from ..positions.geometry import Step, to_page
+from ..positions.geometry import Step, scaled, to_page
 from ..positions.order import SIDE_NOTES
 from ..runfolder.flags import Flag
 from ..runfolder.record import PageRecord, PageTask, Positions, Status
@@ -254,30 +254,44 @@ def _with_local_thresholds(judged: Judged, page: PageInput, blank_page: bool, in
 def _repaired(judged: Judged, page: PageInput, blank_page: bool, ink: float | None, task: PageTask,
               ctx: PageContext) -> Judged:
     """A reading that failed its signal, read again from the scan repaired by what its image says is
-    wrong (inputs/repair.py; when: judging.wants_repair): the repaired reading (its `replaced` the
+    wrong (inputs/repair.py; when: judging.wants_repair): every repair found, together; when that
+    reading still fails and more than one was found, each alone too (a lighter layer measured on a
+    small page is often its letters' own grey edge). The best repaired reading (its `replaced` the
     first) when its signal is the better, else the first with a flag saying what was tried. Either
     way the record's quality keeps what was measured (`diagnosis`). The page's ink is the scan's
-    for both readings: a repair that took away text is not judged by the little it left."""
+    for every reading: a repair that took away text is not judged by the little it left."""
     if not wants_repair(judged, page.image, blank_page, ctx):
         return judged
     assert page.image is not None  # wants_repair
     t0 = time.perf_counter()
-    found = diagnose(page.image)
+    seen = judged.reading.positions
+    heights = sorted(line.box[3] - line.box[1] for line in seen.lines) if seen is not None else []
+    found = diagnose(page.image, heights[len(heights) // 2] if heights else None)
     steps = found.repairs()
+    diagnosis = {**judged.quality, "diagnosis": found.as_dict()}
     if not steps:
-        return dataclasses.replace(judged, quality={**judged.quality, "diagnosis": found.as_dict()},
-                                   seconds=round(judged.seconds + time.perf_counter() - t0, 4))
-    # Not the file's pixels any more: no engine may read the file in its place.
-    fixed = dataclasses.replace(page, image=repair(page.image, steps), file=None)
-    after = read_judged(judged.engine, fixed, blank_page, ink, task.language, task.ocr_lang,
-                        task.language_suggested, ctx=ctx)
-    how = "+".join(steps)
+        return dataclasses.replace(judged, quality=diagnosis, seconds=round(judged.seconds + time.perf_counter() - t0, 4))
+    tries = [steps] + ([[step] for step in steps] if len(steps) > 1 else [])
+    best: tuple[Judged, list[str]] | None = None
+    for repairs in tries:
+        # Not the file's pixels any more: no engine may read the file in its place.
+        fixed = dataclasses.replace(page, image=repair(page.image, repairs), file=None)
+        after = read_judged(judged.engine, fixed, blank_page, ink, task.language, task.ocr_lang,
+                            task.language_suggested, ctx=ctx)
+        if after.reading.positions is not None:  # an enlarged page's boxes, on the page as it was
+            after.reading.positions = scaled(after.reading.positions, *page.image.size)
+        if best is None or keeps_second(best[0], after):
+            best = (after, repairs)
+        if best[0].status is Status.ok:
+            break
+    assert best is not None
+    after, repairs = best
     seconds = round(judged.seconds + time.perf_counter() - t0, 4)
     if not keeps_second(judged, after):
-        return dataclasses.replace(judged, quality={**judged.quality, "diagnosis": found.as_dict()},
-                                   flags=[*judged.flags, Flag.repair_not_kept.of(how=how)], seconds=seconds)
+        return dataclasses.replace(judged, quality=diagnosis, seconds=seconds,
+                                   flags=[*judged.flags, Flag.repair_not_kept.of(how="+".join(steps))])
     return dataclasses.replace(after, quality={**after.quality, "diagnosis": found.as_dict()},
-                               flags=[*after.flags, Flag.repaired.of(how=how)], replaced=judged,
+                               flags=[*after.flags, Flag.repaired.of(how="+".join(repairs))], replaced=judged,
                                replaced_as={"image": "as scanned"}, seconds=seconds)
 
 

@@ -63,6 +63,8 @@ class Flag(Enum):
     repaired = FlagForm("repaired:{how}", "read again from the scan repaired (despeckle: specks removed; layers: a "
                         "lighter layer of strokes, such as the verso bleeding through, taken out): the first "
                         "reading failed its signal and the repaired one reads better", "reading")
+    speckle = FlagForm("speckle:{share}", "the share of the scan's pixels that were specks (salt-and-pepper "
+                       "noise): so many that it was despeckled before it was read", "image")
     repair_not_kept = FlagForm("repair_not_kept:{how}", "the scan was repaired and read again after its reading "
                                "failed its signal, and read no better: the reading as scanned kept", "reading")
     side_notes = FlagForm("side_notes", "lines beside the body were read as a block of their own", "reading")
