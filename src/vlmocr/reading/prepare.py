@@ -16,6 +16,7 @@ from PIL import Image
 
 from ..exceptions import BadInput
 from ..inputs.render import Rendered, blank_and_ink, encode, grey_if_neutral, render_page
+from ..inputs.repair import despeckled_first
 from ..languages import script_of_lang
 from ..positions.geometry import Step, steps_before
 from ..runfolder.flags import Flag
@@ -90,8 +91,6 @@ def prepare_image(task: PageTask, ctx: PageContext, *, for_vlm: bool, rendered: 
     cleaned: list[str] = []
     if not blank and not for_vlm and ctx.repair != "off":
         # A scan covered in specks is despeckled before it is read (inputs/repair.py: why not after).
-        from ..inputs.repair import despeckled_first
-
         if (found := despeckled_first(img)) is not None:
             img = found[0]
             cleaned = [Flag.repaired.of(how="despeckle"), Flag.speckle.of(share=f"{found[1]:.3f}")]
