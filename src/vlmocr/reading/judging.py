@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from PIL import Image
 
-from ..engines.base import Reading
+from ..engines.base import LINES_RUN_DOWN, Reading
 from ..engines.pick import Candidate, pick
 from ..positions.order import SIDE_NOTES, side_notes
 from ..runfolder.flags import Flag
@@ -137,10 +137,12 @@ def wants_local_thresholds(judged: Judged, image: Image.Image | None, blank_page
 
 def wants_repair(judged: Judged, image: Image.Image | None, blank_page: bool, ctx: PageContext) -> bool:
     """Is `judged` a reading to make again from the scan repaired (inputs/repair.py): repair is on,
-    the reading failed its signal, and the page is not blank paper nor only lines read out of
-    place (no repair puts lines in order). Pages that read well are never measured for it."""
+    the reading failed its signal, and the page is not blank paper, nor only lines read out of
+    place, nor lying on its side (lines running down it): no repair puts lines in order or turns a
+    page, and a repaired reading of a page on its side can outscore the page read as it lay.
+    Pages that read well are never measured for it."""
     return (ctx.repair != "off" and judged.status in TURN_WHEN and not blank_page and image is not None
-            and not out_of_order_only(judged))
+            and not out_of_order_only(judged) and LINES_RUN_DOWN not in judged.reading.flags)
 
 
 def keeps_second(first: Judged, second: Judged) -> bool:
