@@ -31,19 +31,26 @@ SAUVOLA_K = 0.2
 SPECK_PX = 4
 
 
+def flatten(grey: np.ndarray) -> np.ndarray:
+    """The page (grey) divided by its background, the paper's own shade: ink dark, paper white,
+    however the light fell."""
+    import cv2
+
+    # The background: ink closed over (a grey dilation wider than a stroke), then smoothed.
+    k = max(3, (grey.shape[0] // 150) | 1)
+    background = cv2.GaussianBlur(cv2.dilate(grey, np.ones((k, k), np.uint8)), (0, 0), k)
+    return np.clip(grey.astype(np.float32) / np.maximum(background.astype(np.float32), 1.0) * 255.0,
+                   0, 255).astype(np.uint8)
+
+
 def clean_page(img: Image.Image) -> tuple[Image.Image, list[str]]:
     """The page cleaned (grey, ink black on white) and the flags saying what was done."""
-    import cv2
     from skimage.filters import threshold_sauvola
     from skimage.morphology import remove_small_objects
 
     grey = np.asarray(img.convert("L"))
     h = grey.shape[0]
-    # The background: ink closed over (a grey dilation wider than a stroke), then smoothed.
-    k = max(3, (h // 150) | 1)
-    background = cv2.GaussianBlur(cv2.dilate(grey, np.ones((k, k), np.uint8)), (0, 0), k)
-    flat = np.clip(grey.astype(np.float32) / np.maximum(background.astype(np.float32), 1.0) * 255.0,
-                   0, 255).astype(np.uint8)
+    flat = flatten(grey)
     window = max(15, (h // WINDOW_ROWS) | 1)
     ink = flat < threshold_sauvola(flat, window_size=window, k=SAUVOLA_K)
     speck = max(1, round(SPECK_PX * (h / 2200) ** 2))

@@ -44,6 +44,8 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image
 
+from .clean import flatten
+
 # A speck differs from each of its eight neighbours by more than this many grey levels (of 255).
 SPECK_LEVELS = 96
 # Despeckle from this share of speck pixels (0.5 %): 6 times the most a clean development page has
@@ -97,20 +99,10 @@ def _grey(img: Image.Image) -> np.ndarray:
     return np.asarray(img.convert("L"))
 
 
-def _flat(grey: np.ndarray) -> np.ndarray:
-    """The page divided by its background (the paper's own shade): ink dark, paper white, however
-    the light fell (as inputs/clean.py flattens)."""
-    import cv2
-
-    k = max(3, (grey.shape[0] // 150) | 1)
-    background = cv2.GaussianBlur(cv2.dilate(grey, np.ones((k, k), np.uint8)), (0, 0), k)
-    return np.clip(grey.astype(np.float32) / np.maximum(background.astype(np.float32), 1.0) * 255.0,
-                   0, 255).astype(np.uint8)
-
-
-def _levels(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """The ink and the lighter layer's pixels apart from it (boolean masks), or None when the page
-    has fewer than three grey levels."""
+def _levels(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The flattened page's three levels by multi-level Otsu as boolean masks — the ink, the
+    middle level, and the middle level's pixels apart from the ink (further than its edge) — or
+    None when the page has fewer than three grey levels."""
     import cv2
     from skimage.filters import threshold_multiotsu
 
@@ -121,9 +113,10 @@ def _levels(flat: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     except ValueError:  # too few levels once binned
         return None
     ink = flat <= low  # (a bitonal page with grey strokes on it has its ink at 0 and `low` there too)
+    middle = (flat > low) & (flat <= high)
     size = 2 * EDGE_PX + 1
     near_ink = cv2.dilate(ink.astype(np.uint8), np.ones((size, size), np.uint8)) > 0
-    return ink, (flat > low) & (flat <= high) & ~near_ink
+    return ink, middle, middle & ~near_ink
 
 
 def _speckle(grey: np.ndarray) -> float:
@@ -153,10 +146,10 @@ def diagnose(img: Image.Image, line_px: float | None = None) -> Diagnosis:
 
     grey = _grey(img)
     speckle = _speckle(grey)
-    levels = _levels(_flat(cv2.medianBlur(grey, 3)))
+    levels = _levels(flatten(cv2.medianBlur(grey, 3)))
     layers = None
     if levels is not None:
-        ink, apart = levels
+        ink, _, apart = levels
         layers = float(apart.sum()) / max(int(ink.sum()), 1)
     return Diagnosis(speckle, layers, line_px, max(img.size))
 
@@ -166,18 +159,11 @@ def _lighter_strokes(flat: np.ndarray) -> np.ndarray | None:
     pixels lie mostly apart from the ink — where the verso's stroke runs past a letter it is taken
     out whole, where the middle level only rings the ink (its anti-aliased edge) it stays."""
     import cv2
-    from skimage.filters import threshold_multiotsu
 
-    if np.unique(flat).size < 3:
+    levels = _levels(flat)
+    if levels is None:
         return None
-    try:
-        low, high = threshold_multiotsu(flat, classes=3)
-    except ValueError:
-        return None
-    ink = flat <= low
-    middle = (flat > low) & (flat <= high)
-    size = 2 * EDGE_PX + 1
-    apart = middle & ~(cv2.dilate(ink.astype(np.uint8), np.ones((size, size), np.uint8)) > 0)
+    _, middle, apart = levels
     count, labels = cv2.connectedComponents(middle.astype(np.uint8), connectivity=8)
     share = np.bincount(labels[apart], minlength=count) / np.maximum(np.bincount(labels.ravel(), minlength=count), 1)
     strokes = share >= 0.5
@@ -194,7 +180,7 @@ def repair(img: Image.Image, steps: list[str]) -> Image.Image:
     if "despeckle" in steps:
         grey = cv2.medianBlur(grey, 3)
     if "layers" in steps:
-        flat = _flat(grey)
+        flat = flatten(grey)
         strokes = _lighter_strokes(flat)
         if strokes is not None:
             grey = np.where(strokes, 255, flat).astype(np.uint8)
