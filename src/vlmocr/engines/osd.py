@@ -23,8 +23,13 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
+
+from . import tesseract
+from .plugins import plugin_names, wrap_engine
 
 # OSD's script names → ISO 15924.
 ISO15924 = {"Latin": "Latn", "Fraktur": "Latf", "Greek": "Grek", "Cyrillic": "Cyrl", "Arabic": "Arab",
@@ -147,7 +152,28 @@ def parse_orientation(output: str) -> tuple[int, float]:
 
 def osd_image(image: Any) -> PageScript:
     """OSD of one page image (PIL). Never raises: a page OSD cannot judge (too little text, no
-    osd data) answers no script."""
+    osd data) answers no script. Asked through the engine plugins (engines/plugins.py) as a CPU
+    engine's reading is, so a plugin that caches readings answers a page it has seen."""
+    # What its answer depends on beyond the pixels, for a plugin's key (no plugin: not asked).
+    options = {"psm": 0, "longest_side": OSD_LONGEST_SIDE, **(_tesseract_version() if plugin_names() else {})}
+    reader = wrap_engine(OSD_ENGINE, options, _Osd)
+    return reader.read(SimpleNamespace(image=image, text_layer=None, dpi=None, flags=()))
+
+
+OSD_ENGINE = "tesseract-osd"  # the name OSD is asked under by the engine plugins
+
+
+@lru_cache(maxsize=1)
+def _tesseract_version() -> dict[str, str]:
+    return {k: str(v) for k, v in tesseract.ENGINE.versions().items()}
+
+
+class _Osd:
+    def read(self, page: Any) -> PageScript:
+        return _osd(page.image)
+
+
+def _osd(image: Any) -> PageScript:
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="vlmocr-osd-") as tmp:
         path = Path(tmp) / "page.png"
