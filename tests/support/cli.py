@@ -27,8 +27,8 @@ _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal
 # have been read once already — by a library at import, by a cache — so a command given one runs
 # in a subprocess.
 _READ_WHEN_USED = ("VLMOCR_", "OPENAI_API_KEY")
-_KILLS = {"VLMOCR_KILL_AT"}
-_UNREAD = {"PYTEST_CURRENT_TEST"}  # pytest's name of the test running: no command reads it  # the command SIGKILLs its own process (files.kill_point): never this one
+_KILLS = {"VLMOCR_KILL_AT"}  # the command SIGKILLs its own process (files.kill_point): never this one
+_UNREAD = {"PYTEST_CURRENT_TEST"}  # pytest's name of the test running: no command reads it
 
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 300,

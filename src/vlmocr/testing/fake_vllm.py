@@ -601,7 +601,7 @@ class _StandInOcr:
         self._engine = RapidOCR(params={"Global.use_cls": False})
 
     def read(self, page: Any) -> str:
-        result = self._engine(page.image)
+        result: Any = self._engine(page.image)  # RapidOCROutput for a whole page
         return "\n".join(result.txts or ())
 
 
