@@ -93,3 +93,63 @@ def test_a_page_answered_from_the_cache_never_makes_the_engine(tmp_path, tessera
             made.unlink()
     assert not made.exists()  # answered from the cache: never made
     assert read_records(tmp_path / "a")[0]["text"] == read_records(tmp_path / "b")[0]["text"]
+
+
+LOG_MAKING = ("import os\n"
+              "def wrap_engine(name, options, build):\n"
+              "    with open(os.environ['VLMOCR_MADE_LOG'], 'a') as fh:\n"
+              "        fh.write(name + '\\n')\n"
+              "    return build()\n")
+
+
+def test_osd_is_asked_through_the_plugins_so_the_cache_answers_a_page_seen_before(tmp_path, monkeypatch, tesseract):
+    """Tesseract's OSD (a tesseract process, ~1 s a page) is a reader of a page image too: asked
+    through the plugins as `tesseract-osd`, so the suite's cache answers it the second time with
+    OSD's own answer, and OSD is run only once."""
+    from PIL import Image
+
+    from vlmocr.engines.osd import OSD_ENGINE, osd_image
+
+    made = tmp_path / "made.log"
+    (tmp_path / "log_making.py").write_text(LOG_MAKING, encoding="utf-8")
+    cache_plugin = Path(__file__).resolve().parents[1] / "plugins" / "reading_cache.py"
+    monkeypatch.setenv("VLMOCR_PLUGINS", f"{tmp_path / 'log_making.py'},{cache_plugin}")
+    monkeypatch.setenv("VLMOCR_MADE_LOG", str(made))
+    monkeypatch.setenv("VLMOCR_TEST_READING_CACHE", str(tmp_path / "cache"))
+    page = Image.open(SAMPLES / "typescript-fr.png")
+    first, again = osd_image(page), osd_image(page)
+    assert first.script == "Latn" and first.counts, first  # OSD's real answer: a French typescript
+    assert again == first
+    assert made.read_text().splitlines() == [OSD_ENGINE]  # run once; the second answered from the cache
+    assert len(list((tmp_path / "cache").rglob("*.pickle"))) == 1
+    monkeypatch.setenv("VLMOCR_TEST_READING_CACHE", "0")  # the cache off: OSD runs again
+    assert osd_image(page).script == first.script and made.read_text().splitlines() == [OSD_ENGINE] * 2
+
+
+def test_the_stand_ins_ocr_answer_is_asked_through_the_plugins(tmp_path, monkeypatch):
+    """The stand-in server's `ocr` answer (RapidOCR on the image sent, seconds a page) is made
+    through the plugins as `stand-in:rapidocr`: the suite's cache answers an image it has read."""
+    import base64
+
+    import httpx2 as httpx
+
+    from vlmocr.testing.fake_vllm import STAND_IN_OCR
+    from vlmocr.testing.openai_server import ServerConfig, serve_in_process
+
+    made = tmp_path / "made.log"
+    (tmp_path / "log_making.py").write_text(LOG_MAKING, encoding="utf-8")
+    cache_plugin = Path(__file__).resolve().parents[1] / "plugins" / "reading_cache.py"
+    monkeypatch.setenv("VLMOCR_PLUGINS", f"{tmp_path / 'log_making.py'},{cache_plugin}")
+    monkeypatch.setenv("VLMOCR_MADE_LOG", str(made))
+    monkeypatch.setenv("VLMOCR_TEST_READING_CACHE", str(tmp_path / "cache"))
+    url = "data:image/png;base64," + base64.b64encode((SAMPLES / "typescript-fr.png").read_bytes()).decode()
+    body = {"model": "test-model", "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": "Read this page."}]}]}
+    answers = []
+    for _ in range(2):  # two servers: the second one's engine is never made
+        with serve_in_process(ServerConfig(answer="ocr")) as srv:
+            res = httpx.post(f"{srv.url}/chat/completions", json=body, timeout=120)
+            assert res.status_code == 200, res.text
+            answers.append(res.json()["choices"][0]["message"]["content"])
+    assert answers[0] == answers[1] and "pommes de pin" in answers[0]  # RapidOCR's real reading, twice
+    assert made.read_text().splitlines() == [STAND_IN_OCR]

@@ -92,9 +92,8 @@ def _forkserver_as_now(ensure_running: Callable[[Any], None]) -> Callable[[Any],
     return ensure
 
 
-if IN_PROCESS:
-    _fs = multiprocessing.forkserver.ForkServer
-    _fs.ensure_running = _forkserver_as_now(_fs.ensure_running)  # type: ignore[method-assign]
+_fs = multiprocessing.forkserver.ForkServer
+_fs.ensure_running = _forkserver_as_now(_fs.ensure_running)  # type: ignore[method-assign]
 
 
 class _TextCapture(io.TextIOWrapper):
