@@ -47,22 +47,31 @@ def names() -> list[str]:
     return sorted(p.name for p in list_profiles())
 
 
+# Two plans the check must refuse (a check that cannot fail checks nothing): a misspelt flag, and a
+# logits processor the release does not ship. Their names cannot be a profile's.
+BAD = {"~typo": {"argv": ["m", "--max-modle-len", "10"], "env": {}},
+       "~gone": {"argv": ["m", "--logits-processors", "vllm.model_executor.models.deepseek_ocr:NoSuchProcessor"],
+                 "env": {}}}
+
+
 @pytest.fixture(scope="module")
-def parsed(tmp_path_factory) -> tuple[dict, dict]:
-    """Every profile's plan, and what the release made of it (one vLLM import for all)."""
+def parsed(tmp_path_factory) -> tuple[dict, dict, str]:
+    """Every profile's plan, what the release made of it, and what it said on stderr (one vLLM
+    import for all, the two bad plans with them)."""
     python = the_lane()
     env = server_environ(python)
     plans = {name: plan_server(name, "vllm", str(model_dir("qwen2_5_vl")), None, [],
                                workdir=tmp_path_factory.mktemp(name), environ=env) for name in names()}
+    asked = {**{n: {"argv": p.argv[3:], "env": p.env} for n, p in plans.items()}, **BAD}
     done = subprocess.run([str(python), "-c", CHECK], capture_output=True, text=True, timeout=600, env=env,
-                          input=json.dumps({n: {"argv": p.argv[3:], "env": p.env} for n, p in plans.items()}))
+                          input=json.dumps(asked))
     assert done.returncode == 0, done.stderr[-3000:]
-    return plans, json.loads(done.stdout.strip().splitlines()[-1])
+    return plans, json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
 
 
 @pytest.mark.parametrize("profile", names())
 def test_the_release_takes_the_profiles_serving_recipe(parsed, profile):
-    plans, engines = parsed
+    plans, engines, _ = parsed
     plan, engine = plans[profile], engines[profile]
     assert plan.argv[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
     if plan.recipe is not None:  # a by-version recipe: the part for the release that will run
@@ -75,14 +84,8 @@ def test_the_release_takes_the_profiles_serving_recipe(parsed, profile):
         assert engine["mm_processor_kwargs"], plan.args_text  # the args file's JSON reached the engine
 
 
-def test_a_misspelt_flag_or_a_processor_the_release_lacks_is_refused(tmp_path):
+def test_a_misspelt_flag_or_a_processor_the_release_lacks_is_refused(parsed):
     # The check itself can fail: what it would say of a recipe with a typo, or a class gone.
-    python = the_lane()
-    bad = {"typo": {"argv": ["m", "--max-modle-len", "10"], "env": {}},
-           "gone": {"argv": ["m", "--logits-processors", "vllm.model_executor.models.deepseek_ocr:NoSuchProcessor"],
-                    "env": {}}}
-    done = subprocess.run([str(python), "-c", CHECK], input=json.dumps(bad), capture_output=True, text=True,
-                          timeout=600)
-    out = json.loads(done.stdout.strip().splitlines()[-1])
-    assert out["typo"]["error"].startswith("SystemExit") and "unrecognized arguments" in done.stderr
-    assert "NoSuchProcessor" in out["gone"]["error"]
+    _, out, stderr = parsed
+    assert out["~typo"]["error"].startswith("SystemExit") and "unrecognized arguments" in stderr
+    assert "NoSuchProcessor" in out["~gone"]["error"]
