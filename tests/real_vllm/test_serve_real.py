@@ -99,8 +99,12 @@ def test_run_serve_starts_the_release_reads_and_stops_it_cleanly(tmp_path, profi
     # aborts what is in flight and may still log EngineDeadError from its own output handler.)
     shutdown = text[text.index("[shutdown] API server: shutdown triggered"):]
     assert "Process manager: send sigterm to process EngineCore" in shutdown, shutdown[:3000]
-    assert "EngineCore: trigger received signal=SIGTERM" in shutdown
-    assert text.index("[shutdown] API server: shutdown triggered") < text.index("EngineCore: trigger received")
+    # The core then logs the SIGTERM — or, --shutdown-timeout 0 killing at once what has not exited,
+    # is killed by that same process manager before it can (seen once on a loaded machine).
+    core = next((m for m in ("EngineCore: trigger received signal=SIGTERM",
+                             "Process manager: force killing remaining process EngineCore") if m in shutdown), None)
+    assert core is not None, shutdown[:3000]
+    assert text.index("[shutdown] API server: shutdown triggered") < text.index(core)
 
 
 def test_the_release_reads_model_info_where_vlmocr_seeds_it():
