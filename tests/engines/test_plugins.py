@@ -8,10 +8,31 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from support.cli import run_cli
 from support.records import read_records
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+CACHE_PLUGIN = Path(__file__).resolve().parents[1] / "plugins" / "reading_cache.py"
+
+LOG_MAKING = ("import os\n"
+              "def wrap_engine(name, options, build):\n"
+              "    with open(os.environ['VLMOCR_MADE_LOG'], 'a') as fh:\n"
+              "        fh.write(name + '\\n')\n"
+              "    return build()\n")
+
+
+@pytest.fixture
+def made(tmp_path, monkeypatch) -> Path:
+    """The log the plugin LOG_MAKING writes each making to, loaded before the suite's reading cache
+    (with a cache of its own, in tmp_path): a making logged is a reading the cache did not have."""
+    log = tmp_path / "made.log"
+    (tmp_path / "log_making.py").write_text(LOG_MAKING, encoding="utf-8")
+    monkeypatch.setenv("VLMOCR_PLUGINS", f"{tmp_path / 'log_making.py'},{CACHE_PLUGIN}")
+    monkeypatch.setenv("VLMOCR_MADE_LOG", str(log))
+    monkeypatch.setenv("VLMOCR_TEST_READING_CACHE", str(tmp_path / "cache"))
+    return log
 
 
 def test_a_plugin_that_cannot_be_imported_is_a_usage_error_naming_it(tmp_path):
@@ -74,14 +95,8 @@ def test_a_page_answered_from_the_cache_never_makes_the_engine(tmp_path, tessera
     """The engine is made (its models loaded: seconds for RapidOCR) only when a page needs it: a
     plugin before the cache logs each making, and a second run of the same page makes none."""
     made = tmp_path / "made.log"
-    (tmp_path / "log_making.py").write_text(
-        "import os\n"
-        "def wrap_engine(name, options, build):\n"
-        "    with open(os.environ['VLMOCR_MADE_LOG'], 'a') as fh:\n"
-        "        fh.write(name + '\\n')\n"
-        "    return build()\n", encoding="utf-8")
-    cache_plugin = Path(__file__).resolve().parents[1] / "plugins" / "reading_cache.py"
-    env = {"VLMOCR_PLUGINS": f"{tmp_path / 'log_making.py'},{cache_plugin}", "VLMOCR_MADE_LOG": str(made),
+    (tmp_path / "log_making.py").write_text(LOG_MAKING, encoding="utf-8")
+    env = {"VLMOCR_PLUGINS": f"{tmp_path / 'log_making.py'},{CACHE_PLUGIN}", "VLMOCR_MADE_LOG": str(made),
            "VLMOCR_TEST_READING_CACHE": str(tmp_path / "cache")}
     page = SAMPLES / "typescript-fr.png"
     for run in ("a", "b"):
@@ -95,14 +110,8 @@ def test_a_page_answered_from_the_cache_never_makes_the_engine(tmp_path, tessera
     assert read_records(tmp_path / "a")[0]["text"] == read_records(tmp_path / "b")[0]["text"]
 
 
-LOG_MAKING = ("import os\n"
-              "def wrap_engine(name, options, build):\n"
-              "    with open(os.environ['VLMOCR_MADE_LOG'], 'a') as fh:\n"
-              "        fh.write(name + '\\n')\n"
-              "    return build()\n")
-
-
-def test_osd_is_asked_through_the_plugins_so_the_cache_answers_a_page_seen_before(tmp_path, monkeypatch, tesseract):
+def test_osd_is_asked_through_the_plugins_so_the_cache_answers_a_page_seen_before(tmp_path, made, monkeypatch,
+                                                                                   tesseract):
     """Tesseract's OSD (a tesseract process, ~1 s a page) is a reader of a page image too: asked
     through the plugins as `tesseract-osd`, so the suite's cache answers it the second time with
     OSD's own answer, and OSD is run only once."""
@@ -110,12 +119,6 @@ def test_osd_is_asked_through_the_plugins_so_the_cache_answers_a_page_seen_befor
 
     from vlmocr.engines.osd import OSD_ENGINE, osd_image
 
-    made = tmp_path / "made.log"
-    (tmp_path / "log_making.py").write_text(LOG_MAKING, encoding="utf-8")
-    cache_plugin = Path(__file__).resolve().parents[1] / "plugins" / "reading_cache.py"
-    monkeypatch.setenv("VLMOCR_PLUGINS", f"{tmp_path / 'log_making.py'},{cache_plugin}")
-    monkeypatch.setenv("VLMOCR_MADE_LOG", str(made))
-    monkeypatch.setenv("VLMOCR_TEST_READING_CACHE", str(tmp_path / "cache"))
     page = Image.open(SAMPLES / "typescript-fr.png")
     first, again = osd_image(page), osd_image(page)
     assert first.script == "Latn" and first.counts, first  # OSD's real answer: a French typescript
@@ -126,7 +129,7 @@ def test_osd_is_asked_through_the_plugins_so_the_cache_answers_a_page_seen_befor
     assert osd_image(page).script == first.script and made.read_text().splitlines() == [OSD_ENGINE] * 2
 
 
-def test_the_stand_ins_ocr_answer_is_asked_through_the_plugins(tmp_path, monkeypatch):
+def test_the_stand_ins_ocr_answer_is_asked_through_the_plugins(made):
     """The stand-in server's `ocr` answer (RapidOCR on the image sent, seconds a page) is made
     through the plugins as `stand-in:rapidocr`: the suite's cache answers an image it has read."""
     import base64
@@ -136,12 +139,6 @@ def test_the_stand_ins_ocr_answer_is_asked_through_the_plugins(tmp_path, monkeyp
     from vlmocr.testing.fake_vllm import STAND_IN_OCR
     from vlmocr.testing.openai_server import ServerConfig, serve_in_process
 
-    made = tmp_path / "made.log"
-    (tmp_path / "log_making.py").write_text(LOG_MAKING, encoding="utf-8")
-    cache_plugin = Path(__file__).resolve().parents[1] / "plugins" / "reading_cache.py"
-    monkeypatch.setenv("VLMOCR_PLUGINS", f"{tmp_path / 'log_making.py'},{cache_plugin}")
-    monkeypatch.setenv("VLMOCR_MADE_LOG", str(made))
-    monkeypatch.setenv("VLMOCR_TEST_READING_CACHE", str(tmp_path / "cache"))
     url = "data:image/png;base64," + base64.b64encode((SAMPLES / "typescript-fr.png").read_bytes()).decode()
     body = {"model": "test-model", "messages": [{"role": "user", "content": [
         {"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": "Read this page."}]}]}
